@@ -1,0 +1,23 @@
+//! The Kafka wire protocol, free of I/O.
+//!
+//! - [`frame`]: 4-byte length-prefixed framing, "need more bytes" apart from
+//!   "malformed", hostile prefixes refused before any allocation.
+//! - [`api`]: request and response headers, the [`api::ApiRequest`] trait over
+//!   every request type, and decoding by key and version for the broker.
+//!   Message structs of existing APIs come from the `kafka-protocol` crate.
+//! - [`txn_share_ack`]: KIP-1289's TxnShareAcknowledge (apiKey 95), our own.
+//! - [`versions`]: version negotiation from ApiVersions.
+//! - [`error_code`]: Kafka's error codes with names and retriable flags.
+//! - [`wire`]: hand-written primitives (varints, compact strings, tagged fields).
+//! - [`error`]: [`ProtocolError`], which always names the API and version.
+
+pub mod api;
+pub mod error;
+pub mod error_code;
+pub mod frame;
+pub mod txn_share_ack;
+pub mod versions;
+pub mod wire;
+
+pub use error::ProtocolError;
+pub use error_code::ErrorCode;
