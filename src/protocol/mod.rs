@@ -8,6 +8,7 @@
 //! - [`txn_share_ack`]: KIP-1289's TxnShareAcknowledge (apiKey 95), our own.
 //! - [`versions`]: version negotiation from ApiVersions.
 //! - [`error_code`]: Kafka's error codes with names and retriable flags.
+//! - [`records`]: magic v2 record batches.
 //! - [`wire`]: hand-written primitives (varints, compact strings, tagged fields).
 //! - [`error`]: [`ProtocolError`], which always names the API and version.
 
@@ -15,6 +16,7 @@ pub mod api;
 pub mod error;
 pub mod error_code;
 pub mod frame;
+pub mod records;
 pub mod txn_share_ack;
 pub mod versions;
 pub mod wire;
