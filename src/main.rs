@@ -1,6 +1,11 @@
 //! The `sharestream` command: the standalone broker and tools.
 
-use clap::{Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use sharestream::broker::{Broker, BrokerConfig, FsyncPolicy, StorageMode};
 
 /// sharestream: exactly-once stream processing over Kafka share groups.
 #[derive(Parser)]
@@ -12,15 +17,143 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the embedded Kafka-compatible broker as a standalone process.
+    Broker(BrokerArgs),
     /// Print the API keys and versions this build can encode and decode.
     Apis,
+}
+
+#[derive(Args)]
+struct BrokerArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    listen: SocketAddr,
+    /// Data directory (created if missing). Required unless --memory.
+    #[arg(long, conflicts_with = "memory")]
+    data_dir: Option<PathBuf>,
+    /// Keep everything in memory; nothing survives the process.
+    #[arg(long)]
+    memory: bool,
+    /// Host advertised to clients (default: the listen address).
+    #[arg(long)]
+    advertised_host: Option<String>,
+    /// Port advertised to clients (default: the listen port).
+    #[arg(long)]
+    advertised_port: Option<u16>,
+    /// Flush policy: `every-batch`, `never`, or an interval such as `100ms`.
+    #[arg(long, default_value = "every-batch", value_parser = parse_fsync)]
+    fsync: FsyncPolicy,
+    /// Create unknown topics on Metadata requests (auto.create.topics.enable).
+    #[arg(long)]
+    auto_create_topics: bool,
+    /// Partitions of auto-created topics (num.partitions).
+    #[arg(long, default_value_t = 1)]
+    num_partitions: i32,
+    /// Finalized share.version at first start (3 enables KIP-1289).
+    #[arg(long, default_value_t = 3)]
+    share_version: i16,
+    /// Finalized transaction.version at first start.
+    #[arg(long, default_value_t = 2)]
+    transaction_version: i16,
+    /// Maximum concurrent connections.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+}
+
+fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
+    match s {
+        "every-batch" => Ok(FsyncPolicy::EveryBatch),
+        "never" => Ok(FsyncPolicy::Never),
+        other => {
+            let ms = other
+                .strip_suffix("ms")
+                .and_then(|n| n.parse::<u64>().ok())
+                .ok_or_else(|| {
+                    format!(
+                        "--fsync takes every-batch, never or an interval like 100ms, not {other:?}"
+                    )
+                })?;
+            Ok(FsyncPolicy::Interval(Duration::from_millis(ms)))
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn run_broker(args: BrokerArgs) -> Result<(), String> {
+    let storage = match (args.data_dir, args.memory) {
+        (Some(dir), false) => StorageMode::Directory(dir),
+        (None, true) => StorageMode::Memory,
+        (None, false) => {
+            return Err(
+                "the broker needs --data-dir DIR (durable) or --memory (nothing survives)"
+                    .to_string(),
+            );
+        }
+        (Some(_), true) => unreachable!("clap refuses --data-dir with --memory"),
+    };
+    let config = BrokerConfig {
+        listen: args.listen,
+        advertised_host: args.advertised_host,
+        advertised_port: args.advertised_port,
+        storage,
+        fsync: args.fsync,
+        auto_create_topics: args.auto_create_topics,
+        default_partitions: args.num_partitions,
+        share_version: args.share_version,
+        transaction_version: args.transaction_version,
+        max_connections: args.max_connections,
+        ..BrokerConfig::default()
+    };
+    let handle = Broker::start(config)
+        .await
+        .map_err(|e| format!("cannot start the broker on {}: {e}", args.listen))?;
+    println!(
+        "sharestream broker listening on {}",
+        handle.bootstrap_servers()
+    );
+    wait_for_signal().await;
+    tracing::info!("shutting down");
+    handle.shutdown().await;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 fn main() {
     let cli = Cli::parse();
     match cli.command {
+        Command::Broker(args) => {
+            init_tracing();
+            let rt = tokio::runtime::Runtime::new().expect("start the tokio runtime");
+            if let Err(e) = rt.block_on(run_broker(args)) {
+                eprintln!("error: {e}");
+                std::process::exit(2);
+            }
+        }
         Command::Apis => {
-            for key in 0..=i16::MAX {
+            for key in 0..=200i16 {
                 if let Some(v) = sharestream::protocol::api::codec_versions(key) {
                     println!(
                         "{key:>3} {:<40} v{}..=v{}",
@@ -28,9 +161,6 @@ fn main() {
                         v.min,
                         v.max
                     );
-                }
-                if key > 200 {
-                    break;
                 }
             }
         }

@@ -1,5 +1,29 @@
 //! The embedded Kafka-compatible broker.
 //!
-//! Not built yet: this module is reserved for the broker of the "Embedded
-//! broker" issues (durable partition logs, produce and fetch, transactions,
-//! share groups and KIP-1289's transactional share acknowledgements).
+//! `Broker::start(config)` binds a listener and serves Kafka's protocol to
+//! any client (ours, Apache Kafka's Java clients, librdkafka). One node
+//! (id 0) is leader of every partition and every coordinator.
+//!
+//! - [`server`]: listener, connections, in-order pipelined request handling,
+//!   connection and request-bytes caps, graceful shutdown.
+//! - [`core`]: shared state (config, topics, finalized features, metrics)
+//!   and the durable `metadata.json`.
+//! - [`topics`]: the topic registry with Kafka's validation rules.
+//! - [`metrics`]: per-API request counts and latency histograms, Prometheus
+//!   text.
+//! - `handlers`: one handler per API.
+//!
+//! What is served today: ApiVersions, Metadata, CreateTopics, DeleteTopics,
+//! CreatePartitions, DescribeCluster, DescribeConfigs, FindCoordinator.
+//! Produce, Fetch, transactions and share groups come with the storage,
+//! transaction-coordinator and share-partition layers.
+
+pub mod config;
+pub mod core;
+mod handlers;
+pub mod metrics;
+pub mod server;
+pub mod topics;
+
+pub use config::{BrokerConfig, FsyncPolicy, StorageMode};
+pub use server::{Broker, BrokerHandle};

@@ -1,0 +1,133 @@
+//! One handler per API. [`dispatch`] decodes a request by key and version,
+//! calls its handler and encodes the response in order.
+
+mod admin;
+mod api_versions;
+mod metadata;
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::*;
+
+use super::core::BrokerCore;
+use super::server::Close;
+use crate::protocol::ErrorCode;
+use crate::protocol::api::{
+    AnyRequest, ApiRequest, RequestHeaderInfo, api_name, decode_request, encode_response_frame,
+};
+use crate::protocol::txn_share_ack::{TxnShareAcknowledgeRequest, TxnShareAcknowledgeResponse};
+
+pub(crate) use api_versions::advertised_versions;
+
+/// What a handler sees of the request besides its body.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestContext {
+    pub header: RequestHeaderInfo,
+}
+
+impl RequestContext {
+    pub fn version(&self) -> i16 {
+        self.header.api_version
+    }
+}
+
+fn respond<R: ApiRequest>(
+    ctx: &RequestContext,
+    resp: &R::Response,
+    out: &mut BytesMut,
+) -> Result<(), Close> {
+    encode_response_frame::<R>(resp, ctx.version(), ctx.header.correlation_id, out)
+        .map_err(|e| Close::Protocol(format!("cannot encode response: {e}")))
+}
+
+/// Decodes, handles and answers one request.
+pub(crate) async fn dispatch(
+    core: &Arc<BrokerCore>,
+    header: &RequestHeaderInfo,
+    mut body: Bytes,
+    out: &mut BytesMut,
+) -> Result<(), Close> {
+    let ctx = RequestContext {
+        header: header.clone(),
+    };
+    let (key, version) = (header.api_key, header.api_version);
+
+    // ApiVersions at a version we cannot parse: answer v0 with
+    // UNSUPPORTED_VERSION and our ranges so the client can retry.
+    if key == ApiVersionsRequest::API_KEY && !ApiVersionsRequest::versions().contains(version) {
+        let resp = api_versions::unsupported_version_response(core);
+        return crate::protocol::api::encode_response_frame::<ApiVersionsRequest>(
+            &resp,
+            0,
+            header.correlation_id,
+            out,
+        )
+        .map_err(|e| Close::Protocol(format!("cannot encode response: {e}")));
+    }
+
+    let advertised = advertised_versions(core, key);
+    let in_codec = crate::protocol::api::codec_versions(key).is_some_and(|v| v.contains(version));
+    let gated_off = api_versions::is_gated_off(core, key);
+    let served = advertised.is_some_and(|v| v.contains(version));
+    let answerable = served || (gated_off && in_codec);
+    if !answerable {
+        return Err(Close::Protocol(format!(
+            "{} v{version} (key {key}) is not supported by this broker",
+            api_name(key)
+        )));
+    }
+
+    let request = decode_request(key, version, &mut body)
+        .map_err(|e| Close::Protocol(format!("undecodable request: {e}")))?;
+
+    match request {
+        AnyRequest::Kafka(kind) => match *kind {
+            RequestKind::ApiVersions(r) => {
+                let resp = api_versions::handle(core, &ctx, r);
+                respond::<ApiVersionsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::Metadata(r) => {
+                let resp = metadata::handle(core, &ctx, r);
+                respond::<MetadataRequest>(&ctx, &resp, out)
+            }
+            RequestKind::CreateTopics(r) => {
+                let resp = admin::create_topics(core, &ctx, r);
+                respond::<CreateTopicsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DeleteTopics(r) => {
+                let resp = admin::delete_topics(core, &ctx, r);
+                respond::<DeleteTopicsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::CreatePartitions(r) => {
+                let resp = admin::create_partitions(core, &ctx, r);
+                respond::<CreatePartitionsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DescribeCluster(r) => {
+                let resp = admin::describe_cluster(core, &ctx, r);
+                respond::<DescribeClusterRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DescribeConfigs(r) => {
+                let resp = admin::describe_configs(core, &ctx, r);
+                respond::<DescribeConfigsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::FindCoordinator(r) => {
+                let resp = admin::find_coordinator(core, &ctx, r);
+                respond::<FindCoordinatorRequest>(&ctx, &resp, out)
+            }
+            _ => Err(Close::Protocol(format!(
+                "no handler for {} (key {key})",
+                api_name(key)
+            ))),
+        },
+        AnyRequest::TxnShareAcknowledge(_) => {
+            // Not advertised (feature off or not served): answer as Kafka
+            // answers a gated API, UNSUPPORTED_VERSION in the body.
+            let resp = TxnShareAcknowledgeResponse {
+                error_code: ErrorCode::UNSUPPORTED_VERSION.0,
+                ..Default::default()
+            };
+            respond::<TxnShareAcknowledgeRequest>(&ctx, &resp, out)
+        }
+    }
+}

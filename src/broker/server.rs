@@ -1,0 +1,252 @@
+//! The network side of the broker: listener, connections, request dispatch.
+//!
+//! Each connection is served by one task. Requests may be pipelined by the
+//! client; the task processes them one at a time and answers in order, as
+//! Kafka requires. Responses of pipelined requests are written together,
+//! except that pending responses are always flushed before a request that
+//! may wait (a long-polling fetch).
+//!
+//! Limits: a semaphore caps connections (accepting pauses at the cap), a
+//! second one caps the request bytes held by the broker across connections
+//! (`max_queued_request_bytes`), and the frame decoder refuses frames above
+//! `max_frame_size` before allocating anything.
+//!
+//! Bad input: an undecodable frame, an unknown API key, or a version we do
+//! not advertise closes that connection with a log line (as Kafka does); an
+//! ApiVersions request at an unknown version gets the v0 UNSUPPORTED_VERSION
+//! answer clients expect. Other connections are unaffected.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use super::config::BrokerConfig;
+use super::core::BrokerCore;
+use super::handlers;
+use crate::protocol::api::{RequestHeaderInfo, api_name, decode_request_header};
+use crate::protocol::frame::FrameDecoder;
+
+/// The embedded broker.
+pub struct Broker;
+
+/// A running broker. Dropping the handle does not stop it; call
+/// [`BrokerHandle::shutdown`].
+pub struct BrokerHandle {
+    local_addr: SocketAddr,
+    core: Arc<BrokerCore>,
+    shutdown: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Broker {
+    /// Binds the listener, recovers state from the data directory, and
+    /// starts serving.
+    pub async fn start(config: BrokerConfig) -> std::io::Result<BrokerHandle> {
+        let listener = TcpListener::bind(config.listen).await?;
+        let local_addr = listener.local_addr()?;
+        let core = Arc::new(BrokerCore::open(config, local_addr)?);
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let task = tokio::spawn(accept_loop(listener, core.clone(), shutdown_rx));
+        info!(%local_addr, "broker listening");
+        Ok(BrokerHandle {
+            local_addr,
+            core,
+            shutdown,
+            task,
+        })
+    }
+}
+
+impl BrokerHandle {
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// `host:port` for `bootstrap.servers`.
+    pub fn bootstrap_servers(&self) -> String {
+        let (host, port) = self.core.advertised();
+        format!("{host}:{port}")
+    }
+
+    /// The broker's shared state (for tests and tools in this crate).
+    pub fn core(&self) -> &Arc<BrokerCore> {
+        &self.core
+    }
+
+    /// Stops accepting, closes connections, waits for their tasks and
+    /// flushes storage.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.task.await;
+        self.core.flush_all();
+        info!(addr = %self.local_addr, "broker stopped");
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    core: Arc<BrokerCore>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let connections = Arc::new(Semaphore::new(core.config().max_connections));
+    let mut tasks = JoinSet::new();
+    loop {
+        let permit = tokio::select! {
+            p = connections.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = shutdown.changed() => break,
+        };
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    warn!(error = %e, "accept failed");
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => break,
+        };
+        // Reap finished connection tasks so the set does not grow.
+        while tasks.try_join_next().is_some() {}
+        let _ = stream.set_nodelay(true);
+        core.metrics().add("connections_accepted", 1);
+        let core = core.clone();
+        let rx = shutdown.clone();
+        tasks.spawn(
+            async move {
+                serve_connection(core, stream, rx).await;
+                drop(permit);
+            }
+            .instrument(info_span!("connection", %peer)),
+        );
+    }
+    // Connections watch the same shutdown signal; wait for them.
+    while tasks.join_next().await.is_some() {}
+}
+
+/// Why a connection is being closed.
+#[derive(Debug)]
+pub(crate) enum Close {
+    /// The request cannot be answered; the message is logged.
+    Protocol(String),
+}
+
+async fn serve_connection(
+    core: Arc<BrokerCore>,
+    mut stream: TcpStream,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut decoder = FrameDecoder::new(core.config().max_frame_size);
+    let mut out = BytesMut::with_capacity(64 * 1024);
+    loop {
+        loop {
+            let frame = match decoder.next_frame() {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => {
+                    warn!(error = %e, "closing connection: framing lost");
+                    core.metrics().add("connections_closed_malformed", 1);
+                    let _ = stream.write_all(&out).await;
+                    return;
+                }
+            };
+            // A request that may wait must not hold earlier answers back.
+            if !out.is_empty() && may_block(&frame) {
+                if stream.write_all(&out).await.is_err() {
+                    return;
+                }
+                out.clear();
+            }
+            let permit = match core
+                .request_bytes()
+                .acquire_many(frame.len().max(1).min(u32::MAX as usize) as u32)
+                .await
+            {
+                Ok(p) => p,
+                Err(_) => return,
+            };
+            let result = process_frame(&core, frame, &mut out).await;
+            drop(permit);
+            if let Err(Close::Protocol(msg)) = result {
+                warn!("closing connection: {msg}");
+                core.metrics().add("connections_closed_malformed", 1);
+                let _ = stream.write_all(&out).await;
+                return;
+            }
+            if out.len() >= 256 * 1024 && stream.write_all(&out).await.is_ok() {
+                out.clear();
+            }
+        }
+        if !out.is_empty() {
+            if stream.write_all(&out).await.is_err() {
+                return;
+            }
+            out.clear();
+        }
+        tokio::select! {
+            r = stream.read_buf(decoder.buffer_mut()) => match r {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) => {
+                    debug!(error = %e, "connection read failed");
+                    return;
+                }
+            },
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+fn may_block(frame: &Bytes) -> bool {
+    frame.len() >= 2 && matches!(i16::from_be_bytes([frame[0], frame[1]]), 1 | 78)
+}
+
+async fn process_frame(
+    core: &Arc<BrokerCore>,
+    mut frame: Bytes,
+    out: &mut BytesMut,
+) -> Result<(), Close> {
+    let header = match decode_request_header(&mut frame) {
+        Ok(h) => h,
+        Err(e) => {
+            core.metrics().record_error(e.api_key);
+            return Err(Close::Protocol(e.to_string()));
+        }
+    };
+    let span = info_span!(
+        "request",
+        api = api_name(header.api_key),
+        version = header.api_version,
+        client_id = header.client_id.as_deref().unwrap_or(""),
+        correlation_id = header.correlation_id
+    );
+    let started = Instant::now();
+    let key = header.api_key;
+    let res = dispatch(core, &header, frame, out).instrument(span).await;
+    if res.is_ok() {
+        core.metrics()
+            .record_request(key, started.elapsed().as_micros() as u64);
+    } else {
+        core.metrics().record_error(key);
+    }
+    res
+}
+
+async fn dispatch(
+    core: &Arc<BrokerCore>,
+    header: &RequestHeaderInfo,
+    body: Bytes,
+    out: &mut BytesMut,
+) -> Result<(), Close> {
+    handlers::dispatch(core, header, body, out).await
+}
