@@ -1,4 +1,14 @@
 //! Exactly-once plumbing: accumulation of share acknowledgements and their
 //! staging in the producer's transaction (KIP-1289).
 //!
-//! Not built yet: reserved for the client-layer and runtime issues.
+//! - [`acknowledgements`]: the `(offset, type)` accumulator per share
+//!   partition and its packing into minimal `AcknowledgementBatch` ranges.
+//!
+//! The transactional commit loop arrives with the client and runtime issues.
+
+pub mod acknowledgements;
+
+pub use acknowledgements::{
+    AcknowledgeType, AcknowledgementBatch, Acknowledgements, PartitionAcknowledgements,
+    TopicIdPartition,
+};
