@@ -9,6 +9,9 @@
 //! - [`core`]: shared state (config, topics, finalized features, metrics)
 //!   and the durable `metadata.json`.
 //! - [`topics`]: the topic registry with Kafka's validation rules.
+//! - [`log`]: partition logs (segments, sparse index, recovery, fsync
+//!   policy), producer state (idempotence, LSO, aborted transactions) and the
+//!   generic durable `StateLog`.
 //! - [`metrics`]: per-API request counts and latency histograms, Prometheus
 //!   text.
 //! - `handlers`: one handler per API.
@@ -21,6 +24,7 @@
 pub mod config;
 pub mod core;
 mod handlers;
+pub mod log;
 pub mod metrics;
 pub mod server;
 pub mod topics;
