@@ -2,7 +2,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 /// Where partition data and broker state live.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,16 +12,7 @@ pub enum StorageMode {
     Directory(PathBuf),
 }
 
-/// When the log is flushed to disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FsyncPolicy {
-    /// After every appended batch, before the produce is acknowledged.
-    EveryBatch,
-    /// At most this long after an append.
-    Interval(Duration),
-    /// Leave it to the operating system.
-    Never,
-}
+pub use super::log::FsyncPolicy;
 
 /// Configuration of an embedded broker.
 #[derive(Debug, Clone)]
@@ -99,6 +89,7 @@ impl BrokerConfig {
     pub fn with_data_dir(dir: impl Into<PathBuf>) -> Self {
         Self {
             storage: StorageMode::Directory(dir.into()),
+            fsync: FsyncPolicy::EveryBatch,
             ..Self::default()
         }
     }

@@ -4,11 +4,16 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use uuid::Uuid;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
 use super::config::{BrokerConfig, StorageMode};
+use super::log::{LogConfig, LogError, PartitionLog};
 use super::metrics::BrokerMetrics;
 use super::topics::{TopicError, TopicMeta, TopicRegistry};
 use std::collections::BTreeMap;
@@ -61,7 +66,12 @@ pub struct BrokerCore {
     features: RwLock<Features>,
     metrics: BrokerMetrics,
     request_bytes: Semaphore,
+    partitions: RwLock<HashMap<(Uuid, i32), SharedLog>>,
+    appended: tokio::sync::watch::Sender<u64>,
 }
+
+/// A partition log shared between request handlers.
+pub type SharedLog = Arc<Mutex<PartitionLog>>;
 
 impl std::fmt::Debug for BrokerCore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -111,7 +121,7 @@ impl BrokerCore {
                 .min(Semaphore::MAX_PERMITS)
                 .min(u32::MAX as usize),
         );
-        Ok(Self {
+        let core = Self {
             config,
             advertised_host,
             advertised_port,
@@ -119,7 +129,81 @@ impl BrokerCore {
             features: RwLock::new(features),
             metrics: BrokerMetrics::default(),
             request_bytes,
+            partitions: RwLock::new(HashMap::new()),
+            appended: tokio::sync::watch::channel(0).0,
+        };
+        let topics: Vec<TopicMeta> = core.topics.read().iter().cloned().collect();
+        for t in &topics {
+            core.open_partitions(t, 0)
+                .map_err(|e| std::io::Error::other(format!("opening topic {}: {e}", t.name)))?;
+        }
+        Ok(core)
+    }
+
+    fn log_config(&self, topic: &TopicMeta) -> LogConfig {
+        let max_message_bytes = topic
+            .config("max.message.bytes")
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(self.config.message_max_bytes as usize);
+        let segment_bytes = topic
+            .configs
+            .get("segment.bytes")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(self.config.segment_bytes);
+        LogConfig {
+            segment_bytes,
+            fsync: self.config.fsync,
+            max_message_bytes,
+            ..LogConfig::default()
+        }
+        .normalized()
+    }
+
+    fn partition_dir(&self, topic: &TopicMeta, partition: i32) -> Option<PathBuf> {
+        self.data_dir().map(|d| {
+            d.join("logs")
+                .join(format!("{}-{}", topic.name, topic.id.simple()))
+                .join(partition.to_string())
         })
+    }
+
+    /// Opens (or creates) the logs of partitions `from..topic.partitions`.
+    fn open_partitions(&self, topic: &TopicMeta, from: i32) -> Result<(), LogError> {
+        for p in from..topic.partitions {
+            let config = self.log_config(topic);
+            let log = match self.partition_dir(topic, p) {
+                Some(dir) => PartitionLog::open(&dir, config)?,
+                None => PartitionLog::in_memory(config),
+            };
+            self.partitions
+                .write()
+                .insert((topic.id, p), Arc::new(Mutex::new(log)));
+        }
+        Ok(())
+    }
+
+    /// The log of a partition.
+    pub fn partition(&self, topic_id: Uuid, partition: i32) -> Option<SharedLog> {
+        self.partitions.read().get(&(topic_id, partition)).cloned()
+    }
+
+    /// All partition logs.
+    pub fn all_partitions(&self) -> Vec<((Uuid, i32), SharedLog)> {
+        self.partitions
+            .read()
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect()
+    }
+
+    /// Tells long-polling fetches that data was appended.
+    pub fn notify_appended(&self) {
+        self.appended.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// A receiver woken by every append.
+    pub fn subscribe_appended(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.appended.subscribe()
     }
 
     /// The configuration.
@@ -217,6 +301,14 @@ impl BrokerCore {
             }
             reg.create(name, partitions, replication_factor, configs)?
         };
+        if let Err(e) = self.open_partitions(&meta, 0) {
+            tracing::error!(topic = name, error = %e, "creating partition logs failed");
+            self.topics.write().delete(name);
+            return Err(TopicError {
+                code: e.error_code(),
+                message: format!("creating the partition logs failed: {e}"),
+            });
+        }
         self.persist_or_log();
         Ok(meta)
     }
@@ -225,6 +317,17 @@ impl BrokerCore {
     pub fn delete_topic(&self, name: &str) -> Option<TopicMeta> {
         let meta = self.topics.write().delete(name)?;
         self.persist_or_log();
+        {
+            let mut parts = self.partitions.write();
+            for p in 0..meta.partitions {
+                parts.remove(&(meta.id, p));
+            }
+        }
+        if let Some(dir) = self.partition_dir(&meta, 0).and_then(|d| d.parent().map(|p| p.to_path_buf())) {
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                tracing::warn!(dir = %dir.display(), error = %e, "removing a deleted topic's logs failed");
+            }
+        }
         Some(meta)
     }
 
@@ -243,7 +346,13 @@ impl BrokerCore {
                 copy.add_partitions(name, count)?;
                 return Ok(());
             }
-            reg.add_partitions(name, count)?;
+            let before = reg.get(name).map(|t| t.partitions).unwrap_or(0);
+            let meta = reg.add_partitions(name, count)?;
+            drop(reg);
+            self.open_partitions(&meta, before).map_err(|e| TopicError {
+                code: e.error_code(),
+                message: format!("creating the partition logs failed: {e}"),
+            })?;
         }
         self.persist_or_log();
         Ok(())
@@ -259,6 +368,20 @@ impl BrokerCore {
     pub fn flush_all(&self) {
         if let Err(e) = self.persist_metadata() {
             tracing::error!(error = %e, "persisting metadata at shutdown failed");
+        }
+        for ((id, p), log) in self.all_partitions() {
+            if let Err(e) = log.lock().flush() {
+                tracing::error!(topic_id = %id, partition = p, error = %e, "flushing a log failed");
+            }
+        }
+    }
+
+    /// Runs interval flushes that are due (FsyncPolicy::Interval).
+    pub fn flush_due(&self, now: std::time::Instant) {
+        for ((id, p), log) in self.all_partitions() {
+            if let Err(e) = log.lock().flush_if_due(now) {
+                tracing::error!(topic_id = %id, partition = p, error = %e, "interval flush failed");
+            }
         }
     }
 }

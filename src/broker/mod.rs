@@ -12,6 +12,8 @@
 //! - [`log`]: partition logs (segments, sparse index, recovery, fsync
 //!   policy), producer state (idempotence, LSO, aborted transactions) and the
 //!   generic durable `StateLog`.
+//! - [`txn`]: the transaction coordinator, an I/O-free state machine
+//!   (transaction protocol v1 and v2, log and share participants).
 //! - [`metrics`]: per-API request counts and latency histograms, Prometheus
 //!   text.
 //! - `handlers`: one handler per API.
@@ -28,6 +30,7 @@ pub mod log;
 pub mod metrics;
 pub mod server;
 pub mod topics;
+pub mod txn;
 
 pub use config::{BrokerConfig, FsyncPolicy, StorageMode};
 pub use server::{Broker, BrokerHandle};

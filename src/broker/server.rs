@@ -53,6 +53,9 @@ impl Broker {
         let local_addr = listener.local_addr()?;
         let core = Arc::new(BrokerCore::open(config, local_addr)?);
         let (shutdown, shutdown_rx) = watch::channel(false);
+        if let crate::broker::config::FsyncPolicy::Interval(every) = core.config().fsync {
+            tokio::spawn(flush_loop(core.clone(), every, shutdown_rx.clone()));
+        }
         let task = tokio::spawn(accept_loop(listener, core.clone(), shutdown_rx));
         info!(%local_addr, "broker listening");
         Ok(BrokerHandle {
@@ -88,6 +91,25 @@ impl BrokerHandle {
         let _ = self.task.await;
         self.core.flush_all();
         info!(addr = %self.local_addr, "broker stopped");
+    }
+}
+
+/// Drives FsyncPolicy::Interval: flushes logs whose interval has elapsed.
+async fn flush_loop(
+    core: Arc<BrokerCore>,
+    every: std::time::Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(every.max(std::time::Duration::from_millis(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                let core = core.clone();
+                let _ = tokio::task::spawn_blocking(move || core.flush_due(std::time::Instant::now())).await;
+            }
+            _ = shutdown.changed() => return,
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod admin;
 mod api_versions;
+mod data;
 mod metadata;
 
 use std::sync::Arc;
@@ -86,6 +87,18 @@ pub(crate) async fn dispatch(
             RequestKind::ApiVersions(r) => {
                 let resp = api_versions::handle(core, &ctx, r);
                 respond::<ApiVersionsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::Produce(r) => match data::produce(core, &ctx, r).await {
+                Some(resp) => respond::<ProduceRequest>(&ctx, &resp, out),
+                None => Ok(()),
+            },
+            RequestKind::Fetch(r) => {
+                let resp = data::fetch(core, &ctx, r).await;
+                respond::<FetchRequest>(&ctx, &resp, out)
+            }
+            RequestKind::ListOffsets(r) => {
+                let resp = data::list_offsets(core, &ctx, r);
+                respond::<ListOffsetsRequest>(&ctx, &resp, out)
             }
             RequestKind::Metadata(r) => {
                 let resp = metadata::handle(core, &ctx, r);
