@@ -2,6 +2,11 @@
 
 use clap::{Parser, Subcommand};
 
+/// Huge allocations announced by hostile frames must not abort the broker
+/// (see `sharestream::alloc`).
+#[global_allocator]
+static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
+
 /// sharestream: exactly-once stream processing over Kafka share groups.
 #[derive(Parser)]
 #[command(version, about)]

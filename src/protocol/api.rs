@@ -6,6 +6,15 @@
 //! any request generically, and [`decode_request`] lets the broker decode a
 //! request whose key it only learns from the header. Every failure comes back
 //! as a [`ProtocolError`] that names the API and version.
+//!
+//! Untrusted bytes: decoding never panics on any input (checked by the
+//! mutation tests in `tests/protocol_roundtrip.rs`), but `kafka-protocol`
+//! 0.18 sizes each array from the count on the wire before reading its
+//! elements, so a tiny frame can ask for hundreds of GiB. That request is
+//! made harmless by [`crate::alloc::GuardedAlloc`], which the final binary
+//! must install as its global allocator (ours does); the decoders here log a
+//! warning once when it is missing. Our own TxnShareAcknowledge codec checks
+//! every count against the bytes left and needs no guard.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader};
@@ -174,6 +183,7 @@ where
 
     fn decode_request(buf: &mut Bytes, version: i16) -> Result<Self, ProtocolError> {
         check_version(T::KEY, version)?;
+        crate::alloc::warn_if_unguarded();
         T::decode(buf, version).map_err(|e| decode_err(T::KEY, version, e))
     }
 
@@ -189,6 +199,7 @@ where
 
     fn decode_response(buf: &mut Bytes, version: i16) -> Result<Self::Response, ProtocolError> {
         check_version(T::KEY, version)?;
+        crate::alloc::warn_if_unguarded();
         <T::Response as Decodable>::decode(buf, version).map_err(|e| decode_err(T::KEY, version, e))
     }
 }
@@ -215,6 +226,7 @@ pub fn decode_request(
             .map(AnyRequest::TxnShareAcknowledge);
     }
     let key = ApiKey::try_from(api_key).map_err(|()| ProtocolError::UnknownApiKey { api_key })?;
+    crate::alloc::warn_if_unguarded();
     RequestKind::decode(key, body, version)
         .map(|r| AnyRequest::Kafka(Box::new(r)))
         .map_err(|e| decode_err(api_key, version, e))
