@@ -17,7 +17,10 @@
 //! every count against the bytes left and needs no guard.
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader};
+use kafka_protocol::messages::{
+    ApiKey, InitProducerIdRequest, OffsetCommitRequest, OffsetFetchRequest, RequestHeader,
+    RequestKind, ResponseHeader,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message, StrBytes};
 
 use super::error::ProtocolError;
@@ -73,9 +76,18 @@ pub fn codec_versions(api_key: i16) -> Option<Versions> {
     }
     let k = ApiKey::try_from(api_key).ok()?;
     let r = k.valid_versions();
+    // `ApiKey::valid_versions` is the range of the *response* struct; for a
+    // few APIs the request struct stops one version earlier, and a version
+    // we cannot decode must not be offered (tested for every key below).
+    let req = match k {
+        ApiKey::OffsetCommit => OffsetCommitRequest::VERSIONS,
+        ApiKey::OffsetFetch => OffsetFetchRequest::VERSIONS,
+        ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS,
+        _ => r,
+    };
     Some(Versions {
-        min: r.min,
-        max: r.max,
+        min: r.min.max(req.min),
+        max: r.max.min(req.max),
     })
 }
 
@@ -447,6 +459,30 @@ mod tests {
             ApiVersionsRequest::decode_response(&mut frame, 3).unwrap(),
             resp
         );
+    }
+
+    /// Every version `codec_versions` offers can really be decoded, request
+    /// and response, and the next one cannot: probed through the crate's own
+    /// version check, which runs before it reads a byte.
+    #[test]
+    fn codec_versions_match_the_message_structs() {
+        use kafka_protocol::messages::ResponseKind;
+        let refuses = |e: &String| e.contains("version not supported");
+        for k in ApiKey::iter() {
+            let v = codec_versions(k as i16).unwrap();
+            for version in v.min..=v.max {
+                let req = RequestKind::decode(k, &mut Bytes::new(), version);
+                let resp = ResponseKind::decode(k, &mut Bytes::new(), version);
+                for r in [
+                    req.err().map(|e| e.to_string()),
+                    resp.err().map(|e| e.to_string()),
+                ] {
+                    assert!(!r.as_ref().is_some_and(refuses), "{k:?} v{version}: {r:?}");
+                }
+            }
+            let req = RequestKind::decode(k, &mut Bytes::new(), v.max + 1);
+            assert!(req.is_err(), "{k:?} v{} decodes", v.max + 1);
+        }
     }
 
     #[test]
