@@ -7,6 +7,11 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use sharestream::broker::{Broker, BrokerConfig, FsyncPolicy, StorageMode};
 
+/// Huge allocations announced by hostile frames must not abort the broker
+/// (see `sharestream::alloc`).
+#[global_allocator]
+static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
+
 /// sharestream: exactly-once stream processing over Kafka share groups.
 #[derive(Parser)]
 #[command(version, about)]

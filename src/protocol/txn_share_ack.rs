@@ -436,3 +436,278 @@ impl ApiRequest for TxnShareAcknowledgeRequest {
         with_context(decode_response(buf), version)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Golden bytes written by hand from the layout in the module docs.
+    use super::*;
+
+    fn uuid(b: u8) -> Uuid {
+        Uuid::from_bytes([b; 16])
+    }
+
+    fn golden_request() -> TxnShareAcknowledgeRequest {
+        TxnShareAcknowledgeRequest {
+            transactional_id: Some("tx".into()),
+            group_id: Some("g".into()),
+            producer_id: 5,
+            producer_epoch: 1,
+            member_id: Some("m".into()),
+            member_epoch: 3,
+            topics: vec![
+                TxnShareAcknowledgeTopic {
+                    topic_id: uuid(0x01),
+                    partitions: vec![TxnShareAcknowledgePartition {
+                        partition_index: 0,
+                        acknowledgement_batches: vec![TxnShareAcknowledgementBatch {
+                            first_offset: 10,
+                            last_offset: 12,
+                            acknowledge_types: vec![ACK_ACCEPT],
+                        }],
+                    }],
+                },
+                TxnShareAcknowledgeTopic {
+                    topic_id: uuid(0x02),
+                    partitions: vec![TxnShareAcknowledgePartition {
+                        partition_index: 1,
+                        acknowledgement_batches: vec![TxnShareAcknowledgementBatch {
+                            first_offset: 20,
+                            last_offset: 22,
+                            acknowledge_types: vec![ACK_ACCEPT, ACK_RELEASE, ACK_GAP],
+                        }],
+                    }],
+                },
+            ],
+        }
+    }
+
+    /// The request above, byte by byte. `tags` is spliced in where each
+    /// tagged-field section goes (batch, partition, topic, request).
+    fn golden_request_bytes(tags: &[u8]) -> Vec<u8> {
+        let mut b = vec![];
+        b.extend([0x03, b't', b'x']); // TransactionalId
+        b.extend([0x02, b'g']); // GroupId
+        b.extend([0, 0, 0, 0, 0, 0, 0, 5]); // ProducerId
+        b.extend([0, 1]); // ProducerEpoch
+        b.extend([0x02, b'm']); // MemberId
+        b.extend([0, 0, 0, 3]); // MemberEpoch
+        b.push(0x03); // Topics: 2
+        b.extend([0x01; 16]);
+        b.push(0x02); //   Partitions: 1
+        b.extend([0, 0, 0, 0]); //     PartitionIndex 0
+        b.push(0x02); //     AcknowledgementBatches: 1
+        b.extend([0, 0, 0, 0, 0, 0, 0, 10]);
+        b.extend([0, 0, 0, 0, 0, 0, 0, 12]);
+        b.extend([0x02, 0x01]); //       AcknowledgeTypes [Accept]
+        b.extend(tags); //       batch tags
+        b.extend(tags); //     partition tags
+        b.extend(tags); //   topic tags
+        b.extend([0x02; 16]);
+        b.push(0x02);
+        b.extend([0, 0, 0, 1]);
+        b.push(0x02);
+        b.extend([0, 0, 0, 0, 0, 0, 0, 20]);
+        b.extend([0, 0, 0, 0, 0, 0, 0, 22]);
+        b.extend([0x04, 0x01, 0x02, 0x00]); // [Accept, Release, Gap]
+        b.extend(tags);
+        b.extend(tags);
+        b.extend(tags);
+        b.extend(tags); // request tags
+        b
+    }
+
+    fn golden_response() -> TxnShareAcknowledgeResponse {
+        TxnShareAcknowledgeResponse {
+            throttle_time_ms: 0,
+            error_code: 0,
+            responses: vec![TxnShareAcknowledgeTopicResponse {
+                topic_id: uuid(0x03),
+                partitions: vec![TxnShareAcknowledgePartitionResponse {
+                    partition_index: 0,
+                    error_code: 6, // NOT_LEADER_OR_FOLLOWER
+                    error_message: Some("x".into()),
+                    current_leader: LeaderIdAndEpoch {
+                        leader_id: 2,
+                        leader_epoch: 7,
+                    },
+                }],
+            }],
+            node_endpoints: vec![NodeEndpoint {
+                node_id: 2,
+                host: "h".into(),
+                port: 9092,
+                rack: None,
+            }],
+        }
+    }
+
+    const GOLDEN_RESPONSE: &[u8] = &[
+        0, 0, 0, 0, // ThrottleTimeMs
+        0, 0,    // ErrorCode
+        0x02, // Responses: 1
+        3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,    // TopicId
+        0x02, // Partitions: 1
+        0, 0, 0, 0, // PartitionIndex
+        0, 6, // ErrorCode
+        0x02, b'x', // ErrorMessage
+        0x01, 0x00, 0x09, // 1 tagged field: tag 0 (CurrentLeader), 9 bytes
+        0, 0, 0, 2, 0, 0, 0, 7, 0x00, //   LeaderId 2, LeaderEpoch 7, no tags
+        0x00, // topic tags
+        0x01, 0x00, 0x0d, // 1 tagged field: tag 0 (NodeEndpoints), 13 bytes
+        0x02, // 1 endpoint
+        0, 0, 0, 2, // NodeId
+        0x02, b'h', // Host
+        0, 0, 0x23, 0x84, // Port 9092
+        0x00, // Rack: null
+        0x00, // endpoint tags
+    ];
+
+    fn encode_req(r: &TxnShareAcknowledgeRequest) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        r.encode_request(&mut out, 0).unwrap();
+        out.to_vec()
+    }
+
+    fn decode_req(b: &[u8]) -> Result<TxnShareAcknowledgeRequest, ProtocolError> {
+        let mut buf = Bytes::copy_from_slice(b);
+        let r = TxnShareAcknowledgeRequest::decode_request(&mut buf, 0)?;
+        assert!(buf.is_empty(), "{} bytes left", buf.len());
+        Ok(r)
+    }
+
+    fn decode_resp(b: &[u8]) -> Result<TxnShareAcknowledgeResponse, ProtocolError> {
+        let mut buf = Bytes::copy_from_slice(b);
+        let r = TxnShareAcknowledgeRequest::decode_response(&mut buf, 0)?;
+        assert!(buf.is_empty(), "{} bytes left", buf.len());
+        Ok(r)
+    }
+
+    #[test]
+    fn request_golden_bytes() {
+        let bytes = golden_request_bytes(&[0x00]);
+        assert_eq!(encode_req(&golden_request()), bytes);
+        assert_eq!(decode_req(&bytes).unwrap(), golden_request());
+    }
+
+    #[test]
+    fn request_with_null_strings_golden_bytes() {
+        let req = TxnShareAcknowledgeRequest {
+            producer_id: -1,
+            producer_epoch: -1,
+            member_epoch: 0,
+            ..Default::default()
+        };
+        let bytes = [
+            0x00, // TransactionalId: null
+            0x00, // GroupId: null
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // ProducerId -1
+            0xff, 0xff, // ProducerEpoch -1
+            0x00, // MemberId: null
+            0, 0, 0, 0,    // MemberEpoch
+            0x01, // Topics: empty
+            0x00, // tags
+        ];
+        assert_eq!(encode_req(&req), bytes);
+        assert_eq!(decode_req(&bytes).unwrap(), req);
+    }
+
+    #[test]
+    fn response_golden_bytes() {
+        let mut out = BytesMut::new();
+        TxnShareAcknowledgeRequest::encode_response(&golden_response(), &mut out, 0).unwrap();
+        assert_eq!(&out[..], GOLDEN_RESPONSE);
+        assert_eq!(decode_resp(GOLDEN_RESPONSE).unwrap(), golden_response());
+    }
+
+    #[test]
+    fn response_without_tagged_fields_golden_bytes() {
+        let resp = TxnShareAcknowledgeResponse {
+            throttle_time_ms: 100,
+            error_code: 0,
+            responses: vec![TxnShareAcknowledgeTopicResponse {
+                topic_id: uuid(0x04),
+                partitions: vec![TxnShareAcknowledgePartitionResponse {
+                    partition_index: 3,
+                    ..Default::default()
+                }],
+            }],
+            node_endpoints: vec![],
+        };
+        let mut bytes = vec![0, 0, 0, 100, 0, 0, 0x02];
+        bytes.extend([0x04; 16]);
+        bytes.extend([0x02, 0, 0, 0, 3, 0, 0, 0x00, 0x00, 0x00, 0x00]);
+        let mut out = BytesMut::new();
+        TxnShareAcknowledgeRequest::encode_response(&resp, &mut out, 0).unwrap();
+        assert_eq!(&out[..], &bytes[..]);
+        assert_eq!(decode_resp(&bytes).unwrap(), resp);
+    }
+
+    #[test]
+    fn unknown_tagged_fields_are_skipped() {
+        // Tag 7 with 3 bytes in every tagged section of the request.
+        let bytes = golden_request_bytes(&[0x01, 0x07, 0x03, 0xaa, 0xbb, 0xcc]);
+        assert_eq!(decode_req(&bytes).unwrap(), golden_request());
+
+        // Unknown tags around the known tag 0 of the response.
+        let mut resp = GOLDEN_RESPONSE.to_vec();
+        // Partition tags: tag 0 then tag 5 (2 bytes).
+        let part_tags = 16 + 7 + 1 + 4 + 2 + 2;
+        assert_eq!(&resp[part_tags..part_tags + 3], &[0x01, 0x00, 0x09]);
+        resp[part_tags] = 0x02;
+        let after_leader = part_tags + 3 + 9;
+        resp.splice(after_leader..after_leader, [0x05, 0x02, 0x11, 0x22]);
+        // Top-level tags: tag 0 then tag 1 (empty).
+        let top = resp.len() - 16;
+        assert_eq!(&resp[top..top + 3], &[0x01, 0x00, 0x0d]);
+        resp[top] = 0x02;
+        resp.extend([0x01, 0x00]);
+        assert_eq!(decode_resp(&resp).unwrap(), golden_response());
+    }
+
+    #[test]
+    fn tagged_fields_out_of_order_are_refused() {
+        let mut resp = GOLDEN_RESPONSE.to_vec();
+        let top = resp.len() - 16;
+        // Tag 0 twice at the top level.
+        resp[top] = 0x02;
+        resp.extend([0x00, 0x01, 0x01]);
+        assert!(decode_resp(&resp).is_err());
+    }
+
+    #[test]
+    fn hostile_compact_array_counts_are_refused() {
+        let prefix = [0x00, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x00, 0, 0, 0, 0];
+        // Topics: 2^32 - 2 elements in 1 byte.
+        let mut b = prefix.to_vec();
+        b.extend([0xff, 0xff, 0xff, 0xff, 0x0f, 0x00]);
+        assert!(matches!(
+            decode_req(&b),
+            Err(ProtocolError::Decode { api_key: 95, .. })
+        ));
+        // AcknowledgeTypes: 1000 types announced, 3 present.
+        let mut b = golden_request_bytes(&[0x00]);
+        let at = b.iter().position(|&x| x == 0x04).unwrap();
+        b.splice(at..at + 1, [0xe9, 0x07]);
+        assert!(decode_req(&b).is_err());
+        // Response: NodeEndpoints count inside its tagged field.
+        let mut r = GOLDEN_RESPONSE.to_vec();
+        let n = r.len() - 13;
+        r[n] = 0x7f;
+        assert!(decode_resp(&r).is_err());
+    }
+
+    #[test]
+    fn every_truncation_is_an_error() {
+        let req = golden_request_bytes(&[0x00]);
+        for n in 0..req.len() {
+            assert!(decode_req(&req[..n]).is_err(), "request cut at {n}");
+        }
+        for n in 0..GOLDEN_RESPONSE.len() {
+            let mut buf = Bytes::copy_from_slice(&GOLDEN_RESPONSE[..n]);
+            assert!(
+                TxnShareAcknowledgeRequest::decode_response(&mut buf, 0).is_err(),
+                "response cut at {n}"
+            );
+        }
+    }
+}
