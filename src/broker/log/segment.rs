@@ -191,7 +191,7 @@ impl Segment {
     fn load_index(&mut self) -> io::Result<bool> {
         let index = self.index.as_ref().expect("file segment has an index");
         let len = index.len() as usize;
-        if len % INDEX_ENTRY_SIZE != 0 {
+        if !len.is_multiple_of(INDEX_ENTRY_SIZE) {
             return Ok(false);
         }
         let raw = index.read_vec(0, len)?;
@@ -235,10 +235,12 @@ impl Segment {
                 return Ok(false);
             }
             if first {
-                if let Some(e) = self.entries.last() {
-                    if e.offset != h.base_offset {
-                        return Ok(false);
-                    }
+                if self
+                    .entries
+                    .last()
+                    .is_some_and(|e| e.offset != h.base_offset)
+                {
+                    return Ok(false);
                 }
                 first = false;
             }
@@ -282,18 +284,17 @@ impl Segment {
             let _ = self.log.truncate(start);
             return Err(e);
         }
-        if let Some(index) = &mut self.index {
-            if !new_entries.is_empty() {
-                let mut raw = Vec::with_capacity(new_entries.len() * INDEX_ENTRY_SIZE);
-                for e in &new_entries {
-                    raw.extend_from_slice(&e.encode());
-                }
-                // The index is rebuilt on recovery, so a failed write here
-                // only costs lookup speed until then; the entries stay in
-                // memory either way.
-                if let Err(err) = index.append(&raw) {
-                    tracing::warn!(error = %err, "could not append to the offset index");
-                }
+        if let Some(index) = &mut self.index
+            && !new_entries.is_empty()
+        {
+            let mut raw = Vec::with_capacity(new_entries.len() * INDEX_ENTRY_SIZE);
+            for e in &new_entries {
+                raw.extend_from_slice(&e.encode());
+            }
+            // The index is rebuilt on recovery, so a failed write here only
+            // costs lookup speed until then; the entries stay in memory.
+            if let Err(err) = index.append(&raw) {
+                tracing::warn!(error = %err, "could not append to the offset index");
             }
         }
         self.entries.extend(new_entries);
