@@ -8,9 +8,15 @@
 //! in Kafka's clients. Callers that need a connection while an attempt is
 //! under way wait for that attempt instead of starting their own.
 //!
+//! A call cancelled while it waits for the backoff or for the attempt leaves
+//! the schedule as it was: the next call starts the attempt afresh.
+//!
 //! How a connection is opened is a [`Connector`]: TCP for real brokers, any
-//! transport (e.g. `tokio::io::duplex`) in tests.
+//! transport (e.g. `tokio::io::duplex`) in tests. [`BrokerPool`] keeps one
+//! [`BrokerConnection`] per broker node id, for the metadata layer to route
+//! requests with.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -158,6 +164,90 @@ impl BrokerConnection {
     }
 }
 
+/// Builds the [`Connector`] of a broker from its node id and address.
+pub type ConnectorFactory = Arc<dyn Fn(i32, &str) -> Connector + Send + Sync>;
+
+/// One [`BrokerConnection`] per broker, keyed by node id.
+///
+/// Bootstrap servers, whose node ids are not known yet, can be entered under
+/// negative ids as Kafka's clients do.
+pub struct BrokerPool {
+    config: ConnectionConfig,
+    factory: Option<ConnectorFactory>,
+    brokers: parking_lot::Mutex<HashMap<i32, Arc<BrokerConnection>>>,
+}
+
+impl std::fmt::Debug for BrokerPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut ids: Vec<i32> = self.brokers.lock().keys().copied().collect();
+        ids.sort_unstable();
+        f.debug_struct("BrokerPool").field("brokers", &ids).finish()
+    }
+}
+
+impl BrokerPool {
+    /// A pool reaching brokers over TCP.
+    pub fn tcp(config: ConnectionConfig) -> Self {
+        Self {
+            config,
+            factory: None,
+            brokers: parking_lot::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A pool whose connections are opened by connectors from `factory`.
+    pub fn with_connector_factory(config: ConnectionConfig, factory: ConnectorFactory) -> Self {
+        Self {
+            config,
+            factory: Some(factory),
+            brokers: parking_lot::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The connection to broker `node_id` at `address`. Created on first
+    /// request (without connecting yet); replaced if the broker's address
+    /// changed.
+    pub fn broker(&self, node_id: i32, address: &str) -> Arc<BrokerConnection> {
+        let mut brokers = self.brokers.lock();
+        if let Some(b) = brokers.get(&node_id)
+            && b.address() == address
+        {
+            return b.clone();
+        }
+        let config = self.config.clone();
+        let b = Arc::new(match &self.factory {
+            None => BrokerConnection::tcp(node_id, address, config),
+            Some(f) => {
+                BrokerConnection::with_connector(node_id, address, config, f(node_id, address))
+            }
+        });
+        brokers.insert(node_id, b.clone());
+        b
+    }
+
+    /// The connection to broker `node_id`, if known.
+    pub fn get(&self, node_id: i32) -> Option<Arc<BrokerConnection>> {
+        self.brokers.lock().get(&node_id).cloned()
+    }
+
+    /// Forgets broker `node_id` (e.g. gone from the metadata).
+    pub fn remove(&self, node_id: i32) -> Option<Arc<BrokerConnection>> {
+        self.brokers.lock().remove(&node_id)
+    }
+
+    /// Keeps only the brokers for which `keep` is true.
+    pub fn retain(&self, mut keep: impl FnMut(i32) -> bool) {
+        self.brokers.lock().retain(|id, _| keep(*id));
+    }
+
+    /// Node ids of the brokers in the pool, sorted.
+    pub fn node_ids(&self) -> Vec<i32> {
+        let mut ids: Vec<i32> = self.brokers.lock().keys().copied().collect();
+        ids.sort_unstable();
+        ids
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,6 +388,38 @@ mod tests {
                 .lock()
                 .iter()
                 .all(|id| id.as_deref() == Some("pool-client"))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pool_keeps_one_connection_per_broker() {
+        let made = Arc::new(Mutex::new(Vec::<(i32, String)>::new()));
+        let m = made.clone();
+        let factory: ConnectorFactory = Arc::new(move |id: i32, addr: &str| {
+            m.lock().push((id, addr.to_string()));
+            scripted(vec![Attempt::Serve; 4]).1
+        });
+        let pool = BrokerPool::with_connector_factory(config(), factory);
+        let a = pool.broker(1, "h1:9092");
+        assert!(Arc::ptr_eq(&a, &pool.broker(1, "h1:9092")));
+        let b = pool.broker(2, "h2:9092");
+        assert_eq!(pool.node_ids(), [1, 2]);
+        let resp = b.send(&metadata_for("t")).await.unwrap();
+        assert_eq!(answered_topic(&resp), "t");
+        // A broker that moved gets a new connection.
+        let moved = pool.broker(1, "h1-new:9092");
+        assert!(!Arc::ptr_eq(&a, &moved));
+        assert_eq!(moved.address(), "h1-new:9092");
+        pool.retain(|id| id != 2);
+        assert_eq!(pool.node_ids(), [1]);
+        assert!(pool.get(2).is_none());
+        assert_eq!(
+            made.lock().clone(),
+            [
+                (1, "h1:9092".to_string()),
+                (2, "h2:9092".to_string()),
+                (1, "h1-new:9092".to_string())
+            ]
         );
     }
 

@@ -6,7 +6,8 @@
 //!   multiplexed by correlation id, with request timeouts, cancellation
 //!   safety, poisoning on lost framing, and ApiVersions negotiation.
 //! - [`broker_connection`]: [`BrokerConnection`], a lazily opened connection
-//!   to one broker, replaced when poisoned, reconnects spaced by backoff.
+//!   to one broker, replaced when poisoned, reconnects spaced by backoff;
+//!   [`BrokerPool`] keeps one per broker node id.
 //! - [`backoff`]: exponential backoff with jitter (reconnect and retry).
 //! - [`config`]: [`ConnectionConfig`] (`client.id`, `request.timeout.ms`, ...).
 //! - [`error`]: [`ClientError`] and the one retriable-or-not decision.
@@ -24,7 +25,9 @@ pub mod error;
 pub(crate) mod test_peer;
 
 pub use backoff::{Backoff, BackoffConfig, ReconnectSchedule};
-pub use broker_connection::{BrokerConnection, ConnectFuture, Connector};
+pub use broker_connection::{
+    BrokerConnection, BrokerPool, ConnectFuture, Connector, ConnectorFactory,
+};
 pub use config::ConnectionConfig;
 pub use connection::Connection;
 pub use error::ClientError;
