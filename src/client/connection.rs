@@ -1301,6 +1301,52 @@ mod tests {
         assert!(matches!(meta(&conn, "y").await, Err(ClientError::Closed)));
     }
 
+    /// Many tasks on several threads, half of them dropping their send
+    /// mid-flight: every completed send gets its own response, and nothing is
+    /// left in the queue.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_sends_with_cancellations_across_threads() {
+        let (conn, mut peer) = connected(&config().with_max_in_flight_requests(8)).await;
+        let conn = Arc::new(conn);
+        let server = tokio::spawn(async move {
+            while let Some(r) = peer.recv_or_eof().await {
+                let topic = r.metadata_topic();
+                peer.answer_metadata(&r, &topic).await;
+            }
+        });
+        let tasks: Vec<_> = (0..200)
+            .map(|i| {
+                let conn = conn.clone();
+                tokio::spawn(async move {
+                    let topic = format!("t{i}");
+                    let req = metadata_for(&topic);
+                    if i % 2 == 0 {
+                        // Dropped after its first poll or two.
+                        tokio::select! {
+                            biased;
+                            r = conn.send(&req) => Some((topic, r)),
+                            _ = tokio::task::yield_now() => None,
+                        }
+                    } else {
+                        Some((topic, conn.send(&req).await))
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            if let Some((topic, res)) = t.await.unwrap() {
+                assert_eq!(answered_topic(&res.unwrap()), topic);
+            }
+        }
+        // Answered in order: once this returns, everything before it has been.
+        let last = meta(&conn, "last").await.unwrap();
+        assert_eq!(answered_topic(&last), "last");
+        assert_eq!(conn.in_flight(), 0);
+        assert!(!conn.is_poisoned());
+        drop(conn);
+        server.await.unwrap();
+    }
+
     #[tokio::test]
     async fn real_tcp_connection_to_a_scripted_server() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
