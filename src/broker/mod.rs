@@ -20,6 +20,7 @@
 
 pub mod config;
 pub mod core;
+pub mod group;
 mod handlers;
 pub mod metrics;
 pub mod server;
