@@ -25,6 +25,7 @@
 
 pub mod config;
 pub mod core;
+pub mod group;
 mod handlers;
 pub mod log;
 pub mod metrics;
