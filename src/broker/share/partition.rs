@@ -677,10 +677,10 @@ impl SharePartition {
         batches: &[AcknowledgementBatch],
         now_ms: i64,
     ) -> Result<Effects, ShareError> {
-        let segments = validate_batches(batches)?;
         let mut effects = Effects {
             records_available: self.expire(now_ms).records_available,
         };
+        let segments = validate_batches(batches)?;
         for &(f, l, _) in &segments {
             self.check_acquired_by(member_id, f, l)?;
         }
@@ -762,6 +762,9 @@ impl SharePartition {
         batches: &[AcknowledgementBatch],
         now_ms: i64,
     ) -> Result<Effects, ShareError> {
+        let effects = Effects {
+            records_available: self.expire(now_ms).records_available,
+        };
         let segments = validate_batches(batches)?;
         let mut staged = Vec::with_capacity(segments.len());
         for &(f, l, ty) in &segments {
@@ -777,9 +780,6 @@ impl SharePartition {
             };
             staged.push((f, l, ack));
         }
-        let effects = Effects {
-            records_available: self.expire(now_ms).records_available,
-        };
         for &(f, l, _) in &staged {
             self.check_acquired_by(member_id, f, l)?;
         }

@@ -1343,3 +1343,435 @@ fn metrics_follow_the_states() {
     assert_eq!(m.acknowledged_records, 1);
     assert_eq!(m.txn_pending_records, 3);
 }
+
+// ----- seeded property test over random operation sequences ------------------------
+
+mod random_ops {
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngSeed};
+    use std::collections::BTreeMap;
+
+    const MEMBERS: [&str; 3] = ["m0", "m1", "m2"];
+    const LOG_END: i64 = 80;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Acquire {
+            member: usize,
+            max: u32,
+            record_limit: bool,
+            lso_back: i64,
+        },
+        /// Raw batches relative to the start offset: may be malformed or not
+        /// held by the member.
+        AckRaw {
+            member: usize,
+            batches: Vec<(i64, i64, Vec<i8>)>,
+        },
+        /// Acknowledges the first `runs` runs the member holds.
+        AckOwned {
+            member: usize,
+            runs: usize,
+            ty: i8,
+        },
+        StageRaw {
+            member: usize,
+            pid: usize,
+            batches: Vec<(i64, i64, Vec<i8>)>,
+        },
+        StageOwned {
+            member: usize,
+            pid: usize,
+            runs: usize,
+            reject: bool,
+        },
+        Marker {
+            pid: usize,
+            epoch_delta: i16,
+            commit: bool,
+            alive: bool,
+        },
+        /// Acknowledges (or stages) a run the member does not hold ACQUIRED:
+        /// must be refused.
+        AckNotHeld {
+            member: usize,
+            which: usize,
+            ty: i8,
+            stage: bool,
+        },
+        ReleaseMember {
+            member: usize,
+        },
+        Tick,
+        Restore,
+        Recover {
+            commit: bool,
+        },
+    }
+
+    fn raw_batches() -> impl Strategy<Value = Vec<(i64, i64, Vec<i8>)>> {
+        prop::collection::vec(
+            (
+                -2i64..20,
+                -1i64..6,
+                prop_oneof![
+                    (0i8..=4).prop_map(|t| vec![t]),
+                    prop::collection::vec(-1i8..=5, 0..7),
+                ],
+            ),
+            0..4,
+        )
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0..3usize, 0..12u32, any::<bool>(), 0..5i64).prop_map(|(member, max, record_limit, lso_back)| Op::Acquire { member, max, record_limit, lso_back }),
+            2 => (0..3usize, raw_batches()).prop_map(|(member, batches)| Op::AckRaw { member, batches }),
+            4 => (0..3usize, 1..4usize, 0i8..=4).prop_map(|(member, runs, ty)| Op::AckOwned { member, runs, ty }),
+            1 => (0..3usize, 0..2usize, raw_batches()).prop_map(|(member, pid, batches)| Op::StageRaw { member, pid, batches }),
+            3 => (0..3usize, 0..2usize, 1..3usize, any::<bool>()).prop_map(|(member, pid, runs, reject)| Op::StageOwned { member, pid, runs, reject }),
+            3 => (0..2usize, -1i16..3, any::<bool>(), any::<bool>()).prop_map(|(pid, epoch_delta, commit, alive)| Op::Marker { pid, epoch_delta, commit, alive }),
+            2 => (0..3usize, 0..4usize, 0i8..=4, any::<bool>()).prop_map(|(member, which, ty, stage)| Op::AckNotHeld { member, which, ty, stage }),
+            1 => (0..3usize).prop_map(|member| Op::ReleaseMember { member }),
+            2 => Just(Op::Tick),
+            1 => Just(Op::Restore),
+            1 => any::<bool>().prop_map(|commit| Op::Recover { commit }),
+        ]
+    }
+
+    /// A log of batches up to LOG_END with holes, control and aborted batches.
+    fn log_batches() -> impl Strategy<Value = Vec<FetchedBatch>> {
+        prop::collection::vec((1i64..6, 0i64..3, 0u8..10), 40).prop_map(|specs| {
+            let mut out = Vec::new();
+            let mut next = 0;
+            for (len, hole, kind) in specs {
+                next += if hole == 2 { 2 } else { 0 };
+                if next >= LOG_END {
+                    break;
+                }
+                let last = (next + len - 1).min(LOG_END - 1);
+                out.push(FetchedBatch {
+                    base_offset: next,
+                    last_offset: last,
+                    control: kind == 0,
+                    aborted: kind == 1,
+                });
+                next = last + 1;
+            }
+            out
+        })
+    }
+
+    fn to_batches(start: i64, raw: &[(i64, i64, Vec<i8>)]) -> Vec<AcknowledgementBatch> {
+        raw.iter()
+            .map(|(rel, len, types)| AcknowledgementBatch {
+                first_offset: start + rel,
+                last_offset: start + rel + len,
+                acknowledge_types: types.clone(),
+            })
+            .collect()
+    }
+
+    fn held_runs(sp: &SharePartition, member: &str, n: usize) -> Vec<(i64, i64)> {
+        sp.runs()
+            .filter(|(_, _, i)| {
+                i.state == RecordState::Acquired && i.member_id.as_deref() == Some(member)
+            })
+            .map(|(f, l, _)| (f, l))
+            .take(n)
+            .collect()
+    }
+
+    fn per_offset(sp: &SharePartition) -> BTreeMap<i64, RecordInfo> {
+        let mut m = BTreeMap::new();
+        for (f, l, info) in sp.runs() {
+            for o in f..=l {
+                m.insert(o, info.clone());
+            }
+        }
+        m
+    }
+
+    fn same_pending(a: &RecordInfo, b: &RecordInfo) -> bool {
+        a.state == b.state
+            && a.producer == b.producer
+            && a.txn_ack == b.txn_ack
+            && a.member_id == b.member_id
+            && a.delivery_count == b.delivery_count
+    }
+
+    fn run(config: SharePartitionConfig, log: Vec<FetchedBatch>, ops: Vec<(Op, i64)>) {
+        let pids = [(100i64, 4i16), (200i64, 9i16)];
+        let mut sp = SharePartition::new(config, 0);
+        let mut now = 0i64;
+        let mut boundaries = 1usize;
+        for (op, dt) in ops {
+            now += dt;
+            let before = per_offset(&sp);
+            let (b_start, b_end) = (sp.start_offset(), sp.end_offset());
+            // What time alone would do: the reference for refused requests.
+            let mut time_only = sp.clone();
+            time_only.tick(now);
+            let mut refused = false;
+            let mut acquired: Option<Acquisition> = None;
+            let may_resolve = matches!(op, Op::Marker { .. } | Op::Recover { .. });
+            match &op {
+                Op::Acquire {
+                    member,
+                    max,
+                    record_limit,
+                    lso_back,
+                } => {
+                    let from = sp.next_fetch_offset().unwrap_or(sp.end_offset());
+                    let batches: Vec<FetchedBatch> = log
+                        .iter()
+                        .copied()
+                        .filter(|b| b.last_offset >= from)
+                        .collect();
+                    let mode = if *record_limit {
+                        AcquireMode::RecordLimit
+                    } else {
+                        AcquireMode::BatchOptimized
+                    };
+                    let a = sp.acquire(
+                        MEMBERS[*member],
+                        *max,
+                        mode,
+                        now,
+                        &LogView {
+                            high_watermark: LOG_END,
+                            last_stable_offset: LOG_END - lso_back,
+                            batches: &batches,
+                        },
+                    );
+                    boundaries += 2 * (a.acquired.len() + 1);
+                    acquired = Some(a);
+                }
+                Op::AckRaw { member, batches } => {
+                    let b = to_batches(b_start, batches);
+                    if let Ok(segs) = validate_batches(&b) {
+                        boundaries += 2 * segs.len();
+                    }
+                    refused = sp.acknowledge(MEMBERS[*member], &b, now).is_err();
+                }
+                Op::AckOwned { member, runs, ty } => {
+                    let b: Vec<_> = held_runs(&time_only, MEMBERS[*member], *runs)
+                        .into_iter()
+                        .map(|(f, l)| AcknowledgementBatch {
+                            first_offset: f,
+                            last_offset: l,
+                            acknowledge_types: vec![*ty],
+                        })
+                        .collect();
+                    boundaries += 2 * b.len();
+                    let r = sp.acknowledge(MEMBERS[*member], &b, now);
+                    assert!(r.is_ok(), "acknowledging held records failed: {r:?}");
+                }
+                Op::StageRaw {
+                    member,
+                    pid,
+                    batches,
+                } => {
+                    let b = to_batches(b_start, batches);
+                    if let Ok(segs) = validate_batches(&b) {
+                        boundaries += 2 * segs.len();
+                    }
+                    let (p, e) = pids[*pid];
+                    refused = sp.stage(MEMBERS[*member], p, e, &b, now).is_err();
+                }
+                Op::StageOwned {
+                    member,
+                    pid,
+                    runs,
+                    reject,
+                } => {
+                    let ty = if *reject {
+                        AcknowledgeType::Reject
+                    } else {
+                        AcknowledgeType::Accept
+                    };
+                    let b: Vec<_> = held_runs(&time_only, MEMBERS[*member], *runs)
+                        .into_iter()
+                        .map(|(f, l)| AcknowledgementBatch::uniform(f, l, ty))
+                        .collect();
+                    boundaries += 2 * b.len();
+                    let (p, e) = pids[*pid];
+                    let r = sp.stage(MEMBERS[*member], p, e, &b, now);
+                    assert!(r.is_ok(), "staging held records failed: {r:?}");
+                }
+                Op::Marker {
+                    pid,
+                    epoch_delta,
+                    commit,
+                    alive,
+                } => {
+                    let (p, e) = pids[*pid];
+                    let alive = *alive;
+                    sp.apply_marker(p, e + epoch_delta, *commit, now, |_| alive);
+                }
+                Op::AckNotHeld {
+                    member,
+                    which,
+                    ty,
+                    stage,
+                } => {
+                    let m = MEMBERS[*member];
+                    let target = time_only
+                        .runs()
+                        .filter(|(_, _, i)| {
+                            !(i.state == RecordState::Acquired && i.member_id.as_deref() == Some(m))
+                        })
+                        .nth(*which);
+                    if let Some((f, l, _)) = target {
+                        let b = [AcknowledgementBatch {
+                            first_offset: f,
+                            last_offset: l,
+                            acknowledge_types: vec![*ty],
+                        }];
+                        let r = if *stage {
+                            sp.stage(m, pids[0].0, pids[0].1, &b, now)
+                        } else {
+                            sp.acknowledge(m, &b, now)
+                        };
+                        assert!(r.is_err(), "{op:?} on a run not held was accepted");
+                        refused = true;
+                    }
+                }
+                Op::ReleaseMember { member } => {
+                    sp.release_member(MEMBERS[*member], now);
+                }
+                Op::Tick => {
+                    let t = sp.tick(now);
+                    if let Some(d) = t.next_deadline_ms {
+                        assert!(d > now);
+                    }
+                }
+                Op::Restore => {
+                    let bytes = sp.snapshot().to_bytes().unwrap();
+                    let state = SharePartitionState::from_bytes(&bytes).unwrap();
+                    sp = SharePartition::restore(config, state, now).unwrap();
+                    // Counters restart with the broker; keep comparing states.
+                }
+                Op::Recover { commit } => {
+                    let c = *commit;
+                    sp.resolve_recovered(
+                        |pid, _| {
+                            if pid == 100 {
+                                if c {
+                                    RecoveredTxn::Committed
+                                } else {
+                                    RecoveredTxn::Aborted
+                                }
+                            } else {
+                                RecoveredTxn::Ongoing
+                            }
+                        },
+                        now,
+                        |m| m == "m0",
+                    );
+                }
+            }
+            check(&sp);
+            let after = per_offset(&sp);
+            assert!(sp.start_offset() >= b_start, "SPSO moved back");
+            assert!(sp.end_offset() >= b_end, "SPEO moved back");
+            if refused {
+                assert_eq!(
+                    after,
+                    per_offset(&time_only),
+                    "refused request changed state"
+                );
+            }
+            for (o, was) in &before {
+                let now_info = after.get(o);
+                if was.state.is_terminal() {
+                    assert!(
+                        now_info.is_none() || now_info.map(|i| i.state) == Some(was.state),
+                        "terminal offset {o} changed: {was:?} -> {now_info:?}"
+                    );
+                }
+                if was.state == RecordState::TxPending && !may_resolve {
+                    let i = now_info.expect("TX_PENDING cannot be passed by the SPSO");
+                    assert!(same_pending(was, i), "TX_PENDING {o} changed by {op:?}");
+                }
+            }
+            if let Some(a) = acquired {
+                // Acquisition expires due locks first: compare with that.
+                let before = per_offset(&time_only);
+                let b_start = time_only.start_offset();
+                for r in &a.acquired {
+                    for o in r.first_offset..=r.last_offset {
+                        match before.get(&o) {
+                            Some(was) => {
+                                assert_eq!(was.state, RecordState::Available, "offset {o}");
+                                assert_eq!(r.delivery_count, was.delivery_count + 1);
+                            }
+                            None => {
+                                assert!(o >= b_end, "offset {o} below the window re-acquired");
+                                assert_eq!(r.delivery_count, 1);
+                                assert!(
+                                    o < b_start + i64::from(config.max_in_flight_records),
+                                    "offset {o} beyond the in-flight cap"
+                                );
+                                assert!(
+                                    log.iter().any(|b| b.base_offset <= o && o <= b.last_offset),
+                                    "offset {o} was not fetched"
+                                );
+                            }
+                        }
+                    }
+                }
+                // Every gap offset was acquired, and is a control batch or
+                // (read_committed) an aborted one.
+                for g in &a.gaps {
+                    for o in g.first_offset..=g.last_offset {
+                        assert!(
+                            a.acquired
+                                .iter()
+                                .any(|r| r.first_offset <= o && o <= r.last_offset)
+                        );
+                        assert!(log.iter().any(|b| b.base_offset <= o
+                            && o <= b.last_offset
+                            && (b.control
+                                || (b.aborted
+                                    && config.isolation == IsolationLevel::ReadCommitted))));
+                    }
+                }
+            }
+            assert!(
+                sp.run_count() <= boundaries,
+                "{} runs after {boundaries} boundaries",
+                sp.run_count()
+            );
+        }
+    }
+
+    proptest! {
+        #![proptest_config(Config {
+            cases: 300,
+            rng_seed: RngSeed::Fixed(0x1289_0932),
+            ..Config::default()
+        })]
+
+        #[test]
+        fn random_operation_sequences_keep_the_invariants(
+            read_committed in any::<bool>(),
+            cap in 5u32..40,
+            log in log_batches(),
+            ops in prop::collection::vec((op(), 0i64..700), 1..60),
+        ) {
+            let config = SharePartitionConfig {
+                record_lock_duration_ms: LOCK,
+                delivery_count_limit: LIMIT,
+                max_in_flight_records: cap,
+                isolation: if read_committed {
+                    IsolationLevel::ReadCommitted
+                } else {
+                    IsolationLevel::ReadUncommitted
+                },
+            };
+            run(config, log, ops);
+        }
+    }
+}
