@@ -45,6 +45,15 @@ struct Slot {
 }
 
 impl SlotState {
+    /// The deadline `tick` must act on, if any.
+    fn deadline(&self) -> Option<i64> {
+        match self {
+            SlotState::Acquired { deadline_ms, .. } => Some(*deadline_ms),
+            SlotState::TxPending(p) if !p.lock_expiry_counted => Some(p.lock_deadline_ms),
+            _ => None,
+        }
+    }
+
     fn record_state(&self) -> RecordState {
         match self {
             SlotState::Available => RecordState::Available,
@@ -152,6 +161,11 @@ pub struct SharePartition {
     redeliveries_total: u64,
     txn_pending_lock_expired_total: u64,
     dirty: bool,
+    /// No lock deadline (ACQUIRED, or uncounted TX_PENDING) is earlier:
+    /// operations skip the expiry scan before it.
+    deadline_floor: i64,
+    /// Offsets below are gone from the log (retention).
+    log_start_offset: i64,
 }
 
 /// A validated acknowledgement segment: one type over `first..=last`.
@@ -230,6 +244,8 @@ impl SharePartition {
             redeliveries_total: 0,
             txn_pending_lock_expired_total: 0,
             dirty: false,
+            deadline_floor: i64::MAX,
+            log_start_offset: 0,
         }
     }
 
@@ -331,8 +347,12 @@ impl SharePartition {
     /// Rewrites every run in `first..=last` and keeps the counts right.
     fn rewrite(&mut self, first: i64, last: i64, mut f: impl FnMut(i64, i64, &Slot) -> Slot) {
         let counts = &mut self.counts;
+        let floor = &mut self.deadline_floor;
         self.runs.update(first, last, |rf, rl, old| {
             let new = f(rf, rl, old);
+            if let Some(d) = new.state.deadline() {
+                *floor = (*floor).min(d);
+            }
             counts.moved(
                 Some(old.state.record_state()),
                 Some(new.state.record_state()),
@@ -343,6 +363,9 @@ impl SharePartition {
     }
 
     fn insert(&mut self, first: i64, last: i64, slot: Slot) {
+        if let Some(d) = slot.state.deadline() {
+            self.deadline_floor = self.deadline_floor.min(d);
+        }
         self.counts.moved(
             None,
             Some(slot.state.record_state()),
@@ -407,6 +430,9 @@ impl SharePartition {
     /// of TX_PENDING records that passed their deadline.
     fn expire(&mut self, now_ms: i64) -> TickOutcome {
         let mut out = TickOutcome::default();
+        if now_ms < self.deadline_floor {
+            return out;
+        }
         let mut acquired = Vec::new();
         let mut pending = Vec::new();
         for (f, l, s) in self.runs.iter() {
@@ -450,17 +476,14 @@ impl SharePartition {
         self.lock_expired_total += out.expired_records;
         self.txn_pending_lock_expired_total += out.txn_pending_lock_expired;
         self.advance_start();
+        self.deadline_floor = self.next_deadline().unwrap_or(i64::MAX);
         out
     }
 
     fn next_deadline(&self) -> Option<i64> {
         self.runs
             .iter()
-            .filter_map(|(_, _, s)| match &s.state {
-                SlotState::Acquired { deadline_ms, .. } => Some(*deadline_ms),
-                SlotState::TxPending(p) if !p.lock_expiry_counted => Some(p.lock_deadline_ms),
-                _ => None,
-            })
+            .filter_map(|(_, _, s)| s.state.deadline())
             .min()
     }
 
@@ -852,8 +875,66 @@ impl SharePartition {
             out.resolved_records += (l - f + 1) as u64;
             self.dirty = true;
         }
+        // An abort must not make records deliverable that the log lost.
+        self.archive_below_log_start();
         self.advance_start();
         out
+    }
+
+    /// Archives AVAILABLE and ACQUIRED records below the log start offset.
+    fn archive_below_log_start(&mut self) {
+        let last = self.log_start_offset.min(self.end_offset) - 1;
+        if last < self.start_offset {
+            return;
+        }
+        let ranges: Vec<(i64, i64)> = self
+            .runs
+            .range(self.start_offset, last)
+            .filter(|(_, _, s)| {
+                matches!(s.state, SlotState::Available | SlotState::Acquired { .. })
+            })
+            .map(|(f, l, _)| (f, l))
+            .collect();
+        for (f, l) in ranges {
+            self.rewrite(f, l, |_, _, old| Slot {
+                delivery_count: old.delivery_count,
+                state: SlotState::Archived,
+            });
+            self.dirty = true;
+        }
+    }
+
+    /// The log start offset moved to `log_start_offset` (retention,
+    /// DeleteRecords). Records below it can no longer be delivered:
+    /// AVAILABLE and ACQUIRED ones become ARCHIVED (an acknowledgement of
+    /// them then gets INVALID_RECORD_STATE). TX_PENDING ones stay for their
+    /// transaction to decide; an abort archives them instead of making them
+    /// deliverable. A window entirely below moves up to the log start
+    /// offset. The log start offset is not persisted: the broker calls this
+    /// again after a restore.
+    pub fn advance_log_start(&mut self, log_start_offset: i64, now_ms: i64) -> Effects {
+        let effects = Effects {
+            records_available: self.expire(now_ms).records_available,
+        };
+        if log_start_offset <= self.log_start_offset {
+            return effects;
+        }
+        self.log_start_offset = log_start_offset;
+        self.archive_below_log_start();
+        if self.end_offset < log_start_offset {
+            self.insert(
+                self.end_offset,
+                log_start_offset - 1,
+                Slot {
+                    delivery_count: 0,
+                    state: SlotState::Archived,
+                },
+            );
+            self.end_offset = log_start_offset;
+            self.dirty = true;
+        }
+        self.advance_start();
+        effects
     }
 
     /// A transaction marker for `producer_id` at `producer_epoch` reached the

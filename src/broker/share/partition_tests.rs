@@ -90,6 +90,9 @@ fn check(sp: &SharePartition) {
     }
     assert_eq!(next, sp.end_offset, "runs do not reach the end offset");
     assert_eq!(recount, sp.counts, "counters differ from a recount");
+    if let Some(d) = sp.next_deadline() {
+        assert!(sp.deadline_floor <= d, "deadline floor above a deadline");
+    }
     if let Some((_, _, s)) = sp.runs.first_run() {
         assert!(
             !s.state.record_state().is_terminal(),
@@ -1117,6 +1120,54 @@ fn downgrade_guard_sees_pending_records() {
     assert_eq!(sp.txn_pending_records(), 0);
 }
 
+// ----- log start offset ----------------------------------------------------------
+
+#[test]
+fn log_start_moving_past_records_archives_available_and_acquired_ones() {
+    let mut sp = SharePartition::new(cfg(), 0);
+    acq(&mut sp, "m1", 10, 0, &data(&[(0, 9)]));
+    sp.acknowledge("m1", &[ack(0, 4, AcknowledgeType::Release)], 1)
+        .unwrap();
+    sp.advance_log_start(3, 1);
+    assert_eq!(sp.start_offset(), 3);
+    sp.advance_log_start(7, 1);
+    assert_eq!(sp.start_offset(), 7);
+    let err = sp
+        .acknowledge("m1", &[ack(5, 6, AcknowledgeType::Accept)], 1)
+        .unwrap_err();
+    assert_eq!(err.error_code(), ErrorCode::INVALID_RECORD_STATE);
+    // Moving back is ignored.
+    sp.advance_log_start(2, 1);
+    assert_eq!(sp.start_offset(), 7);
+    check(&sp);
+}
+
+#[test]
+fn log_start_beyond_the_window_moves_start_and_end() {
+    let mut sp = SharePartition::new(cfg(), 0);
+    acq(&mut sp, "m1", 10, 0, &data(&[(0, 4)]));
+    sp.advance_log_start(100, 1);
+    assert_eq!((sp.start_offset(), sp.end_offset()), (100, 100));
+    let a = acq(&mut sp, "m1", 10, 1, &data(&[(100, 101)]));
+    assert_eq!(a.acquired, vec![range(100, 101, 1)]);
+    check(&sp);
+}
+
+#[test]
+fn tx_pending_below_the_log_start_waits_and_an_abort_archives_it() {
+    let mut sp = SharePartition::new(cfg(), 0);
+    acq(&mut sp, "m1", 10, 0, &data(&[(0, 9)]));
+    staged(&mut sp, "m1", 0, 4, AcknowledgeType::Accept, 1);
+    sp.advance_log_start(10, 2);
+    assert_eq!(sp.start_offset(), 0);
+    assert_eq!(sp.txn_pending_records(), 5);
+    let out = sp.apply_marker(PID, EPOCH, false, 3, alive);
+    assert_eq!(out.resolved_records, 5);
+    assert!(!out.records_available);
+    assert_eq!(sp.start_offset(), 10);
+    check(&sp);
+}
+
 // ----- persistence ----------------------------------------------------------------
 
 /// A partition holding every state: 0 ACKNOWLEDGED is at the start so the
@@ -1403,6 +1454,10 @@ mod random_ops {
         ReleaseMember {
             member: usize,
         },
+        /// Retention moves the log start offset to start + delta.
+        LogStart {
+            delta: i64,
+        },
         Tick,
         Restore,
         Recover {
@@ -1434,6 +1489,7 @@ mod random_ops {
             3 => (0..2usize, -1i16..3, any::<bool>(), any::<bool>()).prop_map(|(pid, epoch_delta, commit, alive)| Op::Marker { pid, epoch_delta, commit, alive }),
             2 => (0..3usize, 0..4usize, 0i8..=4, any::<bool>()).prop_map(|(member, which, ty, stage)| Op::AckNotHeld { member, which, ty, stage }),
             1 => (0..3usize).prop_map(|member| Op::ReleaseMember { member }),
+            1 => (0i64..6).prop_map(|delta| Op::LogStart { delta }),
             2 => Just(Op::Tick),
             1 => Just(Op::Restore),
             1 => any::<bool>().prop_map(|commit| Op::Recover { commit }),
@@ -1506,6 +1562,7 @@ mod random_ops {
         let mut sp = SharePartition::new(config, 0);
         let mut now = 0i64;
         let mut boundaries = 1usize;
+        let mut log_start = 0i64;
         for (op, dt) in ops {
             now += dt;
             let before = per_offset(&sp);
@@ -1546,6 +1603,9 @@ mod random_ops {
                         },
                     );
                     boundaries += 2 * (a.acquired.len() + 1);
+                    for r in &a.acquired {
+                        assert!(r.first_offset >= log_start);
+                    }
                     acquired = Some(a);
                 }
                 Op::AckRaw { member, batches } => {
@@ -1641,6 +1701,12 @@ mod random_ops {
                 Op::ReleaseMember { member } => {
                     sp.release_member(MEMBERS[*member], now);
                 }
+                Op::LogStart { delta } => {
+                    let ls = b_start + delta;
+                    log_start = log_start.max(ls);
+                    boundaries += 2;
+                    sp.advance_log_start(ls, now);
+                }
                 Op::Tick => {
                     let t = sp.tick(now);
                     if let Some(d) = t.next_deadline_ms {
@@ -1651,6 +1717,7 @@ mod random_ops {
                     let bytes = sp.snapshot().to_bytes().unwrap();
                     let state = SharePartitionState::from_bytes(&bytes).unwrap();
                     sp = SharePartition::restore(config, state, now).unwrap();
+                    sp.advance_log_start(log_start, now);
                     // Counters restart with the broker; keep comparing states.
                 }
                 Op::Recover { commit } => {
@@ -1674,6 +1741,13 @@ mod random_ops {
             }
             check(&sp);
             let after = per_offset(&sp);
+            for (o, i) in after.range(..log_start) {
+                assert!(
+                    !matches!(i.state, RecordState::Available | RecordState::Acquired),
+                    "offset {o} below the log start {log_start} is {:?}",
+                    i.state
+                );
+            }
             assert!(sp.start_offset() >= b_start, "SPSO moved back");
             assert!(sp.end_offset() >= b_end, "SPEO moved back");
             if refused {
