@@ -13,17 +13,20 @@
 //! count:
 //!
 //! ```text
-//!            acquire                 ACCEPT                       (terminal)
-//! AVAILABLE ---------> ACQUIRED -----------------> ACKNOWLEDGED
-//!     ^  ^               |  |  |    GAP / REJECT
-//!     |  |   RELEASE,    |  |  +-----------------> ARCHIVED  <-- at the delivery
-//!     |  +---lock expiry,+  |                                     count limit,
-//!     |      member leaves  | stage (TxnShareAcknowledge,        RELEASE, expiry
-//!     |                     v        ACCEPT / REJECT only)       and leave archive
-//!     |  abort, member    TX_PENDING --commit--> ACKNOWLEDGED (ACCEPT)
-//!     +--gone------------   |  ^                 ARCHIVED     (REJECT)
-//!                  abort,   |  |
-//!        member alive:      +--+ back to ACQUIRED, fresh lock, same delivery count
+//!               acquire (delivery count + 1)
+//! AVAILABLE ----------------------------------> ACQUIRED (member, lock deadline)
+//!   ^   ^                                         |  |  |
+//!   |   |  RELEASE, lock expiry, member leaves    |  |  +-- ACCEPT -------> ACKNOWLEDGED
+//!   |   +-----------------------------------------+  |  +-- GAP, REJECT --> ARCHIVED
+//!   |      (ARCHIVED instead at the delivery         |  +-- RENEW: new deadline
+//!   |       count limit)                             |
+//!   |                          stage (ACCEPT/REJECT  |  in a transaction)
+//!   |                                                v
+//!   |  abort, member gone   TX_PENDING (producer id, epoch, type; lock suspended)
+//!   +---------------------------  |   |
+//!        (ARCHIVED at the limit)  |   +-- commit: ACCEPT -> ACKNOWLEDGED, REJECT -> ARCHIVED
+//!                                 +------ abort, member alive: ACQUIRED, fresh lock,
+//!                                         same delivery count
 //! ```
 //!
 //! The window is stored as runs ([`runs::RunMap`]): a `BTreeMap` from the
@@ -31,7 +34,8 @@
 //! count, lock holder and deadline, staging transaction). Every change splits
 //! at most two runs and merges its neighbours again, so memory is
 //! proportional to the number of distinct runs of state, never to the number
-//! of records: a fetch of 500 records that are all accepted is one run.
+//! of records: 500 records acquired by one fetch are one run, and runs of
+//! terminal records at the start are dropped as the SPSO moves.
 //!
 //! # Acquisition
 //!
@@ -79,6 +83,12 @@
 //! [`SharePartition::resolve_recovered`] from the transaction outcomes the
 //! broker recovered. [`SharePartition::txn_pending_records`] lets the broker
 //! refuse a downgrade below `share.version` 3 (D2).
+//!
+//! # Retention
+//!
+//! [`SharePartition::advance_log_start`] archives AVAILABLE and ACQUIRED
+//! records the log no longer holds; TX_PENDING ones wait for their
+//! transaction, and an abort archives them.
 //!
 //! # Time
 //!
