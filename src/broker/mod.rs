@@ -12,6 +12,10 @@
 //! - [`log`]: partition logs (segments, sparse index, recovery, fsync
 //!   policy), producer state (idempotence, LSO, aborted transactions) and the
 //!   generic durable `StateLog`.
+//! - [`group`]: the share group coordinator (membership, heartbeats,
+//!   assignment, group configs), an I/O-free state machine.
+//! - [`share`]: the share partition (record states, acquisition locks,
+//!   delivery counts, KIP-1289 TX_PENDING), an I/O-free state machine.
 //! - [`txn`]: the transaction coordinator, an I/O-free state machine
 //!   (transaction protocol v1 and v2, log and share participants).
 //! - [`metrics`]: per-API request counts and latency histograms, Prometheus
@@ -30,6 +34,7 @@ mod handlers;
 pub mod log;
 pub mod metrics;
 pub mod server;
+pub mod share;
 pub mod topics;
 pub mod txn;
 
