@@ -146,7 +146,12 @@ proptest! {
         let mut buf = Bytes::from(bytes);
         if let Ok(Some(v)) = RecordBatchView::split_from(&mut buf) {
             let _ = v.verify_crc();
-            let _ = v.records(1 << 16);
+            let _ = (v.last_offset(), v.last_sequence(), v.compression());
+            if let Ok(rs) = v.records(1 << 16) {
+                for r in rs {
+                    let _ = (r.offset(v.base_offset()), r.sequence(v.base_sequence()));
+                }
+            }
             let _ = v.control_type();
             let _ = v.end_txn_marker();
         }

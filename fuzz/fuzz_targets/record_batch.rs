@@ -19,8 +19,12 @@ const MAX_DECOMPRESSED: usize = 1 << 20;
 
 fn exercise(batch: &RecordBatchView) {
     let _ = batch.verify_crc();
+    let _ = (batch.last_offset(), batch.last_sequence());
     if let Ok(records) = batch.records(MAX_DECOMPRESSED) {
         assert_eq!(records.len(), batch.records_count() as usize);
+        for r in &records {
+            let _ = (r.offset(batch.base_offset()), r.sequence(batch.base_sequence()));
+        }
     }
     let _ = batch.control_type();
     let _ = batch.end_txn_marker();

@@ -98,9 +98,10 @@ impl Record {
         self
     }
 
-    /// The record's absolute offset in a batch with `base_offset`.
+    /// The record's absolute offset in a batch with `base_offset`
+    /// (wrapping, so hostile offsets cannot panic).
     pub fn offset(&self, base_offset: i64) -> i64 {
-        base_offset + self.offset_delta as i64
+        base_offset.wrapping_add(self.offset_delta as i64)
     }
 
     /// The record's sequence number in a batch with `base_sequence`
