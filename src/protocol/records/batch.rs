@@ -257,9 +257,11 @@ impl RecordBatchView {
     pub fn last_offset_delta(&self) -> i32 {
         be_i32(&self.bytes, 23)
     }
-    /// The last offset in the batch.
+    /// The last offset in the batch (wrapping, so a hostile baseOffset
+    /// cannot panic).
     pub fn last_offset(&self) -> i64 {
-        self.base_offset() + self.last_offset_delta() as i64
+        self.base_offset()
+            .wrapping_add(self.last_offset_delta() as i64)
     }
     /// baseTimestamp.
     pub fn base_timestamp(&self) -> i64 {
