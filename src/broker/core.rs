@@ -219,6 +219,13 @@ impl BrokerCore {
             .collect()
     }
 
+    /// Records in the TX_PENDING state across all share partitions (the
+    /// KIP-1289 health gauge, and the guard of a `share.version` downgrade).
+    /// No share partition exists in this build yet, so none can be pending.
+    pub fn txn_pending_records(&self) -> u64 {
+        0
+    }
+
     /// The transaction coordinator service.
     pub fn txn(&self) -> &TxnService {
         &self.txn

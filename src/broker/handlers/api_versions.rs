@@ -36,6 +36,7 @@ const SERVED: &[(i16, i16, i16)] = &[
     (24, 0, 5), // AddPartitionsToTxn
     (25, 0, 4), // AddOffsetsToTxn
     (26, 0, 5), // EndTxn
+    (57, 0, 1), // UpdateFeatures
 ];
 
 /// Share-group APIs, advertised with `share.version >= 1`.

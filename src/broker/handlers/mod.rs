@@ -4,6 +4,7 @@
 mod admin;
 mod api_versions;
 mod data;
+mod features;
 mod metadata;
 mod txn;
 
@@ -117,6 +118,10 @@ pub(crate) async fn dispatch(
             RequestKind::EndTxn(r) => {
                 let resp = txn::end_txn(core, &ctx, r).await;
                 respond::<EndTxnRequest>(&ctx, &resp, out)
+            }
+            RequestKind::UpdateFeatures(r) => {
+                let resp = features::update_features(core, &ctx, r);
+                respond::<UpdateFeaturesRequest>(&ctx, &resp, out)
             }
             RequestKind::Metadata(r) => {
                 let resp = metadata::handle(core, &ctx, r);
