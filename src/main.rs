@@ -96,6 +96,9 @@ struct BrokerArgs {
     /// Maximum concurrent connections.
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
+    /// Serve Prometheus metrics at http://ADDR/metrics.
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
 }
 
 fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
@@ -148,6 +151,7 @@ async fn run_broker(args: BrokerArgs) -> Result<(), String> {
         share_version: args.share_version,
         transaction_version: args.transaction_version,
         max_connections: args.max_connections,
+        metrics_listen: args.metrics_listen,
         ..BrokerConfig::default()
     };
     let handle = Broker::start(config)

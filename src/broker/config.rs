@@ -53,6 +53,8 @@ pub struct BrokerConfig {
     pub transaction_max_timeout_ms: i32,
     /// Segment size of partition logs (`log.segment.bytes`).
     pub segment_bytes: u64,
+    /// Where to serve `GET /metrics` (Prometheus text); `None` = off.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl Default for BrokerConfig {
@@ -75,6 +77,7 @@ impl Default for BrokerConfig {
             transaction_version: 2,
             transaction_max_timeout_ms: 900_000,
             segment_bytes: 1 << 30,
+            metrics_listen: None,
         }
     }
 }

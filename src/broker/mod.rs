@@ -22,6 +22,8 @@
 //!   marker delivery to log and share participants.
 //! - [`metrics`]: per-API request counts and latency histograms, Prometheus
 //!   text.
+//! - [`metrics_http`]: `GET /metrics` in Prometheus text format
+//!   (`--metrics-listen`).
 //! - `handlers`: one handler per API.
 //!
 //! What is served today: ApiVersions, Metadata, CreateTopics, DeleteTopics,
@@ -39,6 +41,7 @@ pub mod group;
 mod handlers;
 pub mod log;
 pub mod metrics;
+pub mod metrics_http;
 pub mod server;
 pub mod share;
 pub mod topics;

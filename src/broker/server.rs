@@ -44,6 +44,7 @@ pub struct BrokerHandle {
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
     timers: Vec<tokio::task::JoinHandle<()>>,
+    metrics_addr: Option<SocketAddr>,
 }
 
 impl Broker {
@@ -66,6 +67,18 @@ impl Broker {
             core.clone(),
             shutdown_rx.clone(),
         )));
+        let mut metrics_addr = None;
+        if let Some(addr) = core.config().metrics_listen {
+            let l = super::metrics_http::bind(addr).await?;
+            let bound = l.local_addr()?;
+            metrics_addr = Some(bound);
+            info!(addr = %bound, "metrics at http://{bound}/metrics");
+            timers.push(tokio::spawn(super::metrics_http::serve(
+                l,
+                core.clone(),
+                shutdown_rx.clone(),
+            )));
+        }
         let task = tokio::spawn(accept_loop(listener, core.clone(), shutdown_rx));
         info!(%local_addr, "broker listening");
         Ok(BrokerHandle {
@@ -74,6 +87,7 @@ impl Broker {
             shutdown,
             task,
             timers,
+            metrics_addr,
         })
     }
 }
@@ -82,6 +96,11 @@ impl BrokerHandle {
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Where `GET /metrics` is served, if enabled.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// `host:port` for `bootstrap.servers`.
