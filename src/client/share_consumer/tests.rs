@@ -376,13 +376,11 @@ async fn explicit_flow_session_epochs_gaps_piggy_backed_acks_commit_and_close() 
     let a = r.ack();
     assert_eq!(a.share_session_epoch, 2);
     assert_eq!(ack_acks(a), [(0, 5, 1), (0, 6, 1)]);
-    r.answer_ack(
-        ShareAcknowledgeResponse::default().with_responses(vec![
+    r.answer_ack(ShareAcknowledgeResponse::default().with_responses(vec![
             ShareAcknowledgeTopicResponse::default()
                 .with_topic_id(topic_id())
                 .with_partitions(vec![AckPartitionData::default().with_partition_index(0)]),
-        ]),
-    );
+        ]));
 
     // close: the session is closed with epoch -1.
     let r = broker.recv().await.unwrap();
@@ -533,5 +531,54 @@ async fn one_share_session_per_leader_and_session_errors_reset_the_epoch() {
     for r in round {
         r.answer_fetch(fetch_answer(0, None, &[], 0));
     }
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn commit_async_reports_per_partition_errors_to_handle_and_callback() {
+    let (_cl, mut broker, pool) = cluster(vec![0]);
+    let mut c = consumer(AcknowledgementMode::Explicit, pool);
+    let seen = Arc::new(Mutex::new(Vec::<AcknowledgementCommit>::new()));
+    let s2 = seen.clone();
+    c.set_acknowledgement_commit_callback(move |a| s2.lock().push(a.clone()));
+    c.subscribe(["in"]).unwrap();
+    let task = tokio::spawn(async move {
+        let first = c.poll(Duration::from_secs(10)).await.unwrap();
+        for r in first.iter() {
+            c.acknowledge(r, AcknowledgeType::Accept).unwrap();
+        }
+        let results = c.commit_async().unwrap().await.unwrap();
+        match &results[&tp(0)] {
+            Err(ConsumerError::Acknowledgement { code, .. }) => {
+                assert_eq!(*code, ErrorCode::INVALID_RECORD_STATE)
+            }
+            other => panic!("{other:?}"),
+        }
+        // The callback runs on the consumer's task, at the next poll.
+        assert!(seen.lock().is_empty());
+        assert!(c.poll(Duration::ZERO).await.unwrap().is_empty());
+        let seen = seen.lock().clone();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].offsets, [0, 1]);
+        assert!(seen[0].error.is_some());
+    });
+    let r = broker.recv().await.unwrap();
+    r.answer_fetch(fetch_answer(0, Some(batch(0, 2)), &[(0, 1, 1)], 0));
+    let r = broker.recv().await.unwrap();
+    let a = r.ack();
+    assert_eq!(a.share_session_epoch, 1);
+    assert_eq!(ack_acks(a), [(0, 0, 1), (0, 1, 1)]);
+    r.answer_ack(ShareAcknowledgeResponse::default().with_responses(vec![
+        ShareAcknowledgeTopicResponse::default()
+            .with_topic_id(topic_id())
+            .with_partitions(vec![
+                AckPartitionData::default()
+                    .with_partition_index(0)
+                    .with_error_code(ErrorCode::INVALID_RECORD_STATE.0),
+            ]),
+    ]));
+    let r = broker.recv().await.unwrap();
+    assert_eq!(r.fetch().share_session_epoch, 2);
+    r.answer_fetch(fetch_answer(0, None, &[], 0));
     task.await.unwrap();
 }
