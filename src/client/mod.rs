@@ -11,6 +11,8 @@
 //! - [`backoff`]: exponential backoff with jitter (reconnect and retry).
 //! - [`config`]: [`ConnectionConfig`] (`client.id`, `request.timeout.ms`, ...).
 //! - [`error`]: [`ClientError`] and the one retriable-or-not decision.
+//! - [`share_consumer`]: [`ShareConsumer`], the share group consumer (KIP-932)
+//!   with the transaction hooks of KIP-1289.
 //!
 //! Not built yet: metadata cache, producer, share consumer, admin client;
 //! no TLS or SASL.
@@ -20,6 +22,7 @@ pub mod broker_connection;
 pub mod config;
 pub mod connection;
 pub mod error;
+pub mod share_consumer;
 
 #[cfg(test)]
 pub(crate) mod test_peer;
@@ -31,3 +34,4 @@ pub use broker_connection::{
 pub use config::ConnectionConfig;
 pub use connection::Connection;
 pub use error::ClientError;
+pub use share_consumer::{ShareConsumer, ShareConsumerConfig};
