@@ -53,6 +53,9 @@ pub struct BrokerConfig {
     pub transaction_max_timeout_ms: i32,
     /// Segment size of partition logs (`log.segment.bytes`).
     pub segment_bytes: u64,
+    /// Share group settings (`group.share.*`): defaults and bounds of the
+    /// group configs, in-flight record cap, group size.
+    pub share_groups: crate::broker::group::ShareGroupBrokerConfig,
 }
 
 impl Default for BrokerConfig {
@@ -75,6 +78,7 @@ impl Default for BrokerConfig {
             transaction_version: 2,
             transaction_max_timeout_ms: 900_000,
             segment_bytes: 1 << 30,
+            share_groups: crate::broker::group::ShareGroupBrokerConfig::default(),
         }
     }
 }

@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use uuid::Uuid;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
+use uuid::Uuid;
 
 use super::config::{BrokerConfig, StorageMode};
 use super::log::{LogConfig, LogError, PartitionLog};
@@ -68,6 +68,7 @@ pub struct BrokerCore {
     request_bytes: Semaphore,
     partitions: RwLock<HashMap<(Uuid, i32), SharedLog>>,
     appended: tokio::sync::watch::Sender<u64>,
+    shares: super::shares::SharePartitionManager,
 }
 
 /// A partition log shared between request handlers.
@@ -121,7 +122,17 @@ impl BrokerCore {
                 .min(Semaphore::MAX_PERMITS)
                 .min(u32::MAX as usize),
         );
+        let shares = super::shares::SharePartitionManager::open(
+            match &config.storage {
+                StorageMode::Directory(dir) => Some(dir.join("share-state")),
+                StorageMode::Memory => None,
+            }
+            .as_deref(),
+            config.share_groups.clone(),
+            super::shares::unix_now_ms(),
+        )?;
         let core = Self {
+            shares,
             config,
             advertised_host,
             advertised_port,
@@ -246,6 +257,11 @@ impl BrokerCore {
         self.persist_metadata()
     }
 
+    /// The share groups: coordinator, share partitions, share sessions.
+    pub fn shares(&self) -> &super::shares::SharePartitionManager {
+        &self.shares
+    }
+
     /// Metrics.
     pub fn metrics(&self) -> &BrokerMetrics {
         &self.metrics
@@ -323,7 +339,10 @@ impl BrokerCore {
                 parts.remove(&(meta.id, p));
             }
         }
-        if let Some(dir) = self.partition_dir(&meta, 0).and_then(|d| d.parent().map(|p| p.to_path_buf())) {
+        if let Some(dir) = self
+            .partition_dir(&meta, 0)
+            .and_then(|d| d.parent().map(|p| p.to_path_buf()))
+        {
             if let Err(e) = std::fs::remove_dir_all(&dir) {
                 tracing::warn!(dir = %dir.display(), error = %e, "removing a deleted topic's logs failed");
             }
@@ -349,10 +368,11 @@ impl BrokerCore {
             let before = reg.get(name).map(|t| t.partitions).unwrap_or(0);
             let meta = reg.add_partitions(name, count)?;
             drop(reg);
-            self.open_partitions(&meta, before).map_err(|e| TopicError {
-                code: e.error_code(),
-                message: format!("creating the partition logs failed: {e}"),
-            })?;
+            self.open_partitions(&meta, before)
+                .map_err(|e| TopicError {
+                    code: e.error_code(),
+                    message: format!("creating the partition logs failed: {e}"),
+                })?;
         }
         self.persist_or_log();
         Ok(())

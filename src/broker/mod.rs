@@ -35,6 +35,7 @@ pub mod log;
 pub mod metrics;
 pub mod server;
 pub mod share;
+pub mod shares;
 pub mod topics;
 pub mod txn;
 
