@@ -712,7 +712,13 @@ impl SharePartitionManager {
     pub fn render_prometheus(&self) -> String {
         let rows = self.partition_metrics();
         let mut out = String::new();
-        let series: [(&str, &str, &str, fn(&SharePartitionMetrics) -> u64); 6] = [
+        type Series = (
+            &'static str,
+            &'static str,
+            &'static str,
+            fn(&SharePartitionMetrics) -> u64,
+        );
+        let series: [Series; 6] = [
             (
                 "share_partition_in_flight_records",
                 "gauge",

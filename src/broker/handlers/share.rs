@@ -53,8 +53,8 @@ const SOURCE_GROUP_CONFIG: i8 = 8;
 const SOURCE_DEFAULT_CONFIG: i8 = 5;
 /// Used when a request leaves MaxRecords at 0 (Kafka's `max.poll.records`).
 const DEFAULT_MAX_RECORDS: u32 = 500;
-/// Used for session partitions the current request does not name
-/// (Kafka's `max.partition.fetch.bytes`).
+/// Per-partition byte budget when the request gives none (ShareFetch v1
+/// has no PartitionMaxBytes): Kafka's `max.partition.fetch.bytes`.
 const DEFAULT_PARTITION_MAX_BYTES: usize = 1 << 20;
 
 fn s(v: impl Into<String>) -> StrBytes {
@@ -350,7 +350,8 @@ pub(crate) async fn share_fetch(
             (
                 t.topic_id,
                 p.partition_index,
-                Some(p.partition_max_bytes),
+                // PartitionMaxBytes exists in v0 only; v1 decodes it as 0.
+                (p.partition_max_bytes > 0).then_some(p.partition_max_bytes),
                 p.acknowledgement_batches
                     .iter()
                     .map(|b| AcknowledgementBatch {
