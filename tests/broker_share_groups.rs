@@ -514,7 +514,7 @@ async fn share_state_survives_a_killed_broker() {
     assert_eq!(a.responses[0].partitions[0].error_code, 0);
     // Killed: no shutdown, no flush.
     drop(c);
-    drop(b);
+    b.kill().await;
     let b = Broker::start(BrokerConfig::with_data_dir(dir.path()))
         .await
         .unwrap();

@@ -4,8 +4,10 @@
 mod admin;
 mod api_versions;
 mod data;
+mod features;
 mod metadata;
 mod share;
+mod txn;
 
 use std::sync::Arc;
 
@@ -21,6 +23,7 @@ use crate::protocol::api::{
 use crate::protocol::txn_share_ack::{TxnShareAcknowledgeRequest, TxnShareAcknowledgeResponse};
 
 pub(crate) use api_versions::advertised_versions;
+pub(crate) use txn::blocking as blocking_pub;
 
 /// What a handler sees of the request besides its body.
 #[derive(Debug, Clone)]
@@ -100,6 +103,26 @@ pub(crate) async fn dispatch(
             RequestKind::ListOffsets(r) => {
                 let resp = data::list_offsets(core, &ctx, r);
                 respond::<ListOffsetsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::InitProducerId(r) => {
+                let resp = txn::init_producer_id(core, &ctx, r).await;
+                respond::<InitProducerIdRequest>(&ctx, &resp, out)
+            }
+            RequestKind::AddPartitionsToTxn(r) => {
+                let resp = txn::add_partitions_to_txn(core, &ctx, r).await;
+                respond::<AddPartitionsToTxnRequest>(&ctx, &resp, out)
+            }
+            RequestKind::AddOffsetsToTxn(r) => {
+                let resp = txn::add_offsets_to_txn(core, &ctx, r).await;
+                respond::<AddOffsetsToTxnRequest>(&ctx, &resp, out)
+            }
+            RequestKind::EndTxn(r) => {
+                let resp = txn::end_txn(core, &ctx, r).await;
+                respond::<EndTxnRequest>(&ctx, &resp, out)
+            }
+            RequestKind::UpdateFeatures(r) => {
+                let resp = features::update_features(core, &ctx, r);
+                respond::<UpdateFeaturesRequest>(&ctx, &resp, out)
             }
             RequestKind::Metadata(r) => {
                 let resp = metadata::handle(core, &ctx, r);
