@@ -55,6 +55,9 @@ pub struct BrokerConfig {
     pub segment_bytes: u64,
     /// Where to serve `GET /metrics` (Prometheus text); `None` = off.
     pub metrics_listen: Option<SocketAddr>,
+    /// Share group settings (`group.share.*`): defaults and bounds of the
+    /// group configs, in-flight record cap, group size.
+    pub share_groups: crate::broker::group::ShareGroupBrokerConfig,
 }
 
 impl Default for BrokerConfig {
@@ -78,6 +81,7 @@ impl Default for BrokerConfig {
             transaction_max_timeout_ms: 900_000,
             segment_bytes: 1 << 30,
             metrics_listen: None,
+            share_groups: crate::broker::group::ShareGroupBrokerConfig::default(),
         }
     }
 }

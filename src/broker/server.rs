@@ -63,6 +63,7 @@ impl Broker {
                 shutdown_rx.clone(),
             )));
         }
+        timers.push(tokio::spawn(share_tick_loop(core.clone(), shutdown_rx.clone())));
         timers.push(tokio::spawn(txn_timer_loop(
             core.clone(),
             shutdown_rx.clone(),
@@ -156,6 +157,21 @@ async fn flush_loop(
             _ = tick.tick() => {
                 let core = core.clone();
                 let _ = tokio::task::spawn_blocking(move || core.flush_due(std::time::Instant::now())).await;
+            }
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Drives the share groups' timers: member session expiry and acquisition
+/// lock expiry (which wakes parked ShareFetches).
+async fn share_tick_loop(core: Arc<BrokerCore>, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                core.shares().tick(crate::broker::shares::unix_now_ms());
             }
             _ = shutdown.changed() => return,
         }
