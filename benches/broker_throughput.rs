@@ -22,7 +22,8 @@
 //! `kafka-producer-perf-test` counts them.
 //!
 //! Run with `cargo bench --bench broker_throughput`. Set `BENCH_DURABLE=0`
-//! to skip the durable (`--data-dir`) variants.
+//! to skip the durable (`--data-dir`) variants, and `BENCH_BROKER_BIN` to
+//! measure another `sharestream` binary with the same client.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -72,7 +73,11 @@ struct BrokerProcess {
 
 impl BrokerProcess {
     fn start(extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sharestream"))
+        // BENCH_BROKER_BIN runs another build (e.g. an older commit's) for
+        // before/after comparisons under the same load.
+        let bin = std::env::var("BENCH_BROKER_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_sharestream").to_string());
+        let mut child = Command::new(bin)
             .args(["broker", "--listen", "127.0.0.1:0"])
             .args(extra)
             .env("RUST_LOG", "warn")
