@@ -24,6 +24,12 @@
 //! Run with `cargo bench --bench broker_throughput`. Set `BENCH_DURABLE=0`
 //! to skip the durable (`--data-dir`) variants, and `BENCH_BROKER_BIN` to
 //! measure another `sharestream` binary with the same client.
+//!
+//! `BENCH_EXTERNAL=IP:PORT` drives a broker that is already running
+//! instead (Apache Kafka on the same machine, for a side-by-side figure),
+//! with the same client and the same grid; `BENCH_EXTERNAL_PID` names the
+//! process whose memory to read. Topics are created with replication
+//! factor -1 (the broker's default) and deleted after each run.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -33,6 +39,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -67,7 +74,10 @@ fn env_usize(name: &str, default: usize) -> usize {
 // ---------------------------------------------------------------- process
 
 struct BrokerProcess {
-    child: Child,
+    /// None for an external broker (not ours to stop).
+    child: Option<Child>,
+    /// Process whose memory is read (0: unknown, RSS reads as 0).
+    pid: u32,
     addr: SocketAddr,
 }
 
@@ -96,11 +106,26 @@ impl BrokerProcess {
             .unwrap_or_else(|| panic!("unexpected first line from the broker: {line:?}"))
             .parse()
             .expect("a socket address");
-        Self { child, addr }
+        let pid = child.id();
+        Self {
+            child: Some(child),
+            pid,
+            addr,
+        }
+    }
+
+    /// A broker already running at `addr` (e.g. Apache Kafka), whose
+    /// memory is read from process `pid` when given.
+    fn external(addr: SocketAddr, pid: Option<u32>) -> Self {
+        Self {
+            child: None,
+            pid: pid.unwrap_or(0),
+            addr,
+        }
     }
 
     fn status_kib(&self, field: &str) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
         let line = status.lines().find(|l| l.starts_with(field))?;
         line.split_whitespace().nth(1)?.parse().ok()
     }
@@ -117,25 +142,28 @@ impl BrokerProcess {
 
     /// Resets VmHWM to the current RSS (Linux >= 4.0, same user).
     fn reset_hwm(&self) -> bool {
-        std::fs::write(format!("/proc/{}/clear_refs", self.child.id()), "5").is_ok()
+        std::fs::write(format!("/proc/{}/clear_refs", self.pid), "5").is_ok()
     }
 }
 
 impl Drop for BrokerProcess {
     fn drop(&mut self) {
+        let Some(child) = &mut self.child else {
+            return;
+        };
         // SIGTERM for a graceful stop, then reap.
         unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
+            libc::kill(child.id() as i32, libc::SIGTERM);
         }
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
+            if let Ok(Some(_)) = child.try_wait() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 
@@ -216,6 +244,41 @@ async fn create_topic(addr: SocketAddr, name: &str, partitions: i32) {
         )
         .await;
     assert_eq!(resp.topics[0].error_code, 0, "create {name}: {resp:?}");
+    // A multi-node or KRaft broker (Kafka) may answer before every
+    // partition has a leader: wait until each answers ListOffsets.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let req = ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![
+                ListOffsetsTopic::default()
+                    .with_name(topic_name(name))
+                    .with_partitions(
+                        (0..partitions)
+                            .map(|p| {
+                                ListOffsetsPartition::default()
+                                    .with_partition_index(p)
+                                    .with_timestamp(-1)
+                            })
+                            .collect(),
+                    ),
+            ]);
+        let resp = c.send(&req, 6).await;
+        let ready = resp
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .filter(|p| p.error_code == 0)
+            .count();
+        if ready == partitions as usize {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}: partitions without a leader after 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 async fn delete_topic(addr: SocketAddr, name: &str) {
@@ -443,13 +506,12 @@ fn median_by<T: Copy>(v: &[T], key: impl Fn(&T) -> f64) -> T {
 fn run_cases(
     rt: &tokio::runtime::Runtime,
     storage: &str,
-    broker_args: &[&str],
+    broker: BrokerProcess,
     cases: &[Case],
     reps: usize,
     payload_target: usize,
     rows: &mut Vec<Row>,
 ) -> (f64, f64) {
-    let broker = BrokerProcess::start(broker_args);
     let addr = broker.addr;
     // Idle: after start and one connection's worth of admin traffic.
     rt.block_on(async {
@@ -540,18 +602,37 @@ fn main() {
             }
         }
     }
-    let (idle, after) = run_cases(
-        &rt,
-        "memory",
-        &["--memory"],
-        &cases,
-        reps,
-        payload_target,
-        &mut rows,
-    );
-    rss.push(("memory".to_string(), idle, after));
+    if let Ok(external) = std::env::var("BENCH_EXTERNAL") {
+        let addr = external
+            .parse()
+            .expect("BENCH_EXTERNAL takes IP:PORT, e.g. 127.0.0.1:9092");
+        let pid = std::env::var("BENCH_EXTERNAL_PID")
+            .ok()
+            .map(|p| p.parse().expect("BENCH_EXTERNAL_PID takes a process id"));
+        let (idle, after) = run_cases(
+            &rt,
+            "external",
+            BrokerProcess::external(addr, pid),
+            &cases,
+            reps,
+            payload_target,
+            &mut rows,
+        );
+        rss.push(("external".to_string(), idle, after));
+    } else {
+        let (idle, after) = run_cases(
+            &rt,
+            "memory",
+            BrokerProcess::start(&["--memory"]),
+            &cases,
+            reps,
+            payload_target,
+            &mut rows,
+        );
+        rss.push(("memory".to_string(), idle, after));
+    }
 
-    if durable {
+    if durable && std::env::var("BENCH_EXTERNAL").is_err() {
         let durable_cases: Vec<Case> = [100, 1024]
             .into_iter()
             .map(|record_size| Case {
@@ -567,7 +648,7 @@ fn main() {
             let (idle, after) = run_cases(
                 &rt,
                 &label,
-                &["--data-dir", &path, "--fsync", fsync],
+                BrokerProcess::start(&["--data-dir", &path, "--fsync", fsync]),
                 &durable_cases,
                 reps,
                 payload_target,
