@@ -295,6 +295,11 @@ async fn serve_connection(
             }
             out.clear();
         }
+        // Room for the rest of a partly read frame (bounded, so a length
+        // prefix alone cannot make us reserve much), so a large request is
+        // not read through repeated buffer doublings and copies.
+        let need = decoder.bytes_needed().min(1 << 20);
+        decoder.buffer_mut().reserve(need);
         tokio::select! {
             r = stream.read_buf(decoder.buffer_mut()) => match r {
                 Ok(0) => return,
