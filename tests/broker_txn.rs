@@ -566,3 +566,29 @@ async fn killed_broker_keeps_acknowledged_writes_and_transactions() {
     assert!(fresh != pid && fresh != tpid);
     b.shutdown().await;
 }
+
+#[tokio::test]
+async fn shutdown_does_not_wait_for_a_parked_fetch() {
+    let (b, mut c) = setup(BrokerConfig::in_memory()).await;
+    let req = FetchRequest::default()
+        .with_max_wait_ms(i32::MAX)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![
+            FetchTopic::default()
+                .with_topic(name(TOPIC))
+                .with_partitions(vec![
+                    FetchPartition::default()
+                        .with_partition(0)
+                        .with_fetch_offset(0)
+                        .with_partition_max_bytes(1 << 20),
+                ]),
+        ]);
+    c.send_only(&req, 12).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::timeout(Duration::from_secs(10), b.shutdown())
+        .await
+        .expect("shutdown must not wait for a parked long-poll fetch");
+    assert!(c.is_closed().await);
+}

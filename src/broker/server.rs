@@ -63,7 +63,10 @@ impl Broker {
                 shutdown_rx.clone(),
             )));
         }
-        timers.push(tokio::spawn(share_tick_loop(core.clone(), shutdown_rx.clone())));
+        timers.push(tokio::spawn(share_tick_loop(
+            core.clone(),
+            shutdown_rx.clone(),
+        )));
         timers.push(tokio::spawn(txn_timer_loop(
             core.clone(),
             shutdown_rx.clone(),
@@ -277,7 +280,11 @@ async fn serve_connection(
                 Ok(p) => p,
                 Err(_) => return,
             };
-            let result = process_frame(&core, frame, &mut out).await;
+            // A request may wait (long-polling fetches): shutdown must not.
+            let result = tokio::select! {
+                r = process_frame(&core, frame, &mut out) => r,
+                _ = shutdown.changed() => return,
+            };
             drop(permit);
             if let Err(Close::Protocol(msg)) = result {
                 warn!("closing connection: {msg}");
