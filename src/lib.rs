@@ -5,6 +5,7 @@ pub mod alloc;
 pub mod broker;
 pub mod client;
 pub mod eos;
+pub mod failpoints;
 pub mod protocol;
 pub mod runtime;
 pub mod topology;

@@ -626,6 +626,58 @@ impl SharePartitionManager {
         }
     }
 
+    /// DESIGN-NOTES D9: after a restart, resolves the TX_PENDING records
+    /// whose transaction outcome the recovered transaction coordinator
+    /// knows (committed: apply; aborted: revert, the staging member being
+    /// gone after a restart; still ongoing: left for the marker or the
+    /// timeout). Returns the number of records resolved.
+    pub fn resolve_recovered(
+        &self,
+        outcome: impl Fn(i64, i16) -> crate::broker::share::RecoveredTxn,
+        now_ms: i64,
+    ) -> u64 {
+        let mut inner = self.inner.lock();
+        let keys: Vec<SharePartitionKey> = inner
+            .partitions
+            .iter()
+            .filter(|(_, e)| e.sp.txn_pending_records() > 0)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let (mut resolved, mut available) = (0u64, false);
+        for k in keys {
+            let Inner {
+                coordinator,
+                partitions,
+                ..
+            } = &mut *inner;
+            let Some(entry) = partitions.get_mut(&k) else {
+                continue;
+            };
+            let out = entry.sp.resolve_recovered(&outcome, now_ms, |m| {
+                coordinator.is_member_alive(&k.group_id, m)
+            });
+            resolved += out.resolved_records;
+            available |= out.records_available;
+            inner.persist_if_dirty(&k);
+        }
+        drop(inner);
+        if available {
+            self.wake();
+        }
+        resolved
+    }
+
+    /// Locks that would have expired while their records were TX_PENDING
+    /// (KIP-1289 TxnPendingLockExpiredCount), all share partitions.
+    pub fn txn_pending_lock_expired_total(&self) -> u64 {
+        self.inner
+            .lock()
+            .partitions
+            .values()
+            .map(|e| e.sp.metrics().txn_pending_lock_expired_total)
+            .sum()
+    }
+
     /// Records TX_PENDING on every share partition (a `share.version`
     /// downgrade below 3 is refused while this is not 0).
     pub fn txn_pending_records(&self) -> u64 {
@@ -688,6 +740,38 @@ impl SharePartitionManager {
             .values()
             .map(|e| e.sp.run_count())
             .sum()
+    }
+
+    /// The state of one record of a share partition (for tests, tools and
+    /// the exactly-once checker).
+    pub fn record_info(
+        &self,
+        group_id: &str,
+        topic_id: Uuid,
+        partition: i32,
+        offset: i64,
+    ) -> Option<crate::broker::share::RecordInfo> {
+        self.inner
+            .lock()
+            .partitions
+            .get(&key(group_id, topic_id, partition))
+            .and_then(|e| e.sp.record(offset))
+    }
+
+    /// Every run of states of a share partition's in-flight window, as
+    /// `(first offset, last offset, state)`.
+    pub fn record_runs(
+        &self,
+        group_id: &str,
+        topic_id: Uuid,
+        partition: i32,
+    ) -> Vec<(i64, i64, crate::broker::share::RecordInfo)> {
+        self.inner
+            .lock()
+            .partitions
+            .get(&key(group_id, topic_id, partition))
+            .map(|e| e.sp.runs().collect())
+            .unwrap_or_default()
     }
 
     /// The share partition's start offset (SPSO) and end offset, if it

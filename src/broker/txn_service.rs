@@ -10,7 +10,7 @@
 //! 3. its `WriteMarkers` effects are delivered after the lock is released:
 //!    a log participant gets a COMMIT/ABORT control batch appended to its
 //!    partition log; a share participant (DESIGN-NOTES D3) is resolved in
-//!    its share partition through [`ShareMarkerSink`]. Each delivery is
+//!    its share partition, both through [`MarkerSink`]. Each delivery is
 //!    reported back with `marker_written`, which may complete the
 //!    transaction (and persist that).
 //!
@@ -21,8 +21,6 @@
 //! The log is compacted (rewritten from the current state) once it holds
 //! many more records than there are transactional ids.
 
-use std::sync::Arc;
-
 use parking_lot::Mutex;
 
 use super::log::StateLog;
@@ -32,8 +30,11 @@ use super::txn::{
 };
 use crate::protocol::ErrorCode;
 
-/// Where markers for share participants go (the share partition manager).
-pub trait ShareMarkerSink: Send + Sync {
+/// Where markers go: log participants get a control batch in their
+/// partition log, share participants are resolved in their share partition.
+pub trait MarkerSink: Send + Sync {
+    /// Appends a COMMIT or ABORT control batch to `topic`-`partition`.
+    fn write_log_marker(&self, topic: &str, partition: i32, marker: &MarkerRequest) -> MarkerAck;
     /// Resolves what `producer_id` staged in the share partition at
     /// `producer_epoch` (or the epoch before, D4). Duplicates are no-ops (D10).
     fn write_share_marker(
@@ -47,12 +48,6 @@ pub trait ShareMarkerSink: Send + Sync {
     ) -> MarkerAck;
 }
 
-/// Where markers for log participants go (the partition logs).
-pub trait LogMarkerSink: Send + Sync {
-    /// Appends a COMMIT or ABORT control batch to `topic`-`partition`.
-    fn write_log_marker(&self, topic: &str, partition: i32, marker: &MarkerRequest) -> MarkerAck;
-}
-
 struct Inner {
     coordinator: TransactionCoordinator,
     log: StateLog,
@@ -64,7 +59,6 @@ struct Inner {
 pub struct TxnService {
     config: TxnCoordinatorConfig,
     inner: Mutex<Inner>,
-    share_sink: Mutex<Option<Arc<dyn ShareMarkerSink>>>,
 }
 
 impl std::fmt::Debug for TxnService {
@@ -116,15 +110,9 @@ impl TxnService {
                     log,
                     appended,
                 }),
-                share_sink: Mutex::new(None),
             },
             markers,
         ))
-    }
-
-    /// Installs the receiver of share-participant markers.
-    pub fn set_share_sink(&self, sink: Arc<dyn ShareMarkerSink>) {
-        *self.share_sink.lock() = Some(sink);
     }
 
     /// Read access to the coordinator (metrics, describe, outcomes).
@@ -137,7 +125,7 @@ impl TxnService {
     pub fn call<T>(
         &self,
         now_ms: i64,
-        logs: &dyn LogMarkerSink,
+        sink: &dyn MarkerSink,
         f: impl FnOnce(&mut TransactionCoordinator, i64) -> TxnOutput<T>,
     ) -> Result<T, ErrorCode> {
         let (result, markers) = {
@@ -148,52 +136,41 @@ impl TxnService {
                 Err(()) => return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
             }
         };
-        self.deliver(now_ms, logs, markers);
+        self.deliver(now_ms, sink, markers);
         result
     }
 
     /// Advances time (transaction timeouts, marker retries).
-    pub fn tick(&self, now_ms: i64, logs: &dyn LogMarkerSink) {
+    pub fn tick(&self, now_ms: i64, sink: &dyn MarkerSink) {
         let markers = {
             let mut inner = self.inner.lock();
             let effects = inner.coordinator.tick(now_ms);
             self.persist_locked(&mut inner, effects).unwrap_or_default()
         };
-        self.deliver(now_ms, logs, markers);
+        self.deliver(now_ms, sink, markers);
     }
 
     /// Delivers markers (e.g. those recovery asked to re-send).
-    pub fn deliver(&self, now_ms: i64, logs: &dyn LogMarkerSink, mut markers: Vec<MarkerRequest>) {
+    pub fn deliver(&self, now_ms: i64, sink: &dyn MarkerSink, mut markers: Vec<MarkerRequest>) {
         while let Some(m) = markers.pop() {
             for p in &m.participants {
                 let ack = match p {
                     Participant::Log(topic, partition) => {
-                        logs.write_log_marker(topic, *partition, &m)
+                        sink.write_log_marker(topic, *partition, &m)
                     }
                     Participant::Share {
                         group_id,
                         topic_id,
                         partition,
                         ..
-                    } => match self.share_sink.lock().clone() {
-                        Some(sink) => sink.write_share_marker(
-                            group_id,
-                            *topic_id,
-                            *partition,
-                            m.producer_id,
-                            m.producer_epoch,
-                            m.commit,
-                        ),
-                        None => {
-                            tracing::warn!(
-                                group_id,
-                                %topic_id,
-                                partition,
-                                "no share partition manager for a share marker; will retry"
-                            );
-                            MarkerAck::Retry
-                        }
-                    },
+                    } => sink.write_share_marker(
+                        group_id,
+                        *topic_id,
+                        *partition,
+                        m.producer_id,
+                        m.producer_epoch,
+                        m.commit,
+                    ),
                 };
                 let mut inner = self.inner.lock();
                 let effects = inner.coordinator.marker_written(
@@ -222,7 +199,12 @@ impl TxnService {
         for e in effects {
             match e {
                 TxnEffect::Persist(rec) => {
-                    if let Err(err) = inner.log.append(&rec.encode()) {
+                    let res = if crate::failpoints::hit("txn.persist") {
+                        Err(std::io::Error::other("failpoint txn.persist"))
+                    } else {
+                        inner.log.append(&rec.encode())
+                    };
+                    if let Err(err) = res {
                         tracing::error!(error = %err, "appending to the transaction log failed; rebuilding the coordinator from it");
                         self.rebuild_locked(inner);
                         return Err(());

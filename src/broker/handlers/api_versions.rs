@@ -42,6 +42,7 @@ const SERVED: &[(i16, i16, i16)] = &[
     (25, 0, 4), // AddOffsetsToTxn
     (26, 0, 5), // EndTxn
     (57, 0, 1), // UpdateFeatures
+    (95, 0, 0), // TxnShareAcknowledge (KIP-1289)
 ];
 
 /// Share-group APIs, advertised with `share.version >= 1`.

@@ -8,6 +8,7 @@ mod features;
 mod metadata;
 mod share;
 mod txn;
+mod txn_share_ack;
 
 use std::sync::Arc;
 
@@ -177,12 +178,16 @@ pub(crate) async fn dispatch(
                 api_name(key)
             ))),
         },
-        AnyRequest::TxnShareAcknowledge(_) => {
-            // Not advertised (feature off or not served): answer as Kafka
-            // answers a gated API, UNSUPPORTED_VERSION in the body.
-            let resp = TxnShareAcknowledgeResponse {
-                error_code: ErrorCode::UNSUPPORTED_VERSION.0,
-                ..Default::default()
+        AnyRequest::TxnShareAcknowledge(r) => {
+            let resp = if api_versions::is_gated_off(core, key) {
+                // Feature off (share.version < 3 or transaction.version < 2):
+                // UNSUPPORTED_VERSION in the body, as Kafka answers a gated API.
+                TxnShareAcknowledgeResponse {
+                    error_code: ErrorCode::UNSUPPORTED_VERSION.0,
+                    ..Default::default()
+                }
+            } else {
+                txn_share_ack::handle(core, &ctx, r).await
             };
             respond::<TxnShareAcknowledgeRequest>(&ctx, &resp, out)
         }
