@@ -20,7 +20,7 @@ use super::error::{BuildError, ErrorKind, ErrorPolicy, TopologyError};
 use super::operators::KStream;
 use super::processor::{Topology, TopologyInner};
 use super::record::{Headers, OutputRecord, Record, SourceMeta, SourceRecord};
-use super::serde::Deserializer;
+use super::serdes::Deserializer;
 
 pub(crate) type NodeId = usize;
 pub(crate) type BoxedRecord = Box<dyn Any + Send>;
@@ -43,9 +43,8 @@ impl NodeError {
 
 pub(crate) type SyncFn =
     Box<dyn Fn(BoxedRecord, &mut Vec<BoxedRecord>) -> Result<(), NodeError> + Send + Sync>;
-pub(crate) type AsyncFn = Box<
-    dyn Fn(BoxedRecord) -> BoxFuture<'static, Result<BoxedRecord, NodeError>> + Send + Sync,
->;
+pub(crate) type AsyncFn =
+    Box<dyn Fn(BoxedRecord) -> BoxFuture<'static, Result<BoxedRecord, NodeError>> + Send + Sync>;
 pub(crate) type PredicateFn = Box<dyn Fn(&BoxedRecord) -> Result<bool, NodeError> + Send + Sync>;
 pub(crate) type SinkFn = Box<dyn Fn(BoxedRecord) -> Result<OutputRecord, NodeError> + Send + Sync>;
 pub(crate) type DeserFn =
@@ -66,16 +65,25 @@ pub(crate) enum NodeKind {
         deser: DeserFn,
     },
     /// filter, map, flat_map, peek, process...: 0..n records out.
-    Transform { f: SyncFn },
+    Transform {
+        f: SyncFn,
+    },
     /// foreach: a terminal that produces nothing.
-    Foreach { f: SyncFn },
-    Async { max_in_flight: usize, f: AsyncFn },
+    Foreach {
+        f: SyncFn,
+    },
+    Async {
+        max_in_flight: usize,
+        f: AsyncFn,
+    },
     Split {
         routes: Vec<Route>,
         default: Option<(String, NodeId)>,
         finished: bool,
     },
-    Branch { branch: String },
+    Branch {
+        branch: String,
+    },
     Merge,
     Sink {
         /// `None` for a per-record topic.
@@ -396,28 +404,22 @@ fn validate(
                     }
                 }
             }
-            NodeKind::Branch { branch } => {
-                if has_sink && n.children.is_empty() {
-                    errors.push(TopologyError::BranchWithoutRoute {
-                        branch: branch.clone(),
-                        split: nodes[n.parents[0]].name.clone(),
-                    });
-                }
+            NodeKind::Branch { branch } if has_sink && n.children.is_empty() => {
+                errors.push(TopologyError::BranchWithoutRoute {
+                    branch: branch.clone(),
+                    split: nodes[n.parents[0]].name.clone(),
+                });
             }
-            NodeKind::Async { max_in_flight, .. } => {
-                if *max_in_flight == 0 {
-                    errors.push(TopologyError::ZeroConcurrency {
-                        node: n.name.clone(),
-                    });
-                }
+            NodeKind::Async { max_in_flight, .. } if *max_in_flight == 0 => {
+                errors.push(TopologyError::ZeroConcurrency {
+                    node: n.name.clone(),
+                });
             }
-            NodeKind::Sink { topic: Some(t), .. } => {
-                if !is_valid_topic_name(t) {
-                    errors.push(TopologyError::InvalidTopicName {
-                        topic: t.clone(),
-                        context: format!("sink '{}'", n.name),
-                    });
-                }
+            NodeKind::Sink { topic: Some(t), .. } if !is_valid_topic_name(t) => {
+                errors.push(TopologyError::InvalidTopicName {
+                    topic: t.clone(),
+                    context: format!("sink '{}'", n.name),
+                });
             }
             _ => {}
         }

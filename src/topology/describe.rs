@@ -72,7 +72,9 @@ impl TopologyDescription {
                         "Processor",
                         format!("{}, max in flight: {max_in_flight}", n.op),
                     ),
-                    NodeKind::Split { routes, default, .. } => {
+                    NodeKind::Split {
+                        routes, default, ..
+                    } => {
                         let branches: Vec<&str> =
                             routes.iter().map(|r| r.branch.as_str()).collect();
                         let default = match default {

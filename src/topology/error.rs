@@ -188,9 +188,7 @@ pub enum TopologyError {
     #[error("topology has no source: call builder.stream(...)")]
     NoSource,
     /// No stream ends in a sink.
-    #[error(
-        "topology has no sink: end a stream with .to(...), .to_dynamic(...) or .foreach(...)"
-    )]
+    #[error("topology has no sink: end a stream with .to(...), .to_dynamic(...) or .foreach(...)")]
     NoSink,
     /// The share group name is empty.
     #[error("the share group name is empty: pass it to StreamsBuilder::new(\"my-group\")")]

@@ -3,7 +3,7 @@
 //!
 //! A [`StreamsBuilder`] makes typed [`KStream<K, V>`] handles: a source
 //! deserializes the key and value of its topics' records with the serdes it
-//! was given ([`serde`]), operators transform the typed records, and sinks
+//! was given ([`serdes`]), operators transform the typed records, and sinks
 //! serialize them again. The types make most serde mismatches compile
 //! errors; [`StreamsBuilder::build`] refuses the rest of what cannot run
 //! (no source, no sink, a branch or an operator whose records go nowhere,
@@ -21,7 +21,7 @@
 //! |---|---|
 //! | sources, build-time checks | [`builder`] |
 //! | operators, split, merge, sinks | [`operators`] |
-//! | serdes | [`serde`] |
+//! | serdes | [`serdes`] |
 //! | records and headers | [`record`] |
 //! | error policies, dead-letter headers, build errors | [`error`] |
 //! | processing one source record; concurrency and ordering | [`processor`] |
@@ -111,7 +111,7 @@ pub mod error;
 pub mod operators;
 pub mod processor;
 pub mod record;
-pub mod serde;
+pub mod serdes;
 
 #[cfg(test)]
 mod tests;
@@ -125,7 +125,7 @@ pub use error::{
 pub use operators::{Branches, KStream, SinkHandle, Split};
 pub use processor::{CompiledTopology, Outcome, ProcessResult, Topology};
 pub use record::{Headers, OutputRecord, Record, SinkRecord, SourceMeta, SourceRecord};
-pub use serde::{
-    BytesSerde, Deserializer, JsonSerde, MsgPackSerde, OptionalSerde, Serde, SerdeError,
-    Serdes, Serializer, StringSerde, UnitSerde,
+pub use serdes::{
+    BytesSerde, Deserializer, JsonSerde, MsgPackSerde, OptionalSerde, Serde, SerdeError, Serdes,
+    Serializer, StringSerde, UnitSerde,
 };

@@ -31,7 +31,7 @@ use super::builder::{
 };
 use super::error::{BoxError, ErrorKind, ErrorPolicy};
 use super::record::{OutputRecord, Record, SinkRecord, SinkTimestamp};
-use super::serde::Serializer;
+use super::serdes::Serializer;
 
 fn take<K: 'static, V: 'static>(b: BoxedRecord) -> Record<K, V> {
     *b.downcast::<Record<K, V>>()
@@ -355,7 +355,10 @@ where
             f(r.key, r.value);
             Ok(())
         });
-        let id = self.graph.lock().add("foreach", NodeKind::Foreach { f }, &[self.node]);
+        let id = self
+            .graph
+            .lock()
+            .add("foreach", NodeKind::Foreach { f }, &[self.node]);
         SinkHandle {
             graph: self.graph,
             node: id,
@@ -555,7 +558,7 @@ where
     }
 }
 
-fn ser_err(part: &'static str) -> impl Fn(super::serde::SerdeError) -> NodeError {
+fn ser_err(part: &'static str) -> impl Fn(super::serdes::SerdeError) -> NodeError {
     move |e| NodeError {
         kind: ErrorKind::Serialization,
         message: format!("{part}: {e}"),

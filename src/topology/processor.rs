@@ -400,7 +400,9 @@ impl CompiledTopology {
                         self.forward(id, &mut scratch, &mut stack)
                     })
                 }
-                NodeKind::Split { routes, default, .. } => {
+                NodeKind::Split {
+                    routes, default, ..
+                } => {
                     let chosen = guarded(ErrorKind::Operator, || {
                         for route in routes {
                             if (route.predicate)(&rec)? {
