@@ -1008,3 +1008,18 @@ Topology (share group: orders-app, error policy: fail)
 ";
     assert_eq!(topo.describe().to_string(), want);
 }
+
+#[test]
+fn headers_keep_order_and_duplicates() {
+    let mut h = Headers::new();
+    h.add("a", Some(Bytes::from_static(b"1")));
+    h.add("b", None);
+    h.add("a", Some(Bytes::from_static(b"2")));
+    assert_eq!(h.len(), 3);
+    assert_eq!(h.last_str("a"), Some("2"));
+    assert_eq!(h.last("b"), Some(None), "a header with a null value");
+    assert_eq!(h.last("c"), None);
+    assert_eq!(h.all("a").count(), 2);
+    assert_eq!(h.remove("a"), 2);
+    assert_eq!(h.iter().map(|x| x.key.as_str()).collect::<Vec<_>>(), ["b"]);
+}
