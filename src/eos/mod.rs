@@ -3,12 +3,16 @@
 //!
 //! - [`acknowledgements`]: the `(offset, type)` accumulator per share
 //!   partition and its packing into minimal `AcknowledgementBatch` ranges.
+//! - [`metadata`]: [`ShareGroupMetadata`], the member whose acknowledgements
+//!   a transaction stages.
 //!
 //! The transactional commit loop arrives with the client and runtime issues.
 
 pub mod acknowledgements;
+pub mod metadata;
 
 pub use acknowledgements::{
     AcknowledgeType, AcknowledgementBatch, Acknowledgements, PartitionAcknowledgements,
     TopicIdPartition,
 };
+pub use metadata::ShareGroupMetadata;
