@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
+use uuid::Uuid;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
-use uuid::Uuid;
 
 use super::config::{BrokerConfig, StorageMode};
 use super::log::{LogConfig, LogError, PartitionLog};
@@ -323,10 +323,7 @@ impl BrokerCore {
                 parts.remove(&(meta.id, p));
             }
         }
-        if let Some(dir) = self
-            .partition_dir(&meta, 0)
-            .and_then(|d| d.parent().map(|p| p.to_path_buf()))
-        {
+        if let Some(dir) = self.partition_dir(&meta, 0).and_then(|d| d.parent().map(|p| p.to_path_buf())) {
             if let Err(e) = std::fs::remove_dir_all(&dir) {
                 tracing::warn!(dir = %dir.display(), error = %e, "removing a deleted topic's logs failed");
             }
@@ -352,11 +349,10 @@ impl BrokerCore {
             let before = reg.get(name).map(|t| t.partitions).unwrap_or(0);
             let meta = reg.add_partitions(name, count)?;
             drop(reg);
-            self.open_partitions(&meta, before)
-                .map_err(|e| TopicError {
-                    code: e.error_code(),
-                    message: format!("creating the partition logs failed: {e}"),
-                })?;
+            self.open_partitions(&meta, before).map_err(|e| TopicError {
+                code: e.error_code(),
+                message: format!("creating the partition logs failed: {e}"),
+            })?;
         }
         self.persist_or_log();
         Ok(())

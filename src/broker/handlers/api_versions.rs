@@ -21,9 +21,9 @@ use crate::protocol::txn_share_ack::TXN_SHARE_ACKNOWLEDGE_API_KEY;
 
 /// Served APIs: (key, min, max).
 const SERVED: &[(i16, i16, i16)] = &[
-    (0, 3, 12), // Produce
-    (1, 4, 16), // Fetch
-    (2, 1, 6),  // ListOffsets
+    (0, 3, 12),  // Produce
+    (1, 4, 16),  // Fetch
+    (2, 1, 6),   // ListOffsets
     (3, 0, 12), // Metadata
     (10, 0, 6), // FindCoordinator
     (18, 0, 4), // ApiVersions

@@ -13,9 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, FetchableTopicResponse, PartitionData,
-};
+use kafka_protocol::messages::fetch_response::{AbortedTransaction, FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -112,10 +110,7 @@ async fn produce_partition(
     let batches = match RecordBatchView::parse_all(records) {
         Ok(b) if !b.is_empty() => b,
         Ok(_) => {
-            return PartitionResult::error(
-                INVALID_RECORD,
-                "The produce request holds no record batch.",
-            );
+            return PartitionResult::error(INVALID_RECORD, "The produce request holds no record batch.");
         }
         Err(e) => return PartitionResult::error(ErrorCode::CORRUPT_MESSAGE, e.to_string()),
     };
@@ -169,15 +164,7 @@ pub(crate) async fn produce(
     let txn_id = req.transactional_id.as_ref().map(|t| t.0.to_string());
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for t in req.topic_data {
-        let topic = lookup_topic(
-            core,
-            t.name.0.as_str(),
-            if version >= 13 {
-                t.topic_id
-            } else {
-                Uuid::nil()
-            },
-        );
+        let topic = lookup_topic(core, t.name.0.as_str(), if version >= 13 { t.topic_id } else { Uuid::nil() });
         let mut parts = Vec::with_capacity(t.partition_data.len());
         for p in t.partition_data {
             let r = if !matches!(acks, -1..=1) {
@@ -283,10 +270,7 @@ fn fetch_once(
                         None
                     };
                     total += bytes.len();
-                    parts.push(
-                        pd.with_records(Some(bytes))
-                            .with_aborted_transactions(aborted),
-                    );
+                    parts.push(pd.with_records(Some(bytes)).with_aborted_transactions(aborted));
                 }
                 Err(e) => parts.push(
                     pd.with_error_code(e.error_code().0)
@@ -337,11 +321,7 @@ pub(crate) async fn fetch(
         .iter()
         .map(|t| FetchPlan {
             topic_name: t.topic.clone(),
-            topic_id: if version >= 13 {
-                t.topic_id
-            } else {
-                Uuid::nil()
-            },
+            topic_id: if version >= 13 { t.topic_id } else { Uuid::nil() },
             partitions: t
                 .partitions
                 .iter()
@@ -349,8 +329,7 @@ pub(crate) async fn fetch(
                 .collect(),
         })
         .collect();
-    let deadline =
-        tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let min_bytes = req.min_bytes.max(0) as usize;
     let mut appended = core.subscribe_appended();
     loop {
@@ -363,9 +342,7 @@ pub(crate) async fn fetch(
                 .iter()
                 .all(|t| t.partitions.iter().all(|p| p.error_code != 0));
         if waiting_is_pointless {
-            return FetchResponse::default()
-                .with_responses(topics)
-                .with_session_id(0);
+            return FetchResponse::default().with_responses(topics).with_session_id(0);
         }
         tokio::select! {
             r = appended.changed() => if r.is_err() {
@@ -399,9 +376,7 @@ pub(crate) fn list_offsets(
                 .map(|p| {
                     let base = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index);
-                    let Some(log) = meta
-                        .as_ref()
-                        .and_then(|m| core.partition(m.id, p.partition_index))
+                    let Some(log) = meta.as_ref().and_then(|m| core.partition(m.id, p.partition_index))
                     else {
                         return base.with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0);
                     };
