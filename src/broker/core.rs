@@ -8,14 +8,17 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use uuid::Uuid;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
+use uuid::Uuid;
 
 use super::config::{BrokerConfig, StorageMode};
-use super::log::{LogConfig, LogError, PartitionLog};
+use super::log::{AppendOptions, LogConfig, LogError, PartitionLog, StateLog};
 use super::metrics::BrokerMetrics;
 use super::topics::{TopicError, TopicMeta, TopicRegistry};
+use super::txn::{MarkerAck, MarkerRequest, TxnCoordinatorConfig};
+use super::txn_service::{LogMarkerSink, TxnService};
+use crate::protocol::records::{RecordBatchView, control_batch};
 use std::collections::BTreeMap;
 
 /// Name of the share-group feature.
@@ -68,6 +71,7 @@ pub struct BrokerCore {
     request_bytes: Semaphore,
     partitions: RwLock<HashMap<(Uuid, i32), SharedLog>>,
     appended: tokio::sync::watch::Sender<u64>,
+    txn: TxnService,
 }
 
 /// A partition log shared between request handlers.
@@ -121,7 +125,23 @@ impl BrokerCore {
                 .min(Semaphore::MAX_PERMITS)
                 .min(u32::MAX as usize),
         );
+        let txn_config = TxnCoordinatorConfig {
+            max_transaction_timeout_ms: config.transaction_max_timeout_ms,
+            ..TxnCoordinatorConfig::default()
+        };
+        let (txn_log, replayed) = match &config.storage {
+            StorageMode::Directory(dir) => {
+                let txn_dir = dir.join("txn");
+                std::fs::create_dir_all(&txn_dir)?;
+                let (log, records, _recovery) = StateLog::open(txn_dir.join("state.log"))?;
+                (log, records)
+            }
+            StorageMode::Memory => (StateLog::in_memory(), Vec::new()),
+        };
+        let (txn, recovered_markers) =
+            TxnService::open(txn_config, txn_log, replayed, super::now_ms())?;
         let core = Self {
+            txn,
             config,
             advertised_host,
             advertised_port,
@@ -137,6 +157,9 @@ impl BrokerCore {
             core.open_partitions(t, 0)
                 .map_err(|e| std::io::Error::other(format!("opening topic {}: {e}", t.name)))?;
         }
+        // Transactions that were deciding when the broker stopped get their
+        // markers again (duplicates are no-ops).
+        core.txn.deliver(super::now_ms(), &core, recovered_markers);
         Ok(core)
     }
 
@@ -194,6 +217,24 @@ impl BrokerCore {
             .iter()
             .map(|(k, v)| (*k, v.clone()))
             .collect()
+    }
+
+    /// The transaction coordinator service.
+    pub fn txn(&self) -> &TxnService {
+        &self.txn
+    }
+
+    /// Runs a transaction-coordinator operation (see [`TxnService::call`]).
+    pub fn txn_call<T>(
+        &self,
+        f: impl FnOnce(&mut super::txn::TransactionCoordinator, i64) -> super::txn::TxnOutput<T>,
+    ) -> Result<T, crate::protocol::ErrorCode> {
+        self.txn.call(super::now_ms(), self, f)
+    }
+
+    /// Advances the transaction coordinator's clock.
+    pub fn txn_tick(&self) {
+        self.txn.tick(super::now_ms(), self);
     }
 
     /// Tells long-polling fetches that data was appended.
@@ -323,10 +364,12 @@ impl BrokerCore {
                 parts.remove(&(meta.id, p));
             }
         }
-        if let Some(dir) = self.partition_dir(&meta, 0).and_then(|d| d.parent().map(|p| p.to_path_buf())) {
-            if let Err(e) = std::fs::remove_dir_all(&dir) {
-                tracing::warn!(dir = %dir.display(), error = %e, "removing a deleted topic's logs failed");
-            }
+        if let Some(dir) = self
+            .partition_dir(&meta, 0)
+            .and_then(|d| d.parent().map(|p| p.to_path_buf()))
+            && let Err(e) = std::fs::remove_dir_all(&dir)
+        {
+            tracing::warn!(dir = %dir.display(), error = %e, "removing a deleted topic's logs failed");
         }
         Some(meta)
     }
@@ -349,10 +392,11 @@ impl BrokerCore {
             let before = reg.get(name).map(|t| t.partitions).unwrap_or(0);
             let meta = reg.add_partitions(name, count)?;
             drop(reg);
-            self.open_partitions(&meta, before).map_err(|e| TopicError {
-                code: e.error_code(),
-                message: format!("creating the partition logs failed: {e}"),
-            })?;
+            self.open_partitions(&meta, before)
+                .map_err(|e| TopicError {
+                    code: e.error_code(),
+                    message: format!("creating the partition logs failed: {e}"),
+                })?;
         }
         self.persist_or_log();
         Ok(())
@@ -400,4 +444,57 @@ pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()>
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+impl LogMarkerSink for BrokerCore {
+    fn write_log_marker(&self, topic: &str, partition: i32, m: &MarkerRequest) -> MarkerAck {
+        let Some(meta) = self.topics.read().get(topic).cloned() else {
+            return MarkerAck::PartitionGone;
+        };
+        let Some(log) = self.partition(meta.id, partition) else {
+            return MarkerAck::PartitionGone;
+        };
+        let now = super::now_ms();
+        let mut bytes = control_batch(
+            m.commit,
+            m.producer_id,
+            m.producer_epoch,
+            m.coordinator_epoch,
+            now,
+        );
+        let view = match RecordBatchView::split_from(&mut bytes) {
+            Ok(Some(v)) => v,
+            other => {
+                tracing::error!(?other, "built an unreadable marker batch");
+                return MarkerAck::Retry;
+            }
+        };
+        let opts = AppendOptions {
+            now_ms: now,
+            log_append_time: meta.log_append_time(),
+            leader_epoch: 0,
+        };
+        let tv = m.transaction_version.feature_level() as i16;
+        let res = log.lock().append_marker(&view, opts, tv);
+        match res {
+            Ok(_) => {
+                self.notify_appended();
+                MarkerAck::Written
+            }
+            Err(e) => {
+                let code = e.error_code();
+                tracing::warn!(topic, partition, error = %e, "writing a transaction marker failed");
+                // A newer producer epoch or coordinator epoch already owns the
+                // partition: this marker can never apply (Kafka stops sending
+                // it too). Anything else (storage) is retried.
+                if code == crate::protocol::ErrorCode::INVALID_PRODUCER_EPOCH
+                    || code == crate::protocol::ErrorCode::TRANSACTION_COORDINATOR_FENCED
+                {
+                    MarkerAck::PartitionGone
+                } else {
+                    MarkerAck::Retry
+                }
+            }
+        }
+    }
 }

@@ -18,14 +18,20 @@
 //!   delivery counts, KIP-1289 TX_PENDING), an I/O-free state machine.
 //! - [`txn`]: the transaction coordinator, an I/O-free state machine
 //!   (transaction protocol v1 and v2, log and share participants).
+//! - [`txn_service`]: runs the transaction coordinator: durable log,
+//!   marker delivery to log and share participants.
 //! - [`metrics`]: per-API request counts and latency histograms, Prometheus
 //!   text.
 //! - `handlers`: one handler per API.
 //!
 //! What is served today: ApiVersions, Metadata, CreateTopics, DeleteTopics,
-//! CreatePartitions, DescribeCluster, DescribeConfigs, FindCoordinator.
-//! Produce, Fetch, transactions and share groups come with the storage,
-//! transaction-coordinator and share-partition layers.
+//! CreatePartitions, DescribeCluster, DescribeConfigs, FindCoordinator,
+//! Produce (v3-12; idempotence; transactions v1 with verification and v2
+//! with implicit partition registration), Fetch (v4-16; read_committed with
+//! the LSO and aborted transactions; long-poll; sessionless), ListOffsets
+//! (v1-6), InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn (v5
+//! epoch bump). Not served yet: share groups and TxnShareAcknowledge,
+//! consumer groups (JoinGroup, OffsetCommit, TxnOffsetCommit), ACLs, SASL.
 
 pub mod config;
 pub mod core;
@@ -37,6 +43,18 @@ pub mod server;
 pub mod share;
 pub mod topics;
 pub mod txn;
+pub mod txn_service;
+
+/// Wall-clock time in milliseconds since the epoch, the time input of the
+/// broker's state machines.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+pub(crate) use now_ms as handlers_now_ms;
 
 pub use config::{BrokerConfig, FsyncPolicy, StorageMode};
 pub use server::{Broker, BrokerHandle};

@@ -43,6 +43,7 @@ pub struct BrokerHandle {
     core: Arc<BrokerCore>,
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    timers: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Broker {
@@ -53,9 +54,18 @@ impl Broker {
         let local_addr = listener.local_addr()?;
         let core = Arc::new(BrokerCore::open(config, local_addr)?);
         let (shutdown, shutdown_rx) = watch::channel(false);
+        let mut timers = Vec::new();
         if let crate::broker::config::FsyncPolicy::Interval(every) = core.config().fsync {
-            tokio::spawn(flush_loop(core.clone(), every, shutdown_rx.clone()));
+            timers.push(tokio::spawn(flush_loop(
+                core.clone(),
+                every,
+                shutdown_rx.clone(),
+            )));
         }
+        timers.push(tokio::spawn(txn_timer_loop(
+            core.clone(),
+            shutdown_rx.clone(),
+        )));
         let task = tokio::spawn(accept_loop(listener, core.clone(), shutdown_rx));
         info!(%local_addr, "broker listening");
         Ok(BrokerHandle {
@@ -63,6 +73,7 @@ impl Broker {
             core,
             shutdown,
             task,
+            timers,
         })
     }
 }
@@ -84,11 +95,30 @@ impl BrokerHandle {
         &self.core
     }
 
+    /// Simulates a crash for tests: every task is aborted and nothing is
+    /// flushed or closed cleanly (what was written stays, what was only
+    /// buffered is as the OS has it). Data written with
+    /// `FsyncPolicy::EveryBatch` must survive this.
+    pub async fn kill(self) {
+        for t in &self.timers {
+            t.abort();
+        }
+        self.task.abort();
+        let _ = self.task.await;
+        for t in self.timers {
+            let _ = t.await;
+        }
+        drop(self.core);
+    }
+
     /// Stops accepting, closes connections, waits for their tasks and
     /// flushes storage.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
+        for t in self.timers {
+            let _ = t.await;
+        }
         self.core.flush_all();
         info!(addr = %self.local_addr, "broker stopped");
     }
@@ -107,6 +137,21 @@ async fn flush_loop(
             _ = tick.tick() => {
                 let core = core.clone();
                 let _ = tokio::task::spawn_blocking(move || core.flush_due(std::time::Instant::now())).await;
+            }
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Drives the transaction coordinator's clock: transaction timeouts and
+/// marker retries.
+async fn txn_timer_loop(core: Arc<BrokerCore>, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                super::handlers::blocking_pub(&core, |c| c.txn_tick()).await;
             }
             _ = shutdown.changed() => return,
         }

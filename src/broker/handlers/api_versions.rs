@@ -21,9 +21,9 @@ use crate::protocol::txn_share_ack::TXN_SHARE_ACKNOWLEDGE_API_KEY;
 
 /// Served APIs: (key, min, max).
 const SERVED: &[(i16, i16, i16)] = &[
-    (0, 3, 12),  // Produce
-    (1, 4, 16),  // Fetch
-    (2, 1, 6),   // ListOffsets
+    (0, 3, 12), // Produce
+    (1, 4, 16), // Fetch
+    (2, 1, 6),  // ListOffsets
     (3, 0, 12), // Metadata
     (10, 0, 6), // FindCoordinator
     (18, 0, 4), // ApiVersions
@@ -32,6 +32,10 @@ const SERVED: &[(i16, i16, i16)] = &[
     (32, 1, 4), // DescribeConfigs
     (37, 0, 3), // CreatePartitions
     (60, 0, 2), // DescribeCluster
+    (22, 0, 5), // InitProducerId
+    (24, 0, 5), // AddPartitionsToTxn
+    (25, 0, 4), // AddOffsetsToTxn
+    (26, 0, 5), // EndTxn
 ];
 
 /// Share-group APIs, advertised with `share.version >= 1`.
@@ -52,10 +56,25 @@ pub(crate) fn advertised_versions(core: &BrokerCore, key: i16) -> Option<Version
     if key == TXN_SHARE_ACKNOWLEDGE_API_KEY && !f.txn_share_ack_enabled() {
         return None;
     }
+    // Without transaction.version 2 the TV2 versions are not offered
+    // (clients then run transactions v1).
+    let tv2_cap = |max: i16| -> i16 {
+        if f.transaction_version >= 2 {
+            return max;
+        }
+        match key {
+            0 => max.min(11),
+            26 => max.min(4),
+            _ => max,
+        }
+    };
     SERVED
         .iter()
         .find(|(k, _, _)| *k == key)
-        .map(|&(_, min, max)| Versions { min, max })
+        .map(|&(_, min, max)| Versions {
+            min,
+            max: tv2_cap(max),
+        })
 }
 
 fn api_keys(core: &BrokerCore) -> Vec<ApiVersion> {

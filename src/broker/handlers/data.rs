@@ -10,10 +10,12 @@
 //! the requested partitions), which Kafka's clients accept.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_response::{AbortedTransaction, FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -29,18 +31,14 @@ use crate::broker::config::StorageMode;
 use crate::broker::core::{BrokerCore, SharedLog};
 use crate::broker::log::{AppendOptions, LogError};
 use crate::broker::topics::TopicMeta;
+use crate::broker::txn::{TxnApi, error_for_version};
 use crate::protocol::ErrorCode;
 use crate::protocol::records::RecordBatchView;
 
 /// Kafka's INVALID_RECORD.
 const INVALID_RECORD: ErrorCode = ErrorCode(87);
 
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+use crate::broker::now_ms;
 
 /// Runs storage work: inline for in-memory logs, on the blocking pool when
 /// it may touch the disk (fsync), so the reactor never waits on it.
@@ -87,8 +85,43 @@ impl PartitionResult {
     }
 }
 
+/// A transactional batch's partition must be part of its transaction:
+/// Produce v12+ (transactions v2) registers it with the coordinator here;
+/// older versions (transactions v1) only verify that the client added it
+/// (KIP-890), answering TRANSACTION_ABORTABLE / INVALID_TXN_STATE otherwise.
+async fn check_txn_partition(
+    core: &Arc<BrokerCore>,
+    version: i16,
+    transactional_id: &str,
+    batch: &RecordBatchView,
+    topic: &str,
+    partition: i32,
+) -> Result<(), ErrorCode> {
+    let (txn_id, pid, epoch) = (
+        transactional_id.to_string(),
+        batch.producer_id(),
+        batch.producer_epoch(),
+    );
+    let tp = vec![(topic.to_string(), partition)];
+    let res = super::txn::blocking(core, move |c| {
+        if version >= 12 {
+            c.txn_call(|co, now| co.add_partitions_to_txn(now, 5, &txn_id, pid, epoch, &tp))
+        } else {
+            c.txn()
+                .with_coordinator(|co| co.verify_partitions_in_txn(&txn_id, pid, epoch, &tp))
+                .and_then(|rs| match rs.first() {
+                    Some((_, code)) if code.is_err() => Err(*code),
+                    _ => Ok(()),
+                })
+        }
+    })
+    .await;
+    res.map_err(|code| error_for_version(TxnApi::Produce, version, code))
+}
+
 async fn produce_partition(
-    core: &BrokerCore,
+    core: &Arc<BrokerCore>,
+    version: i16,
     topic: Option<&TopicMeta>,
     partition: i32,
     records: Option<Bytes>,
@@ -110,7 +143,10 @@ async fn produce_partition(
     let batches = match RecordBatchView::parse_all(records) {
         Ok(b) if !b.is_empty() => b,
         Ok(_) => {
-            return PartitionResult::error(INVALID_RECORD, "The produce request holds no record batch.");
+            return PartitionResult::error(
+                INVALID_RECORD,
+                "The produce request holds no record batch.",
+            );
         }
         Err(e) => return PartitionResult::error(ErrorCode::CORRUPT_MESSAGE, e.to_string()),
     };
@@ -124,6 +160,16 @@ async fn produce_partition(
                 "Transactional records in a produce request without a transactional id.",
             );
         }
+    }
+    if let (Some(txn_id), Some(first)) = (transactional_id, batches.first())
+        && first.is_transactional()
+        && let Err(code) =
+            check_txn_partition(core, version, txn_id, first, &topic.name, partition).await
+    {
+        return PartitionResult::error(
+            code,
+            format!("The partition is not part of the producer's transaction: {code}"),
+        );
     }
     let opts = AppendOptions {
         now_ms: now_ms(),
@@ -164,7 +210,15 @@ pub(crate) async fn produce(
     let txn_id = req.transactional_id.as_ref().map(|t| t.0.to_string());
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for t in req.topic_data {
-        let topic = lookup_topic(core, t.name.0.as_str(), if version >= 13 { t.topic_id } else { Uuid::nil() });
+        let topic = lookup_topic(
+            core,
+            t.name.0.as_str(),
+            if version >= 13 {
+                t.topic_id
+            } else {
+                Uuid::nil()
+            },
+        );
         let mut parts = Vec::with_capacity(t.partition_data.len());
         for p in t.partition_data {
             let r = if !matches!(acks, -1..=1) {
@@ -173,7 +227,15 @@ pub(crate) async fn produce(
                     format!("Invalid required acks {acks}; use -1, 0 or 1."),
                 )
             } else {
-                produce_partition(core, topic.as_ref(), p.index, p.records, txn_id.as_deref()).await
+                produce_partition(
+                    core,
+                    version,
+                    topic.as_ref(),
+                    p.index,
+                    p.records,
+                    txn_id.as_deref(),
+                )
+                .await
             };
             let mut resp = PartitionProduceResponse::default()
                 .with_index(p.index)
@@ -270,7 +332,10 @@ fn fetch_once(
                         None
                     };
                     total += bytes.len();
-                    parts.push(pd.with_records(Some(bytes)).with_aborted_transactions(aborted));
+                    parts.push(
+                        pd.with_records(Some(bytes))
+                            .with_aborted_transactions(aborted),
+                    );
                 }
                 Err(e) => parts.push(
                     pd.with_error_code(e.error_code().0)
@@ -321,7 +386,11 @@ pub(crate) async fn fetch(
         .iter()
         .map(|t| FetchPlan {
             topic_name: t.topic.clone(),
-            topic_id: if version >= 13 { t.topic_id } else { Uuid::nil() },
+            topic_id: if version >= 13 {
+                t.topic_id
+            } else {
+                Uuid::nil()
+            },
             partitions: t
                 .partitions
                 .iter()
@@ -329,7 +398,8 @@ pub(crate) async fn fetch(
                 .collect(),
         })
         .collect();
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let min_bytes = req.min_bytes.max(0) as usize;
     let mut appended = core.subscribe_appended();
     loop {
@@ -342,7 +412,9 @@ pub(crate) async fn fetch(
                 .iter()
                 .all(|t| t.partitions.iter().all(|p| p.error_code != 0));
         if waiting_is_pointless {
-            return FetchResponse::default().with_responses(topics).with_session_id(0);
+            return FetchResponse::default()
+                .with_responses(topics)
+                .with_session_id(0);
         }
         tokio::select! {
             r = appended.changed() => if r.is_err() {
@@ -376,7 +448,9 @@ pub(crate) fn list_offsets(
                 .map(|p| {
                     let base = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index);
-                    let Some(log) = meta.as_ref().and_then(|m| core.partition(m.id, p.partition_index))
+                    let Some(log) = meta
+                        .as_ref()
+                        .and_then(|m| core.partition(m.id, p.partition_index))
                     else {
                         return base.with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0);
                     };

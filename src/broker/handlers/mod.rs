@@ -5,6 +5,7 @@ mod admin;
 mod api_versions;
 mod data;
 mod metadata;
+mod txn;
 
 use std::sync::Arc;
 
@@ -20,6 +21,7 @@ use crate::protocol::api::{
 use crate::protocol::txn_share_ack::{TxnShareAcknowledgeRequest, TxnShareAcknowledgeResponse};
 
 pub(crate) use api_versions::advertised_versions;
+pub(crate) use txn::blocking as blocking_pub;
 
 /// What a handler sees of the request besides its body.
 #[derive(Debug, Clone)]
@@ -99,6 +101,22 @@ pub(crate) async fn dispatch(
             RequestKind::ListOffsets(r) => {
                 let resp = data::list_offsets(core, &ctx, r);
                 respond::<ListOffsetsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::InitProducerId(r) => {
+                let resp = txn::init_producer_id(core, &ctx, r).await;
+                respond::<InitProducerIdRequest>(&ctx, &resp, out)
+            }
+            RequestKind::AddPartitionsToTxn(r) => {
+                let resp = txn::add_partitions_to_txn(core, &ctx, r).await;
+                respond::<AddPartitionsToTxnRequest>(&ctx, &resp, out)
+            }
+            RequestKind::AddOffsetsToTxn(r) => {
+                let resp = txn::add_offsets_to_txn(core, &ctx, r).await;
+                respond::<AddOffsetsToTxnRequest>(&ctx, &resp, out)
+            }
+            RequestKind::EndTxn(r) => {
+                let resp = txn::end_txn(core, &ctx, r).await;
+                respond::<EndTxnRequest>(&ctx, &resp, out)
             }
             RequestKind::Metadata(r) => {
                 let resp = metadata::handle(core, &ctx, r);

@@ -369,6 +369,11 @@ impl TransactionCoordinator {
         (c, effects)
     }
 
+    /// First producer id after the reserved block (for log compaction).
+    pub fn producer_id_block_end(&self) -> i64 {
+        self.producer_id_block_end
+    }
+
     /// The current coordinator epoch.
     pub fn coordinator_epoch(&self) -> i32 {
         self.coordinator_epoch

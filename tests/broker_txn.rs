@@ -1,0 +1,568 @@
+//! Embedded broker over sockets: produce/fetch across codecs, idempotence,
+//! transactions v1 and v2 (commit, abort, LSO, aborted-transaction index,
+//! timeout, fencing) and crash restarts.
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::RawClient;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::produce_response::PartitionProduceResponse;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
+use sharestream::protocol::ErrorCode;
+use sharestream::protocol::records::{
+    BatchSpec, Compression, Record, RecordBatchView, encode_batch,
+};
+
+#[global_allocator]
+static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
+
+const TOPIC: &str = "t";
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+async fn setup(config: BrokerConfig) -> (BrokerHandle, RawClient) {
+    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
+    let b = Broker::start(config).await.unwrap();
+    let mut c = RawClient::connect(b.local_addr()).await;
+    let r = c
+        .send(
+            &CreateTopicsRequest::default().with_topics(vec![
+                CreatableTopic::default()
+                    .with_name(name(TOPIC))
+                    .with_num_partitions(1)
+                    .with_replication_factor(1),
+            ]),
+            7,
+        )
+        .await;
+    assert!(
+        r.topics[0].error_code == 0 || r.topics[0].error_code == ErrorCode::TOPIC_ALREADY_EXISTS.0
+    );
+    (b, c)
+}
+
+fn batch(spec: BatchSpec, values: &[&str]) -> Bytes {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            Record::new(
+                i as i32,
+                1_700_000_000_000 + i as i64,
+                None,
+                Some(Bytes::from(v.to_string())),
+            )
+        })
+        .collect();
+    encode_batch(&spec, &records).unwrap()
+}
+
+fn plain(values: &[&str]) -> Bytes {
+    batch(BatchSpec::default(), values)
+}
+
+fn idempotent(pid: i64, epoch: i16, seq: i32, values: &[&str]) -> Bytes {
+    batch(
+        BatchSpec {
+            producer_id: pid,
+            producer_epoch: epoch,
+            base_sequence: seq,
+            ..BatchSpec::default()
+        },
+        values,
+    )
+}
+
+fn transactional(pid: i64, epoch: i16, seq: i32, values: &[&str]) -> Bytes {
+    batch(
+        BatchSpec {
+            producer_id: pid,
+            producer_epoch: epoch,
+            base_sequence: seq,
+            transactional: true,
+            ..BatchSpec::default()
+        },
+        values,
+    )
+}
+
+async fn produce(
+    c: &mut RawClient,
+    version: i16,
+    txn_id: Option<&str>,
+    records: Bytes,
+) -> PartitionProduceResponse {
+    let req = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_transactional_id(
+            txn_id.map(|t| TransactionalId(StrBytes::from_string(t.to_string()))),
+        )
+        .with_topic_data(vec![
+            TopicProduceData::default()
+                .with_name(name(TOPIC))
+                .with_partition_data(vec![
+                    PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(records)),
+                ]),
+        ]);
+    let mut r = c.send(&req, version).await;
+    r.responses.remove(0).partition_responses.remove(0)
+}
+
+async fn fetch(c: &mut RawClient, offset: i64, isolation: i8) -> PartitionData {
+    let req = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(10 << 20)
+        .with_isolation_level(isolation)
+        .with_session_epoch(-1)
+        .with_topics(vec![
+            FetchTopic::default()
+                .with_topic(name(TOPIC))
+                .with_partitions(vec![
+                    FetchPartition::default()
+                        .with_partition(0)
+                        .with_fetch_offset(offset)
+                        .with_partition_max_bytes(1 << 20),
+                ]),
+        ]);
+    let mut r = c.send(&req, 12).await;
+    r.responses.remove(0).partitions.remove(0)
+}
+
+/// Data batches' values in a fetch response (control batches skipped).
+fn values(p: &PartitionData) -> Vec<String> {
+    let bytes = p.records.clone().unwrap_or_default();
+    let mut out = Vec::new();
+    for b in RecordBatchView::parse_all(bytes).unwrap() {
+        b.verify_crc().unwrap();
+        if b.is_control() {
+            continue;
+        }
+        for r in b.records(1 << 24).unwrap() {
+            out.push(String::from_utf8(r.value.unwrap().to_vec()).unwrap());
+        }
+    }
+    out
+}
+
+/// read_committed view: drop data of aborted transactions the way Kafka's
+/// clients do, from the aborted-transactions list.
+fn committed_values(p: &PartitionData) -> Vec<String> {
+    let aborted: Vec<(i64, i64)> = p
+        .aborted_transactions
+        .clone()
+        .unwrap_or_default()
+        .iter()
+        .map(|a| (a.producer_id.0, a.first_offset))
+        .collect();
+    let bytes = p.records.clone().unwrap_or_default();
+    let mut out = Vec::new();
+    let mut open_aborted: Vec<i64> = Vec::new();
+    for b in RecordBatchView::parse_all(bytes).unwrap() {
+        for (pid, first) in &aborted {
+            if *first <= b.last_offset() && !open_aborted.contains(pid) && *pid == b.producer_id() {
+                open_aborted.push(*pid);
+            }
+        }
+        if b.is_control() {
+            open_aborted.retain(|p| *p != b.producer_id());
+            continue;
+        }
+        if b.is_transactional() && open_aborted.contains(&b.producer_id()) {
+            continue;
+        }
+        for r in b.records(1 << 24).unwrap() {
+            out.push(String::from_utf8(r.value.unwrap().to_vec()).unwrap());
+        }
+    }
+    out
+}
+
+async fn init_pid(c: &mut RawClient, txn_id: Option<&str>, timeout_ms: i32) -> (i64, i16) {
+    loop {
+        let r = c
+            .send(
+                &InitProducerIdRequest::default()
+                    .with_transactional_id(
+                        txn_id.map(|t| TransactionalId(StrBytes::from_string(t.to_string()))),
+                    )
+                    .with_transaction_timeout_ms(timeout_ms)
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1),
+                5,
+            )
+            .await;
+        if r.error_code == ErrorCode::CONCURRENT_TRANSACTIONS.0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        }
+        assert_eq!(
+            r.error_code,
+            0,
+            "InitProducerId: {:?}",
+            ErrorCode(r.error_code)
+        );
+        return (r.producer_id.0, r.producer_epoch);
+    }
+}
+
+async fn end_txn(
+    c: &mut RawClient,
+    version: i16,
+    txn_id: &str,
+    pid: i64,
+    epoch: i16,
+    commit: bool,
+) -> EndTxnResponse {
+    c.send(
+        &EndTxnRequest::default()
+            .with_transactional_id(TransactionalId(StrBytes::from_string(txn_id.to_string())))
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_committed(commit),
+        version,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn produce_fetch_round_trip_every_codec() {
+    let (b, mut c) = setup(BrokerConfig::in_memory()).await;
+    let mut expected = Vec::new();
+    for (i, codec) in [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let vals: Vec<String> = (0..20)
+            .map(|j| format!("{}-{i}-{j}", codec.name()))
+            .collect();
+        let refs: Vec<&str> = vals.iter().map(String::as_str).collect();
+        let r = produce(
+            &mut c,
+            9,
+            None,
+            batch(
+                BatchSpec {
+                    compression: codec,
+                    ..BatchSpec::default()
+                },
+                &refs,
+            ),
+        )
+        .await;
+        assert_eq!(r.error_code, 0);
+        assert_eq!(r.base_offset, (i * 20) as i64);
+        expected.extend(vals);
+    }
+    let p = fetch(&mut c, 0, 0).await;
+    assert_eq!(p.high_watermark, 100);
+    assert_eq!(values(&p), expected);
+    // Fetch from the middle of a batch returns the whole batch.
+    let p = fetch(&mut c, 25, 0).await;
+    assert_eq!(values(&p)[0], expected[20]);
+    // Out of range.
+    let p = fetch(&mut c, 1000, 0).await;
+    assert_eq!(p.error_code, ErrorCode::OFFSET_OUT_OF_RANGE.0);
+    // Corrupt CRC is refused and nothing is stored.
+    let mut bad = plain(&["x"]).to_vec();
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    let r = produce(&mut c, 9, None, Bytes::from(bad)).await;
+    assert_eq!(r.error_code, ErrorCode::CORRUPT_MESSAGE.0);
+    assert_eq!(fetch(&mut c, 0, 0).await.high_watermark, 100);
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn idempotent_retries_do_not_duplicate() {
+    let (b, mut c) = setup(BrokerConfig::in_memory()).await;
+    let (pid, epoch) = init_pid(&mut c, None, 60_000).await;
+    assert!(pid >= 0);
+    let first = produce(&mut c, 9, None, idempotent(pid, epoch, 0, &["a", "b"])).await;
+    assert_eq!((first.error_code, first.base_offset), (0, 0));
+    // The same batch again (a retry) gets the original offsets.
+    let retry = produce(&mut c, 9, None, idempotent(pid, epoch, 0, &["a", "b"])).await;
+    assert_eq!((retry.error_code, retry.base_offset), (0, 0));
+    let next = produce(&mut c, 9, None, idempotent(pid, epoch, 2, &["c"])).await;
+    assert_eq!((next.error_code, next.base_offset), (0, 2));
+    // A sequence gap is refused.
+    let gap = produce(&mut c, 9, None, idempotent(pid, epoch, 10, &["z"])).await;
+    assert_eq!(gap.error_code, ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER.0);
+    assert_eq!(values(&fetch(&mut c, 0, 0).await), vec!["a", "b", "c"]);
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn tv2_commit_and_abort_with_read_committed() {
+    let (b, mut c) = setup(BrokerConfig::in_memory()).await;
+    let (pid, epoch) = init_pid(&mut c, Some("txn-a"), 60_000).await;
+
+    // Transaction 1: produce (v12 registers the partition implicitly).
+    let r = produce(
+        &mut c,
+        12,
+        Some("txn-a"),
+        transactional(pid, epoch, 0, &["t1-a", "t1-b"]),
+    )
+    .await;
+    assert_eq!(r.error_code, 0, "{:?}", ErrorCode(r.error_code));
+    // Open transaction: read_committed sees nothing, the LSO stops at it.
+    let rc = fetch(&mut c, 0, 1).await;
+    assert_eq!(rc.last_stable_offset, 0);
+    assert!(values(&rc).is_empty());
+    assert_eq!(values(&fetch(&mut c, 0, 0).await), vec!["t1-a", "t1-b"]);
+    // Commit: EndTxn v5 bumps the epoch.
+    let e = end_txn(&mut c, 5, "txn-a", pid, epoch, true).await;
+    assert_eq!(e.error_code, 0);
+    assert_eq!(e.producer_id.0, pid);
+    assert_eq!(e.producer_epoch, epoch + 1);
+    let rc = fetch(&mut c, 0, 1).await;
+    assert_eq!(
+        rc.last_stable_offset, 3,
+        "two records and the commit marker"
+    );
+    assert_eq!(committed_values(&rc), vec!["t1-a", "t1-b"]);
+
+    // Transaction 2, aborted.
+    let epoch = e.producer_epoch;
+    let r = produce(
+        &mut c,
+        12,
+        Some("txn-a"),
+        transactional(pid, epoch, 0, &["t2-a"]),
+    )
+    .await;
+    assert_eq!(r.error_code, 0, "{:?}", ErrorCode(r.error_code));
+    let e = end_txn(&mut c, 5, "txn-a", pid, epoch, false).await;
+    assert_eq!(e.error_code, 0);
+    let rc = fetch(&mut c, 0, 1).await;
+    assert_eq!(rc.last_stable_offset, 5);
+    let aborted = rc.aborted_transactions.clone().unwrap();
+    assert_eq!(aborted.len(), 1);
+    assert_eq!(
+        (aborted[0].producer_id.0, aborted[0].first_offset),
+        (pid, 3)
+    );
+    assert_eq!(committed_values(&rc), vec!["t1-a", "t1-b"]);
+    // The old epoch is fenced now.
+    let r = produce(
+        &mut c,
+        12,
+        Some("txn-a"),
+        transactional(pid, epoch, 1, &["late"]),
+    )
+    .await;
+    assert_ne!(r.error_code, 0);
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn tv1_requires_add_partitions_before_produce() {
+    let (b, mut c) = setup(BrokerConfig::in_memory()).await;
+    let (pid, epoch) = init_pid(&mut c, Some("txn-v1"), 60_000).await;
+    // Produce v9 (TV1) without AddPartitionsToTxn: refused.
+    let r = produce(
+        &mut c,
+        9,
+        Some("txn-v1"),
+        transactional(pid, epoch, 0, &["x"]),
+    )
+    .await;
+    assert_eq!(r.error_code, ErrorCode::INVALID_TXN_STATE.0);
+    let add = c
+        .send(
+            &AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_static_str(
+                    "txn-v1",
+                )))
+                .with_v3_and_below_producer_id(ProducerId(pid))
+                .with_v3_and_below_producer_epoch(epoch)
+                .with_v3_and_below_topics(vec![
+                    AddPartitionsToTxnTopic::default()
+                        .with_name(name(TOPIC))
+                        .with_partitions(vec![0]),
+                ]),
+            3,
+        )
+        .await;
+    assert_eq!(
+        add.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        0
+    );
+    let r = produce(
+        &mut c,
+        9,
+        Some("txn-v1"),
+        transactional(pid, epoch, 0, &["x"]),
+    )
+    .await;
+    assert_eq!(r.error_code, 0);
+    let e = end_txn(&mut c, 3, "txn-v1", pid, epoch, true).await;
+    assert_eq!(e.error_code, 0);
+    // TV1 does not bump the epoch.
+    assert_eq!(e.producer_epoch, -1);
+    assert_eq!(committed_values(&fetch(&mut c, 0, 1).await), vec!["x"]);
+    // Unknown partitions: UNKNOWN_TOPIC_OR_PARTITION.
+    let add = c
+        .send(
+            &AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_static_str(
+                    "txn-v1",
+                )))
+                .with_v3_and_below_producer_id(ProducerId(pid))
+                .with_v3_and_below_producer_epoch(epoch)
+                .with_v3_and_below_topics(vec![
+                    AddPartitionsToTxnTopic::default()
+                        .with_name(name("nope"))
+                        .with_partitions(vec![0]),
+                ]),
+            3,
+        )
+        .await;
+    assert_eq!(
+        add.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0
+    );
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn transaction_timeout_aborts() {
+    let (b, mut c) = setup(BrokerConfig::in_memory()).await;
+    let (pid, epoch) = init_pid(&mut c, Some("txn-slow"), 200).await;
+    let r = produce(
+        &mut c,
+        12,
+        Some("txn-slow"),
+        transactional(pid, epoch, 0, &["never"]),
+    )
+    .await;
+    assert_eq!(r.error_code, 0);
+    assert_eq!(fetch(&mut c, 0, 1).await.last_stable_offset, 0);
+    // The coordinator's timer aborts it; poll (bounded) until the LSO moves.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let rc = fetch(&mut c, 0, 1).await;
+        if rc.last_stable_offset == 2 {
+            assert!(committed_values(&rc).is_empty());
+            assert_eq!(rc.aborted_transactions.unwrap().len(), 1);
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "transaction was never aborted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The producer was fenced by the abort.
+    let e = end_txn(&mut c, 5, "txn-slow", pid, epoch, true).await;
+    assert_ne!(e.error_code, 0);
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn zombie_producer_is_fenced_and_its_transaction_aborted() {
+    let (b, mut c) = setup(BrokerConfig::in_memory()).await;
+    let (pid, old_epoch) = init_pid(&mut c, Some("txn-z"), 60_000).await;
+    let r = produce(
+        &mut c,
+        12,
+        Some("txn-z"),
+        transactional(pid, old_epoch, 0, &["zombie"]),
+    )
+    .await;
+    assert_eq!(r.error_code, 0);
+    // A new instance with the same transactional id.
+    let (pid2, new_epoch) = init_pid(&mut c, Some("txn-z"), 60_000).await;
+    assert_eq!(pid2, pid);
+    assert!(new_epoch > old_epoch);
+    // The old transaction was aborted.
+    let rc = fetch(&mut c, 0, 1).await;
+    assert_eq!(rc.last_stable_offset, 2);
+    assert!(committed_values(&rc).is_empty());
+    // The zombie can neither produce nor commit.
+    let r = produce(
+        &mut c,
+        12,
+        Some("txn-z"),
+        transactional(pid, old_epoch, 1, &["late"]),
+    )
+    .await;
+    assert_ne!(r.error_code, 0);
+    let e = end_txn(&mut c, 5, "txn-z", pid, old_epoch, true).await;
+    assert_eq!(e.error_code, ErrorCode::PRODUCER_FENCED.0);
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn killed_broker_keeps_acknowledged_writes_and_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let (b, mut c) = setup(BrokerConfig::with_data_dir(dir.path())).await;
+    let (pid, epoch) = init_pid(&mut c, None, 60_000).await;
+    for i in 0..20 {
+        let r = produce(
+            &mut c,
+            9,
+            None,
+            idempotent(pid, epoch, i, &[&format!("v{i}")]),
+        )
+        .await;
+        assert_eq!(r.error_code, 0);
+    }
+    let (tpid, tepoch) = init_pid(&mut c, Some("durable-txn"), 60_000).await;
+    let r = produce(
+        &mut c,
+        12,
+        Some("durable-txn"),
+        transactional(tpid, tepoch, 0, &["committed"]),
+    )
+    .await;
+    assert_eq!(r.error_code, 0);
+    assert_eq!(
+        end_txn(&mut c, 5, "durable-txn", tpid, tepoch, true)
+            .await
+            .error_code,
+        0
+    );
+    drop(c);
+    b.kill().await;
+
+    let b = Broker::start(BrokerConfig::with_data_dir(dir.path()))
+        .await
+        .unwrap();
+    let mut c = RawClient::connect(b.local_addr()).await;
+    let p = fetch(&mut c, 0, 1).await;
+    let mut expected: Vec<String> = (0..20).map(|i| format!("v{i}")).collect();
+    expected.push("committed".into());
+    assert_eq!(committed_values(&p), expected);
+    // A retry of the last idempotent batch is still recognised.
+    let retry = produce(&mut c, 9, None, idempotent(pid, epoch, 19, &["v19"])).await;
+    assert_eq!((retry.error_code, retry.base_offset), (0, 19));
+    // The transactional id continues with a higher epoch; ids are not reused.
+    let (tpid2, tepoch2) = init_pid(&mut c, Some("durable-txn"), 60_000).await;
+    assert_eq!(tpid2, tpid);
+    assert!(tepoch2 > tepoch + 1);
+    let (fresh, _) = init_pid(&mut c, None, 60_000).await;
+    assert!(fresh != pid && fresh != tpid);
+    b.shutdown().await;
+}
