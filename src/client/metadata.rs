@@ -436,6 +436,30 @@ impl Metadata {
         }
     }
 
+    /// One FindCoordinator exchange; v4+ carries the key in
+    /// `coordinatorKeys`, older versions in `key`.
+    async fn find_coordinator_once(
+        &self,
+        key_type: i8,
+        key: &str,
+    ) -> Result<kafka_protocol::messages::FindCoordinatorResponse, ClientError> {
+        let conn = self.any_broker()?.connection().await?;
+        let version = conn
+            .versions()
+            .version_for(FindCoordinatorRequest::API_KEY)?;
+        let key = StrBytes::from_string(key.to_string());
+        let req = if version >= 4 {
+            FindCoordinatorRequest::default()
+                .with_key_type(key_type)
+                .with_coordinator_keys(vec![key])
+        } else {
+            FindCoordinatorRequest::default()
+                .with_key(key)
+                .with_key_type(key_type)
+        };
+        conn.send_with_version(&req, version).await
+    }
+
     /// Finds the coordinator for `key` (`key_type` 0 = group, 1 =
     /// transaction, 2 = share group) with FindCoordinator, retrying
     /// COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS until
@@ -449,31 +473,30 @@ impl Metadata {
         let deadline = Instant::now() + timeout;
         let mut backoff = Backoff::new(self.retry_backoff);
         loop {
-            let req = FindCoordinatorRequest::default()
-                .with_key(StrBytes::from_string(key.to_string()))
-                .with_key_type(key_type)
-                .with_coordinator_keys(vec![StrBytes::from_string(key.to_string())]);
-            let result = self.send_any(&req).await.and_then(|resp| {
-                // v4+ answers in `coordinators`, older versions at top level.
-                let (code, msg, node, host, port) = match resp.coordinators.first() {
-                    Some(c) => (
-                        c.error_code,
-                        c.error_message.clone(),
-                        c.node_id.0,
-                        c.host.clone(),
-                        c.port,
-                    ),
-                    None => (
-                        resp.error_code,
-                        resp.error_message.clone(),
-                        resp.node_id.0,
-                        resp.host.clone(),
-                        resp.port,
-                    ),
-                };
-                ClientError::check("FindCoordinator", code, msg.map(|m| m.to_string()))?;
-                Ok(self.pool.broker(node, &format!("{host}:{port}")))
-            });
+            let result = self
+                .find_coordinator_once(key_type, key)
+                .await
+                .and_then(|resp| {
+                    // v4+ answers in `coordinators`, older versions at top level.
+                    let (code, msg, node, host, port) = match resp.coordinators.first() {
+                        Some(c) => (
+                            c.error_code,
+                            c.error_message.clone(),
+                            c.node_id.0,
+                            c.host.clone(),
+                            c.port,
+                        ),
+                        None => (
+                            resp.error_code,
+                            resp.error_message.clone(),
+                            resp.node_id.0,
+                            resp.host.clone(),
+                            resp.port,
+                        ),
+                    };
+                    ClientError::check("FindCoordinator", code, msg.map(|m| m.to_string()))?;
+                    Ok(self.pool.broker(node, &format!("{host}:{port}")))
+                });
             match result {
                 Ok(b) => return Ok(b),
                 Err(e) if e.is_retriable() && Instant::now() < deadline => {

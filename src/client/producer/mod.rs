@@ -255,6 +255,9 @@ impl std::fmt::Debug for Producer {
 
 const COORDINATOR_TYPE_TRANSACTION: i8 = 1;
 
+/// Acknowledgements bound for one leader.
+type StagedAcks = Vec<(TopicIdPartition, Vec<AcknowledgementBatch>)>;
+
 impl Producer {
     /// Starts a producer over TCP. An idempotent, non-transactional producer
     /// gets its producer id here; a transactional one in
@@ -402,7 +405,7 @@ impl Producer {
             let coord = self.coordinator(refresh).await?;
             match attempt(coord).await {
                 Ok(t) => return Ok(t),
-                Err(e) if e.is_retriable() && Instant::now() < deadline => {
+                Err(e) if retry_at_coordinator(&e) && Instant::now() < deadline => {
                     refresh = e.invalidates_metadata();
                     tracing::debug!(api, error = %e, "retrying transaction coordinator request");
                     tokio::time::sleep(backoff.next_delay()).await;
@@ -506,13 +509,7 @@ impl Producer {
             }
         }
         // Group by current leader.
-        let mut by_leader: BTreeMap<
-            i32,
-            (
-                Arc<BrokerConnection>,
-                Vec<(TopicIdPartition, Vec<AcknowledgementBatch>)>,
-            ),
-        > = BTreeMap::new();
+        let mut by_leader: BTreeMap<i32, (Arc<BrokerConnection>, StagedAcks)> = BTreeMap::new();
         for (tp, batches) in acknowledgements {
             if batches.is_empty() {
                 continue;
@@ -728,6 +725,21 @@ impl Producer {
     pub fn max_block(&self) -> Duration {
         self.inner.config.delivery_timeout
     }
+}
+
+/// Whether a coordinator request is retried: the retriable errors of the
+/// error table, plus CONCURRENT_TRANSACTIONS, which Kafka does not flag
+/// retriable but its producer retries (the previous transaction is still
+/// completing).
+fn retry_at_coordinator(e: &ClientError) -> bool {
+    e.is_retriable()
+        || matches!(
+            e,
+            ClientError::Broker {
+                code: ErrorCode::CONCURRENT_TRANSACTIONS,
+                ..
+            }
+        )
 }
 
 impl ProducerError {

@@ -69,6 +69,9 @@ struct Completion {
     result: Result<Option<ProduceResponse>, ClientError>,
 }
 
+/// A partition's answer: error code, base offset, log append time, message.
+type PartitionOutcome = (i16, i64, i64, Option<String>);
+
 struct Job {
     req: ProduceRequest,
     acks: Acks,
@@ -408,8 +411,7 @@ impl Sender {
                 }
             }
             Ok(Some(resp)) => {
-                let mut results: HashMap<(String, i32), (i16, i64, i64, Option<String>)> =
-                    HashMap::new();
+                let mut results: HashMap<(String, i32), PartitionOutcome> = HashMap::new();
                 for t in &resp.responses {
                     let name = if t.name.0.is_empty() {
                         self.metadata
