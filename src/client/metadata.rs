@@ -267,6 +267,11 @@ impl Metadata {
         self.stale.lock().insert(topic.to_string());
     }
 
+    /// Whether `topic` was marked stale and not refreshed since.
+    pub fn is_stale(&self, topic: &str) -> bool {
+        self.stale.lock().contains(topic)
+    }
+
     /// The connection to broker `node_id`, if the metadata names it.
     pub fn broker(&self, node_id: i32) -> Option<Arc<BrokerConnection>> {
         let addr = self.cluster.read().brokers.get(&node_id)?.address();

@@ -32,6 +32,9 @@ pub mod partitioner;
 pub(crate) mod sender;
 pub mod transaction;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;

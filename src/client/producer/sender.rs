@@ -238,7 +238,14 @@ impl Sender {
         let mut by_leader: HashMap<i32, (Arc<BrokerConnection>, Vec<ProducerBatch<Delivery>>)> =
             HashMap::new();
         for tp in ready {
-            let Some(leader) = self.metadata.leader(&tp.topic, tp.partition) else {
+            let leader = if self.metadata.is_stale(&tp.topic) {
+                None
+            } else {
+                self.metadata.leader(&tp.topic, tp.partition)
+            };
+            let Some(leader) = leader else {
+                // Stale or leaderless: refresh in the background, retry the
+                // batch after the backoff.
                 self.metadata.invalidate(&tp.topic);
                 let m = self.metadata.clone();
                 let topic = tp.topic.clone();
