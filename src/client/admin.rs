@@ -399,3 +399,152 @@ impl AdminClient {
             .collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::broker_connection::{BrokerPool, Connector, ConnectorFactory};
+    use crate::client::connection::Connection;
+    use crate::client::test_peer::{ScriptedPeer, all_apis_except};
+    use crate::protocol::api::AnyRequest;
+    use kafka_protocol::messages::describe_configs_response::{
+        DescribeConfigsResourceResult, DescribeConfigsResult,
+    };
+    use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+    use kafka_protocol::messages::{
+        DescribeConfigsResponse, IncrementalAlterConfigsResponse, MetadataRequest,
+        MetadataResponse, RequestKind,
+    };
+    use parking_lot::Mutex;
+
+    /// A broker that keeps group configs in a map.
+    async fn serve(io: tokio::io::DuplexStream, store: Arc<Mutex<BTreeMap<String, String>>>) {
+        let mut peer = ScriptedPeer::new(io);
+        peer.handshake(&all_apis_except(&[])).await;
+        while let Some(req) = peer.recv_or_eof().await {
+            let (v, cid) = (req.header.api_version, req.header.correlation_id);
+            let AnyRequest::Kafka(k) = req.request else {
+                panic!("unexpected request")
+            };
+            match *k {
+                RequestKind::Metadata(_) => {
+                    peer.respond::<MetadataRequest>(&MetadataResponse::default(), v, cid)
+                        .await
+                }
+                RequestKind::DescribeConfigs(r) => {
+                    let res = &r.resources[0];
+                    assert_eq!(res.resource_type, RESOURCE_TYPE_GROUP);
+                    let configs = store
+                        .lock()
+                        .iter()
+                        .map(|(k, v)| {
+                            DescribeConfigsResourceResult::default()
+                                .with_name(StrBytes::from_string(k.clone()))
+                                .with_value(Some(StrBytes::from_string(v.clone())))
+                        })
+                        .collect();
+                    let resp = DescribeConfigsResponse::default().with_results(vec![
+                        DescribeConfigsResult::default()
+                            .with_resource_type(res.resource_type)
+                            .with_resource_name(res.resource_name.clone())
+                            .with_configs(configs),
+                    ]);
+                    peer.respond::<DescribeConfigsRequest>(&resp, v, cid).await;
+                }
+                RequestKind::IncrementalAlterConfigs(r) => {
+                    let res = &r.resources[0];
+                    assert_eq!(res.resource_type, RESOURCE_TYPE_GROUP);
+                    let mut code = 0;
+                    for c in &res.configs {
+                        match (c.config_operation, &c.value) {
+                            (0, Some(v)) if c.name.as_str() == "share.auto.offset.reset" => {
+                                if v.as_str() == "earliest" || v.as_str() == "latest" {
+                                    store.lock().insert(c.name.to_string(), v.to_string());
+                                } else {
+                                    code = ErrorCode::INVALID_CONFIG.0;
+                                }
+                            }
+                            (1, _) => {
+                                store.lock().remove(c.name.as_str());
+                            }
+                            _ => code = ErrorCode::INVALID_CONFIG.0,
+                        }
+                    }
+                    let resp = IncrementalAlterConfigsResponse::default().with_responses(vec![
+                        AlterConfigsResourceResponse::default()
+                            .with_error_code(code)
+                            .with_resource_type(res.resource_type)
+                            .with_resource_name(res.resource_name.clone()),
+                    ]);
+                    peer.respond::<IncrementalAlterConfigsRequest>(&resp, v, cid)
+                        .await;
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn group_configs_round_trip() {
+        let store = Arc::new(Mutex::new(BTreeMap::new()));
+        let s = store.clone();
+        let factory: ConnectorFactory = Arc::new(move |_, _| {
+            let s = s.clone();
+            let c: Connector = Arc::new(move |config: &ConnectionConfig| {
+                let s = s.clone();
+                let config = config.clone();
+                Box::pin(async move {
+                    let (client, server) = tokio::io::duplex(1 << 16);
+                    tokio::spawn(serve(server, s));
+                    Connection::new(client, &config).await
+                })
+            });
+            c
+        });
+        let pool = BrokerPool::with_connector_factory(ConnectionConfig::default(), factory);
+        let admin = AdminClient::with_metadata(
+            Arc::new(Metadata::with_pool(vec!["scripted:1".into()], pool)),
+            Duration::from_secs(5),
+        );
+        admin
+            .incremental_alter_group_config(
+                "g",
+                &[(
+                    "share.auto.offset.reset",
+                    AlterConfigOp::Set("earliest".into()),
+                )],
+            )
+            .await
+            .unwrap();
+        let got = admin.describe_group_config("g").await.unwrap();
+        assert_eq!(
+            got.get("share.auto.offset.reset"),
+            Some(&Some("earliest".to_string()))
+        );
+        let e = admin
+            .incremental_alter_group_config(
+                "g",
+                &[("share.auto.offset.reset", AlterConfigOp::Set("x".into()))],
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ClientError::Broker {
+                    code: ErrorCode::INVALID_CONFIG,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        admin
+            .incremental_alter_group_config(
+                "g",
+                &[("share.auto.offset.reset", AlterConfigOp::Delete)],
+            )
+            .await
+            .unwrap();
+        assert!(admin.describe_group_config("g").await.unwrap().is_empty());
+    }
+}
