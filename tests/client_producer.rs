@@ -392,3 +392,48 @@ async fn staging_share_acks_checks_before_sending() {
     let _ = Arc::new(Bytes::new());
     b.shutdown().await;
 }
+
+#[tokio::test]
+async fn transactions_v1_brokers_are_refused_and_unknown_topics_time_out() {
+    let (b, admin) = broker(BrokerConfig {
+        transaction_version: 1,
+        ..BrokerConfig::in_memory()
+    })
+    .await;
+    admin.create_topic(NewTopic::new("t", 1)).await.unwrap();
+    // Kafka-named properties work the same as the builder.
+    let cfg = ProducerConfig::from_properties([
+        ("bootstrap.servers", b.bootstrap_servers().as_str()),
+        ("transactional.id", "old"),
+        ("linger.ms", "0"),
+        ("max.block.ms", "200"),
+    ])
+    .unwrap();
+    let p = Producer::new(cfg).await.unwrap();
+    let e = p.init_transactions().await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ProducerError::Client(ClientError::UnsupportedVersion { .. })
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("transaction.version=1"), "{e}");
+
+    let idem = Producer::new(
+        producer_config(&b)
+            .max_block(Duration::from_millis(200))
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let e = idem
+        .send(ProducerRecord::new("missing", "x"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION), "{e}");
+    // The producer keeps working for known topics.
+    idem.send(ProducerRecord::new("t", "y")).await.unwrap();
+    b.shutdown().await;
+}

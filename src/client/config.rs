@@ -460,6 +460,9 @@ pub struct ProducerConfig {
     pub retry_backoff: BackoffConfig,
     /// `delivery.timeout.ms`: a record not acknowledged by then fails.
     pub delivery_timeout: Duration,
+    /// `max.block.ms`: how long placing a record may wait for the metadata
+    /// of its topic, and how long coordinator lookups may take.
+    pub max_block: Duration,
     /// `transactional.id`: enables the transactional API.
     pub transactional_id: Option<String>,
     /// `transaction.timeout.ms` (default 60 s).
@@ -552,6 +555,7 @@ impl ProducerConfig {
                 ..BackoffConfig::retry()
             },
             delivery_timeout: ms("delivery.timeout.ms"),
+            max_block: ms("max.block.ms"),
             transactional_id,
             transaction_timeout: ms("transaction.timeout.ms"),
             partitioner_ignore_keys: c.get_bool("partitioner.ignore.keys").unwrap_or(false),
@@ -638,6 +642,12 @@ impl ProducerConfigBuilder {
     /// `delivery.timeout.ms`.
     pub fn delivery_timeout(mut self, t: Duration) -> Self {
         self.config.delivery_timeout = t;
+        self
+    }
+
+    /// `max.block.ms`.
+    pub fn max_block(mut self, t: Duration) -> Self {
+        self.config.max_block = t;
         self
     }
 

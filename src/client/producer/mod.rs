@@ -41,7 +41,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{EndTxnRequest, InitProducerIdRequest, ProducerId, TransactionalId};
@@ -383,7 +382,7 @@ impl Producer {
                 .find_coordinator(
                     COORDINATOR_TYPE_TRANSACTION,
                     &id,
-                    self.inner.config.delivery_timeout,
+                    self.inner.config.max_block,
                 )
                 .await?;
             *c = Some(b);
@@ -519,7 +518,7 @@ impl Producer {
             }
             self.inner
                 .metadata
-                .wait_for_topic(&tp.topic, self.inner.config.delivery_timeout)
+                .wait_for_topic(&tp.topic, self.inner.config.max_block)
                 .await?;
             let leader = self
                 .inner
@@ -722,11 +721,6 @@ impl Producer {
     /// The configuration.
     pub fn config(&self) -> &ProducerConfig {
         &self.inner.config
-    }
-
-    /// How long `send` may wait for unknown topics' metadata.
-    pub fn max_block(&self) -> Duration {
-        self.inner.config.delivery_timeout
     }
 }
 

@@ -172,7 +172,7 @@ impl Sender {
             Some(t) if t.error.is_ok() && !t.partitions.is_empty() => t,
             _ => match self
                 .metadata
-                .wait_for_topic(&r.topic, self.config.delivery_timeout)
+                .wait_for_topic(&r.topic, self.config.max_block)
                 .await
             {
                 Ok(t) => t,
