@@ -5,7 +5,7 @@
 //!   sticky placement of unkeyed ones.
 //! - [`accumulator`]: per-partition batches, `linger.ms` / `batch.size`,
 //!   retries at the front with their original sequence.
-//! - [`sender`]: the background task that sends batches and handles
+//! - `sender`: the background task that sends batches and handles
 //!   responses.
 //! - [`transaction`]: the transaction state machine and the fatal/abortable
 //!   table.

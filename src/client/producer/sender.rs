@@ -85,6 +85,8 @@ pub(crate) struct Sender {
     acc: Accumulator<Delivery>,
     partitioner: StickyPartitioner,
     next_sequence: HashMap<TopicPartition, i32>,
+    /// Base sequences of the batches in flight, per partition.
+    in_flight_sequences: HashMap<TopicPartition, std::collections::BTreeSet<i32>>,
     producer: (i64, i16),
     dispatchers: HashMap<i32, mpsc::UnboundedSender<Job>>,
     done_tx: mpsc::UnboundedSender<Completion>,
@@ -113,6 +115,7 @@ impl Sender {
             txn,
             partitioner: StickyPartitioner::new(),
             next_sequence: HashMap::new(),
+            in_flight_sequences: HashMap::new(),
             producer: (-1, -1),
             dispatchers: HashMap::new(),
             done_tx,
@@ -268,6 +271,12 @@ impl Sender {
                 *seq = seq.wrapping_add(batch.records.len() as i32) & i32::MAX;
             }
             batch.attempts += 1;
+            if let Some(seq) = batch.base_sequence {
+                self.in_flight_sequences
+                    .entry(tp.clone())
+                    .or_default()
+                    .insert(seq);
+            }
             by_leader
                 .entry(leader.node_id())
                 .or_insert_with(|| (leader.clone(), Vec::new()))
@@ -403,6 +412,13 @@ impl Sender {
 
     fn handle_completion(&mut self, done: Completion) {
         let now = Instant::now();
+        for b in &done.batches {
+            if let (Some(seq), Some(set)) =
+                (b.base_sequence, self.in_flight_sequences.get_mut(&b.tp))
+            {
+                set.remove(&seq);
+            }
+        }
         match done.result {
             Err(e) => {
                 for b in done.batches {
@@ -478,8 +494,15 @@ impl Sender {
             self.metadata.invalidate(&b.tp.topic);
         }
         let retriable = if code == ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER {
+            // Safe to retry only when a batch with an earlier sequence of the
+            // same partition is itself still in flight or queued for retry:
+            // the broker refused this one because that one is missing.
             b.base_sequence.is_some_and(|s| {
-                self.acc.has_earlier_retry(&b.tp, s) || self.acc.in_flight(&b.tp) > 1
+                self.acc.has_earlier_retry(&b.tp, s)
+                    || self
+                        .in_flight_sequences
+                        .get(&b.tp)
+                        .is_some_and(|set| set.range(..s).next().is_some())
             })
         } else {
             err.is_retriable()
