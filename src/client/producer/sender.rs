@@ -256,8 +256,15 @@ impl Sender {
                     let _ = m.refresh(&[topic.as_str()]).await;
                 });
                 if let Some(b) = self.acc.drain(&tp) {
-                    let at = now + self.backoff.next_delay();
-                    self.acc.reenqueue(b, at);
+                    if now >= b.created + self.config.delivery_timeout {
+                        self.acc.complete(&b.tp);
+                        let err = ProducerError::DeliveryTimeout(b.tp.to_string());
+                        self.txn.lock().record_error(err.clone());
+                        fail_batch(b, &err);
+                    } else {
+                        let at = now + self.backoff.next_delay();
+                        self.acc.reenqueue(b, at);
+                    }
                 }
                 continue;
             };
@@ -481,6 +488,7 @@ impl Sender {
         now: Instant,
     ) {
         if code.is_ok() || code == ErrorCode::DUPLICATE_SEQUENCE_NUMBER {
+            self.backoff.reset();
             self.acc.complete(&b.tp);
             succeed_batch(b, base_offset, log_append_ms);
             return;
