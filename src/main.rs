@@ -24,8 +24,41 @@ struct Cli {
 enum Command {
     /// Run the embedded Kafka-compatible broker as a standalone process.
     Broker(BrokerArgs),
+    /// Describe or change finalized feature levels (share.version,
+    /// transaction.version) of a running broker.
+    Features(FeaturesArgs),
     /// Print the API keys and versions this build can encode and decode.
     Apis,
+}
+
+#[derive(Args)]
+struct FeaturesArgs {
+    /// Broker address.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    bootstrap_server: String,
+    #[command(subcommand)]
+    action: FeaturesAction,
+}
+
+#[derive(Subcommand)]
+enum FeaturesAction {
+    /// Print the finalized and supported feature levels.
+    Describe,
+    /// Raise a feature, e.g. `upgrade --feature share.version=3`.
+    Upgrade {
+        /// NAME=LEVEL, repeatable.
+        #[arg(long = "feature", required = true)]
+        features: Vec<String>,
+    },
+    /// Lower a feature, e.g. `downgrade --feature share.version=2`.
+    Downgrade {
+        /// NAME=LEVEL, repeatable.
+        #[arg(long = "feature", required = true)]
+        features: Vec<String>,
+        /// Allow a downgrade that may lose metadata (UNSAFE_DOWNGRADE).
+        #[arg(long)]
+        unsafe_downgrade: bool,
+    },
 }
 
 #[derive(Args)]
@@ -63,6 +96,9 @@ struct BrokerArgs {
     /// Maximum concurrent connections.
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
+    /// Serve Prometheus metrics at http://ADDR/metrics.
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
 }
 
 fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
@@ -115,6 +151,7 @@ async fn run_broker(args: BrokerArgs) -> Result<(), String> {
         share_version: args.share_version,
         transaction_version: args.transaction_version,
         max_connections: args.max_connections,
+        metrics_listen: args.metrics_listen,
         ..BrokerConfig::default()
     };
     let handle = Broker::start(config)
@@ -146,6 +183,98 @@ async fn wait_for_signal() {
     }
 }
 
+fn parse_feature(s: &str) -> Result<(String, i16), String> {
+    let (name, level) = s
+        .split_once('=')
+        .ok_or_else(|| format!("--feature takes NAME=LEVEL, e.g. share.version=3, not {s:?}"))?;
+    let level = level
+        .parse::<i16>()
+        .map_err(|_| format!("--feature {s}: the level must be a small integer"))?;
+    Ok((name.to_string(), level))
+}
+
+async fn run_features(args: FeaturesArgs) -> Result<(), String> {
+    use kafka_protocol::messages::UpdateFeaturesRequest;
+    use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+    use kafka_protocol::protocol::StrBytes;
+    use sharestream::client::{Connection, ConnectionConfig};
+
+    let conn =
+        Connection::connect_tcp(args.bootstrap_server.as_str(), &ConnectionConfig::default())
+            .await
+            .map_err(|e| format!("cannot reach {}: {e}", args.bootstrap_server))?;
+    let (updates, upgrade_type) = match args.action {
+        FeaturesAction::Describe => {
+            let v = conn.versions();
+            println!(
+                "finalized features (epoch {}):",
+                v.finalized_features_epoch()
+            );
+            for name in ["share.version", "transaction.version"] {
+                match v.finalized_feature(name) {
+                    Some(level) => println!("  {name} = {level}"),
+                    None => println!("  {name} = 0 (not finalized)"),
+                }
+            }
+            let kip1289 =
+                v.peer_range(sharestream::protocol::txn_share_ack::TXN_SHARE_ACKNOWLEDGE_API_KEY);
+            println!(
+                "TxnShareAcknowledge (KIP-1289, apiKey 95): {}",
+                if kip1289.is_some() {
+                    "offered"
+                } else {
+                    "not offered"
+                }
+            );
+            return Ok(());
+        }
+        FeaturesAction::Upgrade { features } => (features, 1),
+        FeaturesAction::Downgrade {
+            features,
+            unsafe_downgrade,
+        } => (features, if unsafe_downgrade { 3 } else { 2 }),
+    };
+    let mut keys = Vec::new();
+    for f in &updates {
+        let (name, level) = parse_feature(f)?;
+        keys.push(
+            FeatureUpdateKey::default()
+                .with_feature(StrBytes::from_string(name))
+                .with_max_version_level(level)
+                .with_upgrade_type(upgrade_type),
+        );
+    }
+    let resp = conn
+        .send(
+            &UpdateFeaturesRequest::default()
+                .with_timeout_ms(30_000)
+                .with_feature_updates(keys),
+        )
+        .await
+        .map_err(|e| format!("UpdateFeatures failed: {e}"))?;
+    let mut failed = resp.error_code != 0;
+    for r in &resp.results {
+        if r.error_code != 0 {
+            failed = true;
+            println!(
+                "{}: {} ({})",
+                r.feature,
+                sharestream::protocol::ErrorCode(r.error_code),
+                r.error_message.as_deref().unwrap_or("")
+            );
+        } else {
+            println!("{}: updated", r.feature);
+        }
+    }
+    if failed {
+        return Err(resp
+            .error_message
+            .map(|m| m.to_string())
+            .unwrap_or_else(|| "the update was refused".to_string()));
+    }
+    Ok(())
+}
+
 fn main() {
     let cli = Cli::parse();
     match cli.command {
@@ -153,6 +282,13 @@ fn main() {
             init_tracing();
             let rt = tokio::runtime::Runtime::new().expect("start the tokio runtime");
             if let Err(e) = rt.block_on(run_broker(args)) {
+                eprintln!("error: {e}");
+                std::process::exit(2);
+            }
+        }
+        Command::Features(args) => {
+            let rt = tokio::runtime::Runtime::new().expect("start the tokio runtime");
+            if let Err(e) = rt.block_on(run_features(args)) {
                 eprintln!("error: {e}");
                 std::process::exit(2);
             }

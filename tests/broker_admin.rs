@@ -427,3 +427,35 @@ async fn topics_survive_a_restart() {
     assert_eq!(md.topics[0].partitions.len(), 4);
     b.shutdown().await;
 }
+
+#[tokio::test]
+async fn metrics_endpoint_serves_prometheus_text() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let b = Broker::start(BrokerConfig {
+        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..BrokerConfig::in_memory()
+    })
+    .await
+    .unwrap();
+    let mut c = RawClient::connect(b.local_addr()).await;
+    metadata(&mut c, None).await;
+    let mut s = tokio::net::TcpStream::connect(b.metrics_addr().unwrap())
+        .await
+        .unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).await.unwrap();
+    assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
+    assert!(
+        body.contains("sharestream_requests_total{api=\"Metadata\"} 1"),
+        "{body}"
+    );
+    assert!(
+        body.contains("sharestream_request_latency_seconds{api=\"Metadata\",quantile=\"0.99\"}")
+    );
+    assert!(body.contains("sharestream_txn_pending_records_count 0"));
+    assert!(body.contains("sharestream_transaction_partitions_count 0"));
+    b.shutdown().await;
+}

@@ -148,20 +148,81 @@ async fn admin_metadata_and_features() {
     let features = admin.describe_features().await.unwrap();
     assert_eq!(features.finalized.get("transaction.version"), Some(&2));
     assert_eq!(features.finalized.get("share.version"), Some(&3));
-    // UpdateFeatures is not served by the embedded broker: refused before
-    // anything is written.
-    let e = admin
+    // UpdateFeatures: a validate-only downgrade changes nothing, a real one
+    // does, and an upgrade restores the level.
+    let r = admin
         .update_features(
             &[("share.version", 2, FeatureUpgradeType::SafeDowngrade)],
             true,
         )
         .await
+        .unwrap();
+    assert!(r["share.version"].is_ok(), "{r:?}");
+    let f = admin.describe_features().await.unwrap();
+    assert_eq!(f.finalized.get("share.version"), Some(&3));
+    let r = admin
+        .update_features(
+            &[("share.version", 2, FeatureUpgradeType::SafeDowngrade)],
+            false,
+        )
+        .await
+        .unwrap();
+    assert!(r["share.version"].is_ok(), "{r:?}");
+    let f = admin.describe_features().await.unwrap();
+    assert_eq!(f.finalized.get("share.version"), Some(&2));
+    assert!(f.finalized_epoch > features.finalized_epoch);
+    admin
+        .update_features(&[("share.version", 3, FeatureUpgradeType::Upgrade)], false)
+        .await
+        .unwrap();
+    assert_eq!(
+        admin
+            .describe_features()
+            .await
+            .unwrap()
+            .finalized
+            .get("share.version"),
+        Some(&3)
+    );
+
+    // Group configs (share.auto.offset.reset) through the broker.
+    use sharestream::client::admin::AlterConfigOp;
+    admin
+        .incremental_alter_group_config(
+            "shared",
+            &[(
+                "share.auto.offset.reset",
+                AlterConfigOp::Set("earliest".into()),
+            )],
+        )
+        .await
+        .unwrap();
+    let g = admin.describe_group_config("shared").await.unwrap();
+    assert_eq!(
+        g.get("share.auto.offset.reset"),
+        Some(&Some("earliest".to_string())),
+        "{g:?}"
+    );
+    let e = admin
+        .incremental_alter_group_config(
+            "shared",
+            &[(
+                "share.auto.offset.reset",
+                AlterConfigOp::Set("sideways".into()),
+            )],
+        )
+        .await
         .unwrap_err();
     assert!(
-        matches!(e, ClientError::UnsupportedVersion { api_key: 57, .. }),
+        matches!(
+            e,
+            ClientError::Broker {
+                code: ErrorCode::INVALID_CONFIG,
+                ..
+            }
+        ),
         "{e}"
     );
-    assert!(b.core().metrics().api(57).is_none());
 
     let deleted = admin.delete_topics(&["orders"]).await.unwrap();
     assert!(deleted["orders"].is_ok());

@@ -53,6 +53,11 @@ pub struct BrokerConfig {
     pub transaction_max_timeout_ms: i32,
     /// Segment size of partition logs (`log.segment.bytes`).
     pub segment_bytes: u64,
+    /// Where to serve `GET /metrics` (Prometheus text); `None` = off.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Share group settings (`group.share.*`): defaults and bounds of the
+    /// group configs, in-flight record cap, group size.
+    pub share_groups: crate::broker::group::ShareGroupBrokerConfig,
 }
 
 impl Default for BrokerConfig {
@@ -75,6 +80,8 @@ impl Default for BrokerConfig {
             transaction_version: 2,
             transaction_max_timeout_ms: 900_000,
             segment_bytes: 1 << 30,
+            metrics_listen: None,
+            share_groups: crate::broker::group::ShareGroupBrokerConfig::default(),
         }
     }
 }

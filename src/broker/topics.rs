@@ -172,6 +172,7 @@ impl TopicRegistry {
                 "Number of partitions must be larger than 0.",
             ));
         }
+        check_partition_cap(partitions)?;
         if replication_factor != -1 && replication_factor != 1 {
             return Err(TopicError::new(
                 ErrorCode::INVALID_REPLICATION_FACTOR,
@@ -234,6 +235,7 @@ impl TopicRegistry {
                 ),
             ));
         }
+        check_partition_cap(count)?;
         meta.partitions = count;
         Ok(meta.clone())
     }
@@ -319,6 +321,23 @@ pub fn validate_topic_config(key: &str, value: &str) -> Result<(), TopicError> {
     }
 }
 
+/// Most partitions one topic may have. Every partition is a log opened at
+/// once, so an unchecked count (one flipped bit in a CreateTopics request
+/// turns 1 into 2^30) would exhaust memory before anything is answered.
+pub const MAX_PARTITIONS_PER_TOPIC: i32 = 10_000;
+
+fn check_partition_cap(partitions: i32) -> Result<(), TopicError> {
+    if partitions > MAX_PARTITIONS_PER_TOPIC {
+        return Err(TopicError::new(
+            ErrorCode::INVALID_PARTITIONS,
+            format!(
+                "Number of partitions {partitions} is above this broker's limit of {MAX_PARTITIONS_PER_TOPIC}."
+            ),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,6 +352,25 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn partition_counts_above_the_cap_are_refused() {
+        let mut r = TopicRegistry::default();
+        for n in [MAX_PARTITIONS_PER_TOPIC + 1, 1 << 30, i32::MAX] {
+            assert_eq!(
+                r.create("big", n, -1, BTreeMap::new()).unwrap_err().code,
+                ErrorCode::INVALID_PARTITIONS
+            );
+        }
+        r.create("big", MAX_PARTITIONS_PER_TOPIC, -1, BTreeMap::new())
+            .unwrap();
+        r.create("grows", 1, -1, BTreeMap::new()).unwrap();
+        assert_eq!(
+            r.add_partitions("grows", 1 << 30).unwrap_err().code,
+            ErrorCode::INVALID_PARTITIONS
+        );
+        assert_eq!(r.add_partitions("grows", 2).unwrap().partitions, 2);
     }
 
     #[test]

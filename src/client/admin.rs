@@ -24,6 +24,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+use crate::protocol::api::ApiRequest;
+
 use super::config::ConnectionConfig;
 use super::error::ClientError;
 use super::metadata::{BrokerNode, Metadata};
@@ -362,22 +364,38 @@ impl AdminClient {
         updates: &[(&str, i16, FeatureUpgradeType)],
         validate_only: bool,
     ) -> Result<BTreeMap<String, Result<(), ClientError>>, ClientError> {
+        // v0 says "allowDowngrade", v1+ says "upgradeType" and knows
+        // validateOnly: fill in what the negotiated version has.
+        let conn = self.metadata.controller().await?.connection().await?;
+        let version = conn
+            .versions()
+            .version_for(UpdateFeaturesRequest::API_KEY)?;
         let req = UpdateFeaturesRequest::default()
             .with_timeout_ms(self.timeout_ms())
-            .with_validate_only(validate_only)
+            .with_validate_only(validate_only && version >= 1)
             .with_feature_updates(
                 updates
                     .iter()
                     .map(|(name, level, kind)| {
-                        FeatureUpdateKey::default()
+                        let key = FeatureUpdateKey::default()
                             .with_feature(StrBytes::from_string(name.to_string()))
-                            .with_max_version_level(*level)
-                            .with_allow_downgrade(*kind != FeatureUpgradeType::Upgrade)
-                            .with_upgrade_type(*kind as i8)
+                            .with_max_version_level(*level);
+                        if version >= 1 {
+                            key.with_upgrade_type(*kind as i8)
+                        } else {
+                            key.with_allow_downgrade(*kind != FeatureUpgradeType::Upgrade)
+                        }
                     })
                     .collect(),
             );
-        let resp = self.metadata.controller().await?.send(&req).await?;
+        if validate_only && version < 1 {
+            return Err(ClientError::UnsupportedVersion {
+                api_key: UpdateFeaturesRequest::API_KEY,
+                api_name: "UpdateFeatures",
+                detail: "validateOnly needs UpdateFeatures v1".into(),
+            });
+        }
+        let resp = conn.send_with_version(&req, version).await?;
         ClientError::check(
             "UpdateFeatures",
             resp.error_code,

@@ -1,6 +1,6 @@
 //! Kafka clients: connections, metadata, producer, share consumer, admin.
 //!
-//! Built so far: the connection layer.
+//! Built so far:
 //!
 //! - [`connection`]: [`Connection`], one pipelined connection to one broker,
 //!   multiplexed by correlation id, with request timeouts, cancellation
@@ -21,8 +21,10 @@
 //!   compression, acks, idempotence, transactions v2 and KIP-1289's
 //!   `send_share_acknowledgements_to_transaction`.
 //! - [`admin`]: [`AdminClient`]: topics, cluster, group configs, features.
+//! - [`share_consumer`]: [`ShareConsumer`], the share group consumer (KIP-932)
+//!   with the transaction hooks of KIP-1289.
 //!
-//! Not built yet here: the share consumer; no TLS or SASL.
+//! Not built yet: TLS and SASL.
 
 pub mod admin;
 pub mod backoff;
@@ -32,6 +34,7 @@ pub mod connection;
 pub mod error;
 pub mod metadata;
 pub mod producer;
+pub mod share_consumer;
 
 #[cfg(test)]
 pub(crate) mod test_peer;
@@ -46,3 +49,4 @@ pub use connection::Connection;
 pub use error::ClientError;
 pub use metadata::{Cluster, Metadata};
 pub use producer::{Producer, ProducerError, ProducerRecord, RecordMetadata};
+pub use share_consumer::{ShareConsumer, ShareConsumerConfig};

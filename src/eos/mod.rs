@@ -3,8 +3,8 @@
 //!
 //! - [`acknowledgements`]: the `(offset, type)` accumulator per share
 //!   partition and its packing into minimal `AcknowledgementBatch` ranges.
-//! - [`metadata`]: [`ShareGroupMetadata`], the member whose acknowledgements
-//!   a transaction stages.
+//! - [`metadata`]: [`ShareGroupMetadata`], the member identity a transaction
+//!   stages acknowledgements under.
 //!
 //! The transactional commit loop arrives with the client and runtime issues.
 

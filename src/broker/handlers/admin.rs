@@ -282,6 +282,15 @@ fn broker_configs(core: &BrokerCore) -> Vec<(&'static str, String, i8)> {
         ("log.segment.bytes", c.segment_bytes.to_string(), TYPE_INT),
         ("broker.id", c.node_id.to_string(), TYPE_INT),
     ]
+    .into_iter()
+    .chain(
+        core.shares()
+            .broker_config()
+            .entries()
+            .into_iter()
+            .map(|(k, v)| (k, v, TYPE_INT)),
+    )
+    .collect()
 }
 
 pub(crate) fn describe_configs(
@@ -357,6 +366,20 @@ pub(crate) fn describe_configs(
                         )
                     }
                 }
+                super::share::RESOURCE_GROUP => base.with_configs(
+                    super::share::describe_group_configs(core, &name)
+                        .into_iter()
+                        .filter(|(k, _, _, _)| wanted(k))
+                        .map(|(k, v, source, is_int)| {
+                            entry(
+                                k,
+                                Some(v),
+                                source,
+                                if is_int { TYPE_INT } else { TYPE_STRING },
+                            )
+                        })
+                        .collect(),
+                ),
                 other => base
                     .with_error_code(ErrorCode::INVALID_REQUEST.0)
                     .with_error_message(Some(s(format!(

@@ -31,11 +31,17 @@ const SERVED: &[(i16, i16, i16)] = &[
     (20, 1, 6), // DeleteTopics
     (32, 1, 4), // DescribeConfigs
     (37, 0, 3), // CreatePartitions
+    (44, 0, 1), // IncrementalAlterConfigs (GROUP resources)
     (60, 0, 2), // DescribeCluster
+    (76, 1, 1), // ShareGroupHeartbeat
+    (77, 1, 1), // ShareGroupDescribe
+    (78, 1, 1), // ShareFetch
+    (79, 1, 1), // ShareAcknowledge
     (22, 0, 5), // InitProducerId
     (24, 0, 5), // AddPartitionsToTxn
     (25, 0, 4), // AddOffsetsToTxn
     (26, 0, 5), // EndTxn
+    (57, 0, 1), // UpdateFeatures
 ];
 
 /// Share-group APIs, advertised with `share.version >= 1`.
@@ -44,7 +50,8 @@ const SHARE_APIS: &[i16] = &[76, 77, 78, 79];
 /// Whether `key` is an API that exists here but is switched off by a
 /// feature level (it is then answered UNSUPPORTED_VERSION, not dropped).
 pub(crate) fn is_gated_off(core: &BrokerCore, key: i16) -> bool {
-    key == TXN_SHARE_ACKNOWLEDGE_API_KEY && advertised_versions(core, key).is_none()
+    (key == TXN_SHARE_ACKNOWLEDGE_API_KEY || SHARE_APIS.contains(&key))
+        && advertised_versions(core, key).is_none()
 }
 
 /// The versions of `key` this broker advertises now, `None` if not served.

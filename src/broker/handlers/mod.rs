@@ -4,7 +4,9 @@
 mod admin;
 mod api_versions;
 mod data;
+mod features;
 mod metadata;
+mod share;
 mod txn;
 
 use std::sync::Arc;
@@ -118,6 +120,10 @@ pub(crate) async fn dispatch(
                 let resp = txn::end_txn(core, &ctx, r).await;
                 respond::<EndTxnRequest>(&ctx, &resp, out)
             }
+            RequestKind::UpdateFeatures(r) => {
+                let resp = features::update_features(core, &ctx, r);
+                respond::<UpdateFeaturesRequest>(&ctx, &resp, out)
+            }
             RequestKind::Metadata(r) => {
                 let resp = metadata::handle(core, &ctx, r);
                 respond::<MetadataRequest>(&ctx, &resp, out)
@@ -145,6 +151,26 @@ pub(crate) async fn dispatch(
             RequestKind::FindCoordinator(r) => {
                 let resp = admin::find_coordinator(core, &ctx, r);
                 respond::<FindCoordinatorRequest>(&ctx, &resp, out)
+            }
+            RequestKind::IncrementalAlterConfigs(r) => {
+                let resp = share::incremental_alter_configs(core, &ctx, r);
+                respond::<IncrementalAlterConfigsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::ShareGroupHeartbeat(r) => {
+                let resp = share::share_group_heartbeat(core, &ctx, r);
+                respond::<ShareGroupHeartbeatRequest>(&ctx, &resp, out)
+            }
+            RequestKind::ShareGroupDescribe(r) => {
+                let resp = share::share_group_describe(core, &ctx, r);
+                respond::<ShareGroupDescribeRequest>(&ctx, &resp, out)
+            }
+            RequestKind::ShareFetch(r) => {
+                let resp = share::share_fetch(core, &ctx, r).await;
+                respond::<ShareFetchRequest>(&ctx, &resp, out)
+            }
+            RequestKind::ShareAcknowledge(r) => {
+                let resp = share::share_acknowledge(core, &ctx, r);
+                respond::<ShareAcknowledgeRequest>(&ctx, &resp, out)
             }
             _ => Err(Close::Protocol(format!(
                 "no handler for {} (key {key})",

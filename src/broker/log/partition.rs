@@ -566,7 +566,7 @@ impl PartitionLog {
             self.roll()?;
         }
         self.active_mut()
-            .append(&buf, &headers)
+            .append(buf, &headers)
             .map_err(io_err("appending to a segment"))?;
         self.unflushed = true;
         let first = infos.first().expect("at least one batch").base_offset;

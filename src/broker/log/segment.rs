@@ -261,7 +261,7 @@ impl Segment {
 
     /// Appends batches already laid out in `buf` (whole batches, offsets
     /// assigned), described in order by `headers`.
-    pub(crate) fn append(&mut self, buf: &[u8], headers: &[BatchHeader]) -> io::Result<()> {
+    pub(crate) fn append(&mut self, buf: Vec<u8>, headers: &[BatchHeader]) -> io::Result<()> {
         let start = self.log.len();
         let mut new_entries = Vec::new();
         let mut since = self.bytes_since_index;
@@ -280,7 +280,7 @@ impl Segment {
             max_ts = max_ts.max(h.max_timestamp);
             pos += h.size;
         }
-        if let Err(e) = self.log.append(buf) {
+        if let Err(e) = self.log.append_owned(buf) {
             let _ = self.log.truncate(start);
             return Err(e);
         }
@@ -319,7 +319,7 @@ impl Segment {
 
     /// Reads `len` bytes at `pos`.
     pub(crate) fn read_bytes(&self, pos: u64, len: u64) -> io::Result<Bytes> {
-        Ok(Bytes::from(self.log.read_vec(pos, len as usize)?))
+        self.log.read_bytes(pos, len as usize)
     }
 
     /// Position of the batch containing `offset` or, in a gap, the first
@@ -371,6 +371,19 @@ impl Segment {
             }
             let bytes = self.read_bytes(pos, first.size)?;
             return Ok((bytes, pos + first.size == size));
+        }
+        if self.log.is_memory() {
+            // Walk the headers first, then take the range in one read that
+            // shares the stored bytes when they are one chunk.
+            let mut end = pos;
+            while let Some(h) = self.read_header(end)? {
+                if end + h.size > size || end + h.size - pos > budget || h.last_offset >= upper {
+                    break;
+                }
+                end += h.size;
+            }
+            let bytes = self.log.read_bytes(pos, (end - pos) as usize)?;
+            return Ok((bytes, end == size));
         }
         let chunk = budget.min(size - pos) as usize;
         let mut buf = self.log.read_vec(pos, chunk)?;

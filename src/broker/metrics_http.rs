@@ -1,0 +1,130 @@
+//! A minimal HTTP endpoint serving the broker's metrics in Prometheus text
+//! format at `GET /metrics` (`--metrics-listen`). One request per
+//! connection, bounded request size; anything else gets 404 or 400.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use super::core::BrokerCore;
+
+/// Renders every metric of the broker: per-API request metrics plus gauges
+/// of topics, transactions and share groups.
+pub fn render(core: &BrokerCore) -> String {
+    let t = core.txn().with_coordinator(|c| c.metrics());
+    let partitions = core.all_partitions().len();
+    let topics = core.topics().read().len();
+    let gauges: Vec<(&str, &str, f64)> = vec![
+        ("topics", "Topics.", topics as f64),
+        ("partitions", "Partitions.", partitions as f64),
+        (
+            "transaction_partitions_count",
+            "TransactionPartitionsCount: participants (log and share) of open transactions.",
+            t.transaction_partitions_count as f64,
+        ),
+        (
+            "transaction_share_participants_count",
+            "Share participants of open transactions.",
+            t.share_participants_count as f64,
+        ),
+        (
+            "transactions_ongoing",
+            "Open transactions.",
+            t.ongoing_transactions as f64,
+        ),
+        (
+            "transaction_markers_pending",
+            "Markers not yet acknowledged.",
+            t.markers_pending as f64,
+        ),
+        (
+            "transactions_committed_total",
+            "Committed transactions.",
+            t.transactions_committed as f64,
+        ),
+        (
+            "transactions_aborted_total",
+            "Aborted transactions.",
+            t.transactions_aborted as f64,
+        ),
+        (
+            "transactions_timed_out_total",
+            "Transactions aborted by their timeout.",
+            t.transactions_timed_out as f64,
+        ),
+        (
+            "producers_fenced_total",
+            "Producers fenced with an open transaction.",
+            t.producers_fenced as f64,
+        ),
+        (
+            "txn_pending_records_count",
+            "TxnPendingRecordsCount: share records staged in open transactions (KIP-1289).",
+            core.txn_pending_records() as f64,
+        ),
+    ];
+    core.metrics().render_prometheus(&gauges)
+}
+
+/// Serves `GET /metrics` on `addr` until shutdown.
+pub async fn serve(
+    listener: TcpListener,
+    core: Arc<BrokerCore>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(_) => continue,
+            },
+            _ = shutdown.changed() => return,
+        };
+        let core = core.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(5), answer(stream, &core)).await;
+        });
+    }
+}
+
+async fn answer(mut stream: TcpStream, core: &BrokerCore) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if buf.len() > 8192 {
+            return respond(&mut stream, "400 Bad Request", "request too large\n").await;
+        }
+    }
+    let line = buf.split(|b| *b == b'\r').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.split_whitespace();
+    match (parts.next(), parts.next()) {
+        (Some("GET"), Some("/metrics")) => respond(&mut stream, "200 OK", &render(core)).await,
+        (Some("GET"), Some(_)) => respond(&mut stream, "404 Not Found", "try /metrics\n").await,
+        _ => respond(&mut stream, "400 Bad Request", "GET /metrics only\n").await,
+    }
+}
+
+async fn respond(stream: &mut TcpStream, status: &str, body: &str) -> std::io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body.as_bytes()).await?;
+    stream.shutdown().await
+}
+
+/// Binds the metrics listener.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).await
+}

@@ -1,0 +1,228 @@
+//! The consumer's own minimal cluster lookup: the group coordinator
+//! (FindCoordinator, key type 0 GROUP) and, for the assigned topic ids,
+//! topic names and partition leaders (Metadata for all topics, filtered by
+//! id; share consumers never auto-create topics).
+//!
+//! It sits behind the [`ClusterLookup`] trait so that the shared metadata
+//! cache can replace it later without touching the consumer.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
+use kafka_protocol::messages::{ApiKey, MetadataRequest};
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+use crate::client::broker_connection::{BrokerConnection, BrokerPool};
+use crate::client::error::ClientError;
+
+/// A broker's node id and `host:port`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BrokerAddress {
+    /// Node id.
+    pub node_id: i32,
+    /// `host:port`.
+    pub address: String,
+}
+
+/// What the consumer needs to know of one topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicInfo {
+    /// Topic name.
+    pub name: String,
+    /// Leader node id per partition (-1: none).
+    pub leaders: HashMap<i32, i32>,
+}
+
+/// Topics by id, and the brokers they live on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterView {
+    /// Known topics by id.
+    pub topics: HashMap<Uuid, TopicInfo>,
+    /// Brokers by node id.
+    pub brokers: HashMap<i32, String>,
+}
+
+impl ClusterView {
+    /// The leader of `partition` of `topic_id`, if it is a known broker.
+    pub fn leader(&self, topic_id: Uuid, partition: i32) -> Option<BrokerAddress> {
+        let node_id = *self.topics.get(&topic_id)?.leaders.get(&partition)?;
+        let address = self.brokers.get(&node_id)?.clone();
+        Some(BrokerAddress { node_id, address })
+    }
+}
+
+/// Coordinator and leader lookup, swappable for the shared metadata cache.
+pub trait ClusterLookup: Send + Sync {
+    /// The coordinator of share group `group_id`.
+    fn find_coordinator<'a>(
+        &'a self,
+        group_id: &'a str,
+    ) -> BoxFuture<'a, Result<BrokerAddress, ClientError>>;
+    /// Names and leaders of `topic_ids` (unknown ids are left out).
+    fn describe_topics<'a>(
+        &'a self,
+        topic_ids: &'a [Uuid],
+    ) -> BoxFuture<'a, Result<ClusterView, ClientError>>;
+}
+
+/// [`ClusterLookup`] asking the brokers it knows, bootstrap servers first
+/// time (under node ids -1, -2, ... in the pool, as Kafka's clients do).
+pub struct BootstrapLookup {
+    pool: Arc<BrokerPool>,
+    bootstrap: Vec<String>,
+    known: parking_lot::Mutex<HashMap<i32, String>>,
+}
+
+impl std::fmt::Debug for BootstrapLookup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BootstrapLookup")
+            .field("bootstrap", &self.bootstrap)
+            .finish()
+    }
+}
+
+impl BootstrapLookup {
+    /// A lookup through `pool`, starting from `bootstrap` addresses.
+    pub fn new(pool: Arc<BrokerPool>, bootstrap: Vec<String>) -> Self {
+        Self {
+            pool,
+            bootstrap,
+            known: parking_lot::Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn candidates(&self) -> Vec<Arc<BrokerConnection>> {
+        let mut known: Vec<(i32, String)> = self
+            .known
+            .lock()
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect();
+        known.sort();
+        let mut out: Vec<Arc<BrokerConnection>> = known
+            .iter()
+            .map(|(id, a)| self.pool.broker(*id, a))
+            .collect();
+        for (i, a) in self.bootstrap.iter().enumerate() {
+            out.push(self.pool.broker(-(i as i32) - 1, a));
+        }
+        out
+    }
+
+    async fn any_broker<T, F>(&self, mut f: F) -> Result<T, ClientError>
+    where
+        F: for<'c> FnMut(Arc<BrokerConnection>) -> BoxFuture<'static, Result<T, ClientError>>,
+    {
+        let mut last = ClientError::Poisoned("no bootstrap servers".into());
+        for b in self.candidates() {
+            match f(b).await {
+                Ok(v) => return Ok(v),
+                Err(e) if e.is_retriable() => last = e,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+}
+
+impl ClusterLookup for BootstrapLookup {
+    fn find_coordinator<'a>(
+        &'a self,
+        group_id: &'a str,
+    ) -> BoxFuture<'a, Result<BrokerAddress, ClientError>> {
+        Box::pin(async move {
+            let group = group_id.to_string();
+            self.any_broker(move |b| {
+                let group = group.clone();
+                Box::pin(async move {
+                    let conn = b.connection().await?;
+                    let v = conn
+                        .versions()
+                        .version_for(ApiKey::FindCoordinator as i16)?;
+                    let key = StrBytes::from_string(group);
+                    let req = if v >= 4 {
+                        FindCoordinatorRequest::default()
+                            .with_key_type(0)
+                            .with_coordinator_keys(vec![key])
+                    } else {
+                        FindCoordinatorRequest::default()
+                            .with_key_type(0)
+                            .with_key(key)
+                    };
+                    let resp = conn.send_with_version(&req, v).await?;
+                    let (code, msg, node_id, host, port) = if v >= 4 {
+                        let c = resp.coordinators.first().ok_or_else(|| {
+                            ClientError::Poisoned("FindCoordinator answered no coordinator".into())
+                        })?;
+                        (
+                            c.error_code,
+                            c.error_message.clone(),
+                            c.node_id.0,
+                            c.host.clone(),
+                            c.port,
+                        )
+                    } else {
+                        (
+                            resp.error_code,
+                            resp.error_message.clone(),
+                            resp.node_id.0,
+                            resp.host.clone(),
+                            resp.port,
+                        )
+                    };
+                    ClientError::check("FindCoordinator", code, msg.map(|m| m.to_string()))?;
+                    Ok(BrokerAddress {
+                        node_id,
+                        address: format!("{}:{}", host.as_str(), port),
+                    })
+                })
+            })
+            .await
+        })
+    }
+
+    fn describe_topics<'a>(
+        &'a self,
+        topic_ids: &'a [Uuid],
+    ) -> BoxFuture<'a, Result<ClusterView, ClientError>> {
+        Box::pin(async move {
+            let resp = self
+                .any_broker(|b| {
+                    Box::pin(async move {
+                        let req = MetadataRequest::default()
+                            .with_topics(None)
+                            .with_allow_auto_topic_creation(false);
+                        b.send(&req).await
+                    })
+                })
+                .await?;
+            let mut view = ClusterView::default();
+            for b in &resp.brokers {
+                view.brokers
+                    .insert(b.node_id.0, format!("{}:{}", b.host.as_str(), b.port));
+            }
+            *self.known.lock() = view.brokers.clone();
+            for t in &resp.topics {
+                if t.error_code != 0 || !topic_ids.contains(&t.topic_id) {
+                    continue;
+                }
+                let Some(name) = &t.name else { continue };
+                view.topics.insert(
+                    t.topic_id,
+                    TopicInfo {
+                        name: name.0.to_string(),
+                        leaders: t
+                            .partitions
+                            .iter()
+                            .map(|p| (p.partition_index, p.leader_id.0))
+                            .collect(),
+                    },
+                );
+            }
+            Ok(view)
+        })
+    }
+}

@@ -1,0 +1,564 @@
+//! The consumer's acknowledgement bookkeeping, without I/O.
+//!
+//! [`AcknowledgementState`] knows the records the latest poll delivered and
+//! what became of each: still waiting, acknowledged (the acknowledgement is
+//! *pending*, to be sent on the next ShareFetch or ShareAcknowledge), or
+//! taken into a transaction. It enforces Kafka's rules:
+//!
+//! - **implicit mode**: `acknowledge` is refused; at the next poll (or
+//!   commit) every delivered record that is still waiting is ACCEPTed.
+//! - **explicit mode**: a poll while a delivered record is still waiting is
+//!   refused with [`ConsumerError::IllegalState`], as Java's
+//!   `KafkaShareConsumer.poll` throws IllegalStateException; the state is
+//!   left as it was so that the application can acknowledge and poll again.
+//!   Only records of the latest poll can be acknowledged; one offset can be
+//!   acknowledged once (the same type again is harmless).
+//! - **gaps**: acquired offsets without a record are added as pending GAP
+//!   acknowledgements by the fetch path (D5); they are never transactional.
+//!
+//! # Transactions (KIP-1289, D6, D8)
+//!
+//! [`AcknowledgementState::acknowledge_in_transaction`] takes a delivered
+//! record out of the consumer's own acknowledgement path: nothing is sent
+//! for it by the consumer (D8: the producer stages it with
+//! TxnShareAcknowledge). Such records collect in the *open* transaction set
+//! until [`AcknowledgementState::take_transaction`] seals them under a
+//! [`TransactionAcknowledgementsId`] and returns them as
+//! [`PartitionAcknowledgements`] for the producer. The consumer keeps the
+//! records themselves until [`AcknowledgementState::transaction_outcome`]:
+//! on commit they are forgotten; on abort they are queued to be handed out
+//! again by the next poll, unchanged (same offset, same delivery count): the
+//! broker put them back to ACQUIRED for this member with a fresh lock (D6),
+//! so no fetch is needed and the runtime simply processes them again.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use super::config::AcknowledgementMode;
+use super::error::ConsumerError;
+use super::record::ShareRecord;
+use crate::eos::{AcknowledgeType, PartitionAcknowledgements, TopicIdPartition};
+
+/// Names one sealed set of acknowledgements taken for a transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TransactionAcknowledgementsId(pub u64);
+
+/// How a transaction ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TransactionOutcome {
+    /// EndTxn(commit) succeeded: the staged acknowledgements took effect.
+    Committed,
+    /// The transaction aborted: the records are still acquired by this
+    /// member and come back in the next poll.
+    Aborted,
+}
+
+/// Acknowledgements taken out of the consumer for one transaction.
+#[derive(Debug, Clone)]
+pub struct TransactionAcknowledgements {
+    /// Give this back to `transaction_outcome` once the transaction ended.
+    pub id: TransactionAcknowledgementsId,
+    /// What to stage (ACCEPT and REJECT only), per share partition.
+    pub acknowledgements: PartitionAcknowledgements,
+}
+
+#[derive(Debug, Clone)]
+enum Delivered {
+    Waiting(ShareRecord),
+    Acknowledged(AcknowledgeType),
+    InTransaction(AcknowledgeType),
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct AcknowledgementState {
+    mode: AcknowledgementMode,
+    delivered: BTreeMap<(TopicIdPartition, i64), Delivered>,
+    pending: PartitionAcknowledgements,
+    open_transaction: Vec<(ShareRecord, AcknowledgeType)>,
+    sealed: BTreeMap<TransactionAcknowledgementsId, Vec<ShareRecord>>,
+    next_transaction: u64,
+    handed_back: VecDeque<ShareRecord>,
+}
+
+impl AcknowledgementState {
+    /// Empty state for `mode`.
+    pub fn new(mode: AcknowledgementMode) -> Self {
+        Self {
+            mode,
+            delivered: BTreeMap::new(),
+            pending: PartitionAcknowledgements::new(),
+            open_transaction: Vec::new(),
+            sealed: BTreeMap::new(),
+            next_transaction: 1,
+            handed_back: VecDeque::new(),
+        }
+    }
+
+    /// The acknowledgement mode.
+    pub fn mode(&self) -> AcknowledgementMode {
+        self.mode
+    }
+
+    /// Called at the start of a poll: checks the explicit-mode rule, accepts
+    /// the waiting records in implicit mode, and forgets the previous
+    /// delivery.
+    pub fn begin_poll(&mut self) -> Result<(), ConsumerError> {
+        let waiting = self
+            .delivered
+            .values()
+            .filter(|d| matches!(d, Delivered::Waiting(_)))
+            .count();
+        if waiting > 0 && self.mode == AcknowledgementMode::Explicit {
+            return Err(ConsumerError::IllegalState(format!(
+                "all records must be acknowledged in explicit acknowledgement mode \
+                 ({waiting} of the previous poll are not)"
+            )));
+        }
+        self.accept_waiting();
+        self.delivered.clear();
+        Ok(())
+    }
+
+    /// Implicit mode: accepts every record still waiting (a commit does
+    /// this, as Java's commitSync does in implicit mode).
+    pub fn accept_waiting(&mut self) {
+        if self.mode != AcknowledgementMode::Implicit {
+            return;
+        }
+        for ((tp, offset), d) in self.delivered.iter_mut() {
+            if matches!(d, Delivered::Waiting(_)) {
+                // A waiting record has no pending acknowledgement yet.
+                let _ = self.pending.add(tp, *offset, AcknowledgeType::Accept);
+                *d = Delivered::Acknowledged(AcknowledgeType::Accept);
+            }
+        }
+    }
+
+    /// Registers the records a poll is about to return.
+    pub fn deliver(&mut self, records: &[ShareRecord]) {
+        for r in records {
+            self.delivered.insert(
+                (r.topic_id_partition(), r.offset),
+                Delivered::Waiting(r.clone()),
+            );
+        }
+    }
+
+    /// Records delivered by the latest poll that are still waiting.
+    pub fn waiting(&self) -> usize {
+        self.delivered
+            .values()
+            .filter(|d| matches!(d, Delivered::Waiting(_)))
+            .count()
+    }
+
+    fn delivered_mut(
+        &mut self,
+        tp: &TopicIdPartition,
+        offset: i64,
+    ) -> Result<&mut Delivered, ConsumerError> {
+        self.delivered
+            .get_mut(&(tp.clone(), offset))
+            .ok_or_else(|| {
+                ConsumerError::IllegalState(format!(
+                    "offset {offset} of {tp} was not delivered by the latest poll"
+                ))
+            })
+    }
+
+    /// Acknowledges a delivered record (explicit mode only).
+    pub fn acknowledge(
+        &mut self,
+        tp: &TopicIdPartition,
+        offset: i64,
+        ty: AcknowledgeType,
+    ) -> Result<(), ConsumerError> {
+        if self.mode == AcknowledgementMode::Implicit {
+            return Err(ConsumerError::IllegalState(
+                "acknowledge is not allowed in implicit acknowledgement mode \
+                 (share.acknowledgement.mode=implicit)"
+                    .into(),
+            ));
+        }
+        if matches!(ty, AcknowledgeType::Gap | AcknowledgeType::Renew) {
+            return Err(ConsumerError::InvalidArgument(format!(
+                "{ty:?} cannot be given to a delivered record"
+            )));
+        }
+        match self.delivered_mut(tp, offset)? {
+            Delivered::Waiting(_) => {}
+            Delivered::Acknowledged(t) if *t == ty => return Ok(()),
+            Delivered::Acknowledged(t) => {
+                return Err(ConsumerError::IllegalState(format!(
+                    "offset {offset} of {tp} is already acknowledged as {t:?}"
+                )));
+            }
+            Delivered::InTransaction(_) => {
+                return Err(ConsumerError::IllegalState(format!(
+                    "offset {offset} of {tp} is acknowledged in a transaction"
+                )));
+            }
+        }
+        self.pending
+            .add(tp, offset, ty)
+            .map_err(|e| ConsumerError::IllegalState(e.to_string()))?;
+        *self.delivered_mut(tp, offset)? = Delivered::Acknowledged(ty);
+        Ok(())
+    }
+
+    /// Takes a delivered record out of the consumer's acknowledgement path
+    /// into the open transaction set (explicit mode, ACCEPT or REJECT).
+    pub fn acknowledge_in_transaction(
+        &mut self,
+        tp: &TopicIdPartition,
+        offset: i64,
+        ty: AcknowledgeType,
+    ) -> Result<(), ConsumerError> {
+        if self.mode != AcknowledgementMode::Explicit {
+            return Err(ConsumerError::IllegalState(
+                "transactional acknowledgement needs share.acknowledgement.mode=explicit (D12)"
+                    .into(),
+            ));
+        }
+        if !ty.is_transactional() {
+            return Err(ConsumerError::InvalidArgument(format!(
+                "only ACCEPT and REJECT can be staged in a transaction, not {ty:?}"
+            )));
+        }
+        let d = self.delivered_mut(tp, offset)?;
+        let record = match d {
+            Delivered::Waiting(r) => r.clone(),
+            Delivered::InTransaction(t) if *t == ty => return Ok(()),
+            other => {
+                return Err(ConsumerError::IllegalState(format!(
+                    "offset {offset} of {tp} is already acknowledged ({other:?})"
+                )));
+            }
+        };
+        *d = Delivered::InTransaction(ty);
+        self.open_transaction.push((record, ty));
+        Ok(())
+    }
+
+    /// Records acknowledged in the open transaction set.
+    pub fn open_transaction_len(&self) -> usize {
+        self.open_transaction.len()
+    }
+
+    /// Seals the open transaction set; `None` if it is empty.
+    pub fn take_transaction(&mut self) -> Option<TransactionAcknowledgements> {
+        if self.open_transaction.is_empty() {
+            return None;
+        }
+        let id = TransactionAcknowledgementsId(self.next_transaction);
+        self.next_transaction += 1;
+        let mut acks = PartitionAcknowledgements::new();
+        let mut records = Vec::with_capacity(self.open_transaction.len());
+        for (record, ty) in self.open_transaction.drain(..) {
+            // Each offset was taken once (checked on entry).
+            let _ = acks.add(&record.topic_id_partition(), record.offset, ty);
+            records.push(record);
+        }
+        self.sealed.insert(id, records);
+        Some(TransactionAcknowledgements {
+            id,
+            acknowledgements: acks,
+        })
+    }
+
+    /// Resolves a sealed set; returns how many records it held.
+    pub fn transaction_outcome(
+        &mut self,
+        id: TransactionAcknowledgementsId,
+        outcome: TransactionOutcome,
+    ) -> Result<usize, ConsumerError> {
+        let records = self.sealed.remove(&id).ok_or_else(|| {
+            ConsumerError::InvalidArgument(format!("unknown transaction acknowledgements {id:?}"))
+        })?;
+        let n = records.len();
+        if outcome == TransactionOutcome::Aborted {
+            self.handed_back.extend(records);
+        }
+        Ok(n)
+    }
+
+    /// Sealed sets whose outcome is not known yet.
+    pub fn transactions_in_doubt(&self) -> usize {
+        self.sealed.len()
+    }
+
+    /// Records of aborted transactions waiting to be handed out again.
+    pub fn handed_back_len(&self) -> usize {
+        self.handed_back.len()
+    }
+
+    /// Up to `max` records of aborted transactions, oldest first.
+    pub fn take_handed_back(&mut self, max: usize) -> Vec<ShareRecord> {
+        let n = max.min(self.handed_back.len());
+        self.handed_back.drain(..n).collect()
+    }
+
+    /// Adds acquired-without-data offsets as pending GAP acknowledgements.
+    pub fn add_gaps(&mut self, tp: &TopicIdPartition, offsets: &[i64]) {
+        for &o in offsets {
+            // An offset is acquired once per fetch; a conflict cannot happen
+            // unless the broker repeats it, and then GAP stands.
+            let _ = self.pending.add(tp, o, AcknowledgeType::Gap);
+        }
+    }
+
+    /// `true` if acknowledgements are waiting to be sent.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Takes every pending acknowledgement for sending.
+    pub fn take_pending(&mut self) -> PartitionAcknowledgements {
+        self.pending.take()
+    }
+
+    /// Puts acknowledgements back that could not be sent (no leader, no
+    /// session yet).
+    pub fn restore_pending(&mut self, tp: &TopicIdPartition, acks: &crate::eos::Acknowledgements) {
+        for (o, t) in acks.iter() {
+            let _ = self.pending.add(tp, o, t);
+        }
+    }
+}
+
+/// The client side of one share session with one broker.
+///
+/// Epoch 0 opens the session (no acknowledgements may ride on it); each
+/// successful request moves the epoch on (wrapping from `i32::MAX` to 1, as
+/// Kafka's does); -1 closes it. A session error (SHARE_SESSION_NOT_FOUND,
+/// INVALID_SHARE_SESSION_EPOCH) or a lost connection starts over at 0.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShareSession {
+    epoch: i32,
+}
+
+impl ShareSession {
+    /// The epoch the next request carries.
+    pub fn epoch(&self) -> i32 {
+        self.epoch
+    }
+    /// Whether acknowledgements may be sent in this session now.
+    pub fn can_acknowledge(&self) -> bool {
+        self.epoch > 0
+    }
+    /// A request at the current epoch succeeded.
+    pub fn on_success(&mut self) {
+        self.epoch = if self.epoch == i32::MAX || self.epoch < 0 {
+            1
+        } else {
+            self.epoch + 1
+        };
+    }
+    /// The session is gone on the broker: the next request opens a new one.
+    pub fn reset(&mut self) {
+        self.epoch = 0;
+    }
+    /// The epoch that closes the session.
+    pub const CLOSE_EPOCH: i32 = -1;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::records::TimestampType;
+    use uuid::Uuid;
+
+    fn tp(p: i32) -> TopicIdPartition {
+        TopicIdPartition {
+            topic_id: Uuid::from_u128(1),
+            topic: "in".into(),
+            partition: p,
+        }
+    }
+
+    fn rec(p: i32, offset: i64) -> ShareRecord {
+        ShareRecord {
+            topic: "in".into(),
+            topic_id: Uuid::from_u128(1),
+            partition: p,
+            offset,
+            delivery_count: 1,
+            key: None,
+            value: Some(bytes::Bytes::from(format!("v{offset}"))),
+            headers: vec![],
+            timestamp: 0,
+            timestamp_type: TimestampType::CreateTime,
+        }
+    }
+
+    fn pending(st: &mut AcknowledgementState) -> Vec<(i32, i64, AcknowledgeType)> {
+        let p = st.take_pending();
+        p.partitions()
+            .flat_map(|(tp, a)| a.iter().map(move |(o, t)| (tp.partition, o, t)))
+            .collect()
+    }
+
+    #[test]
+    fn implicit_mode_accepts_previous_poll_at_next_poll() {
+        let mut st = AcknowledgementState::new(AcknowledgementMode::Implicit);
+        st.deliver(&[rec(0, 5), rec(0, 6), rec(1, 0)]);
+        assert!(matches!(
+            st.acknowledge(&tp(0), 5, AcknowledgeType::Accept),
+            Err(ConsumerError::IllegalState(_))
+        ));
+        assert!(!st.has_pending(), "nothing before the next poll");
+        st.begin_poll().unwrap();
+        assert_eq!(
+            pending(&mut st),
+            [
+                (0, 5, AcknowledgeType::Accept),
+                (0, 6, AcknowledgeType::Accept),
+                (1, 0, AcknowledgeType::Accept)
+            ]
+        );
+        st.begin_poll().unwrap();
+        assert!(!st.has_pending(), "accepted once only");
+    }
+
+    #[test]
+    fn explicit_mode_refuses_poll_until_everything_is_acknowledged() {
+        let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
+        st.deliver(&[rec(0, 5), rec(0, 6)]);
+        st.acknowledge(&tp(0), 5, AcknowledgeType::Release).unwrap();
+        let err = st.begin_poll().unwrap_err();
+        assert!(matches!(err, ConsumerError::IllegalState(_)), "{err}");
+        assert_eq!(st.waiting(), 1, "a refused poll changes nothing");
+        // Same type again is harmless, another type is refused.
+        st.acknowledge(&tp(0), 5, AcknowledgeType::Release).unwrap();
+        assert!(st.acknowledge(&tp(0), 5, AcknowledgeType::Accept).is_err());
+        // Offsets not delivered, and GAP/RENEW, are refused.
+        assert!(st.acknowledge(&tp(0), 7, AcknowledgeType::Accept).is_err());
+        assert!(st.acknowledge(&tp(0), 6, AcknowledgeType::Gap).is_err());
+        st.acknowledge(&tp(0), 6, AcknowledgeType::Reject).unwrap();
+        st.begin_poll().unwrap();
+        assert_eq!(
+            pending(&mut st),
+            [
+                (0, 5, AcknowledgeType::Release),
+                (0, 6, AcknowledgeType::Reject)
+            ]
+        );
+        // Records of an earlier poll can no longer be acknowledged.
+        assert!(st.acknowledge(&tp(0), 5, AcknowledgeType::Accept).is_err());
+    }
+
+    #[test]
+    fn gaps_are_pending_gap_acknowledgements() {
+        let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
+        st.add_gaps(&tp(0), &[3, 4, 9]);
+        assert_eq!(
+            pending(&mut st),
+            [
+                (0, 3, AcknowledgeType::Gap),
+                (0, 4, AcknowledgeType::Gap),
+                (0, 9, AcknowledgeType::Gap)
+            ]
+        );
+    }
+
+    #[test]
+    fn transactional_acknowledgements_leave_the_consumer_path_and_come_back_on_abort() {
+        let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
+        st.deliver(&[rec(0, 1), rec(0, 2), rec(0, 3)]);
+        st.acknowledge_in_transaction(&tp(0), 1, AcknowledgeType::Accept)
+            .unwrap();
+        st.acknowledge_in_transaction(&tp(0), 2, AcknowledgeType::Reject)
+            .unwrap();
+        // D5: other types are not transactional.
+        assert!(matches!(
+            st.acknowledge_in_transaction(&tp(0), 3, AcknowledgeType::Release),
+            Err(ConsumerError::InvalidArgument(_))
+        ));
+        // A record in a transaction cannot also be acknowledged normally (D8).
+        assert!(st.acknowledge(&tp(0), 1, AcknowledgeType::Accept).is_err());
+        st.acknowledge(&tp(0), 3, AcknowledgeType::Accept).unwrap();
+        let txn = st.take_transaction().unwrap();
+        assert!(st.take_transaction().is_none(), "sealed once");
+        let staged: Vec<_> = txn
+            .acknowledgements
+            .partitions()
+            .next()
+            .unwrap()
+            .1
+            .iter()
+            .collect();
+        assert_eq!(
+            staged,
+            [(1, AcknowledgeType::Accept), (2, AcknowledgeType::Reject)]
+        );
+        st.begin_poll().unwrap();
+        assert_eq!(
+            pending(&mut st),
+            [(0, 3, AcknowledgeType::Accept)],
+            "the consumer sends only its own acknowledgement"
+        );
+        assert_eq!(st.transactions_in_doubt(), 1);
+        assert_eq!(
+            st.transaction_outcome(txn.id, TransactionOutcome::Aborted)
+                .unwrap(),
+            2
+        );
+        let back = st.take_handed_back(10);
+        assert_eq!(
+            back,
+            [rec(0, 1), rec(0, 2)],
+            "same records, same delivery count"
+        );
+        assert!(
+            st.transaction_outcome(txn.id, TransactionOutcome::Aborted)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn committed_transaction_is_forgotten() {
+        let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
+        st.deliver(&[rec(0, 1)]);
+        st.acknowledge_in_transaction(&tp(0), 1, AcknowledgeType::Accept)
+            .unwrap();
+        let txn = st.take_transaction().unwrap();
+        st.begin_poll().unwrap();
+        assert_eq!(
+            st.transaction_outcome(txn.id, TransactionOutcome::Committed)
+                .unwrap(),
+            1
+        );
+        assert_eq!(st.handed_back_len(), 0);
+        assert!(!st.has_pending());
+    }
+
+    #[test]
+    fn implicit_mode_cannot_be_transactional() {
+        let mut st = AcknowledgementState::new(AcknowledgementMode::Implicit);
+        st.deliver(&[rec(0, 1)]);
+        assert!(
+            st.acknowledge_in_transaction(&tp(0), 1, AcknowledgeType::Accept)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn session_epochs_open_increment_wrap_and_reset() {
+        let mut s = ShareSession::default();
+        assert_eq!(s.epoch(), 0);
+        assert!(
+            !s.can_acknowledge(),
+            "no acknowledgements on the opening fetch"
+        );
+        s.on_success();
+        assert_eq!(s.epoch(), 1);
+        assert!(s.can_acknowledge());
+        s.on_success();
+        assert_eq!(s.epoch(), 2);
+        s.reset();
+        assert_eq!(s.epoch(), 0);
+        let mut w = ShareSession { epoch: i32::MAX };
+        w.on_success();
+        assert_eq!(w.epoch(), 1);
+    }
+}

@@ -1,0 +1,574 @@
+//! Share groups over real sockets: heartbeats and assignment, ShareFetch
+//! with sessions and acknowledgements, ShareAcknowledge, long polls woken by
+//! releases and lock expiry, group configs, persistence across a killed
+//! broker, and the share.version gate.
+
+#[global_allocator]
+static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::RawClient;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::share_acknowledge_request as sa;
+use kafka_protocol::messages::share_fetch_request as sf;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use sharestream::broker::log::AppendOptions;
+use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
+use sharestream::protocol::ErrorCode;
+use sharestream::protocol::records::{BatchSpec, Record, RecordBatchView, encode_batch};
+use uuid::Uuid;
+
+const ACCEPT: i8 = 1;
+const RELEASE: i8 = 2;
+const REJECT: i8 = 3;
+
+fn st(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+async fn create_topic(c: &mut RawClient, name: &str) -> Uuid {
+    let resp = c
+        .send(
+            &CreateTopicsRequest::default().with_topics(vec![
+                CreatableTopic::default()
+                    .with_name(TopicName(st(name)))
+                    .with_num_partitions(1)
+                    .with_replication_factor(-1),
+            ]),
+            7,
+        )
+        .await;
+    assert_eq!(resp.topics[0].error_code, 0);
+    resp.topics[0].topic_id
+}
+
+/// Appends one batch of `n` records straight to the log (the produce path
+/// is tested elsewhere) and wakes fetches.
+fn append(b: &BrokerHandle, topic: Uuid, n: usize) {
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record::new(i as i32, 1, None, Some(Bytes::from(format!("v{i}")))))
+        .collect();
+    let mut bytes = encode_batch(&BatchSpec::default(), &records).unwrap();
+    let view = RecordBatchView::split_from(&mut bytes).unwrap().unwrap();
+    let log = b.core().partition(topic, 0).unwrap();
+    log.lock()
+        .append(
+            &[view],
+            AppendOptions {
+                now_ms: 1,
+                log_append_time: false,
+                leader_epoch: 0,
+            },
+        )
+        .unwrap();
+    b.core().notify_appended();
+}
+
+async fn set_group_config(c: &mut RawClient, group: &str, name: &str, value: &str) -> i16 {
+    let resp = c
+        .send(
+            &IncrementalAlterConfigsRequest::default().with_resources(vec![
+                AlterConfigsResource::default()
+                    .with_resource_type(32)
+                    .with_resource_name(st(group))
+                    .with_configs(vec![
+                        AlterableConfig::default()
+                            .with_name(st(name))
+                            .with_config_operation(0)
+                            .with_value(Some(st(value))),
+                    ]),
+            ]),
+            1,
+        )
+        .await;
+    resp.responses[0].error_code
+}
+
+async fn heartbeat(
+    c: &mut RawClient,
+    group: &str,
+    member: &str,
+    epoch: i32,
+) -> ShareGroupHeartbeatResponse {
+    c.send(
+        &ShareGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(st(group)))
+            .with_member_id(st(member))
+            .with_member_epoch(epoch)
+            .with_subscribed_topic_names((epoch == 0).then(|| vec![TopicName(st("t"))])),
+        1,
+    )
+    .await
+}
+
+fn fetch_req(
+    member: &str,
+    epoch: i32,
+    topic: Uuid,
+    acks: Vec<(i64, i64, i8)>,
+    max_wait_ms: i32,
+) -> ShareFetchRequest {
+    ShareFetchRequest::default()
+        .with_group_id(Some(GroupId(st("g"))))
+        .with_member_id(Some(st(member)))
+        .with_share_session_epoch(epoch)
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_max_records(500)
+        .with_batch_size(500)
+        .with_topics(vec![
+            sf::FetchTopic::default()
+                .with_topic_id(topic)
+                .with_partitions(vec![
+                    sf::FetchPartition::default()
+                        .with_partition_index(0)
+                        .with_partition_max_bytes(1 << 20)
+                        .with_acknowledgement_batches(
+                            acks.into_iter()
+                                .map(|(f, l, t)| {
+                                    sf::AcknowledgementBatch::default()
+                                        .with_first_offset(f)
+                                        .with_last_offset(l)
+                                        .with_acknowledge_types(vec![t])
+                                })
+                                .collect(),
+                        ),
+                ]),
+        ])
+}
+
+fn acquired(r: &ShareFetchResponse) -> Vec<(i64, i64, i16)> {
+    r.responses
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .flat_map(|p| p.acquired_records.iter())
+        .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
+        .collect()
+}
+
+fn partition(r: &ShareFetchResponse) -> &share_fetch_response::PartitionData {
+    &r.responses[0].partitions[0]
+}
+
+async fn acknowledge(
+    c: &mut RawClient,
+    member: &str,
+    epoch: i32,
+    topic: Uuid,
+    acks: Vec<(i64, i64, i8)>,
+) -> ShareAcknowledgeResponse {
+    c.send(
+        &ShareAcknowledgeRequest::default()
+            .with_group_id(Some(GroupId(st("g"))))
+            .with_member_id(Some(st(member)))
+            .with_share_session_epoch(epoch)
+            .with_topics(vec![
+                sa::AcknowledgeTopic::default()
+                    .with_topic_id(topic)
+                    .with_partitions(vec![
+                        sa::AcknowledgePartition::default()
+                            .with_partition_index(0)
+                            .with_acknowledgement_batches(
+                                acks.into_iter()
+                                    .map(|(f, l, t)| {
+                                        sa::AcknowledgementBatch::default()
+                                            .with_first_offset(f)
+                                            .with_last_offset(l)
+                                            .with_acknowledge_types(vec![t])
+                                    })
+                                    .collect(),
+                            ),
+                    ]),
+            ]),
+        1,
+    )
+    .await
+}
+
+/// A broker with topic `t`, group `g` reading from the earliest offset.
+async fn setup(config: BrokerConfig) -> (BrokerHandle, RawClient, Uuid) {
+    let b = Broker::start(config).await.unwrap();
+    let mut c = RawClient::connect(b.local_addr()).await;
+    let topic = create_topic(&mut c, "t").await;
+    assert_eq!(
+        set_group_config(&mut c, "g", "share.auto.offset.reset", "earliest").await,
+        0
+    );
+    (b, c, topic)
+}
+
+#[tokio::test]
+async fn heartbeat_assigns_the_partition_to_every_member_and_leave_works() {
+    let (_b, mut c, topic) = setup(BrokerConfig::in_memory()).await;
+    let mut epochs = Vec::new();
+    for m in ["m1", "m2", "m3"] {
+        let r = heartbeat(&mut c, "g", m, 0).await;
+        assert_eq!(r.error_code, 0, "{r:?}");
+        assert_eq!(r.member_id.as_deref(), Some(m));
+        assert!(r.heartbeat_interval_ms > 0);
+        epochs.push(r.member_epoch);
+    }
+    // Everyone's next heartbeat carries partition 0 (shared).
+    for (m, epoch) in ["m1", "m2", "m3"].into_iter().zip(&epochs) {
+        let r = heartbeat(&mut c, "g", m, *epoch).await;
+        assert_eq!(r.error_code, 0, "{m}: {r:?}");
+        assert_eq!(r.member_epoch, *epochs.last().unwrap());
+    }
+    let d = c
+        .send(
+            &ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(st("g"))]),
+            1,
+        )
+        .await;
+    let g = &d.groups[0];
+    assert_eq!(g.error_code, 0);
+    assert_eq!(g.members.len(), 3);
+    for m in &g.members {
+        let parts = &m.assignment.topic_partitions;
+        assert_eq!(parts.len(), 1, "{m:?}");
+        assert_eq!(parts[0].topic_id, topic);
+        assert_eq!(parts[0].partitions, vec![0]);
+    }
+    let r = heartbeat(&mut c, "g", "m2", -1).await;
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.member_epoch, -1);
+    let d = c
+        .send(
+            &ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(st("g"))]),
+            1,
+        )
+        .await;
+    assert_eq!(d.groups[0].members.len(), 2);
+    let d = c
+        .send(
+            &ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(st("nope"))]),
+            1,
+        )
+        .await;
+    assert_eq!(d.groups[0].error_code, ErrorCode::GROUP_ID_NOT_FOUND.0);
+}
+
+#[tokio::test]
+async fn fetch_acknowledge_accept_release_reject() {
+    let (b, mut c, topic) = setup(BrokerConfig::in_memory()).await;
+    append(&b, topic, 3);
+    append(&b, topic, 3);
+    assert_eq!(heartbeat(&mut c, "g", "m1", 0).await.error_code, 0);
+    let r = c.send(&fetch_req("m1", 0, topic, vec![], 0), 1).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert!(r.acquisition_lock_timeout_ms > 0);
+    assert!(r.node_endpoints.is_empty());
+    assert_eq!(acquired(&r), vec![(0, 5, 1)]);
+    let batches = RecordBatchView::parse_all(partition(&r).records.clone().unwrap()).unwrap();
+    assert_eq!(batches.len(), 2);
+    // Piggy-backed acknowledgements on epoch 1: accept 0-1, reject 2.
+    let r = c
+        .send(
+            &fetch_req("m1", 1, topic, vec![(0, 1, ACCEPT), (2, 2, REJECT)], 0),
+            1,
+        )
+        .await;
+    assert_eq!(r.error_code, 0);
+    assert_eq!(partition(&r).acknowledge_error_code, 0);
+    // ShareAcknowledge (epoch 2): release 3-5.
+    let a = acknowledge(&mut c, "m1", 2, topic, vec![(3, 5, RELEASE)]).await;
+    assert_eq!(a.error_code, 0);
+    assert_eq!(a.responses[0].partitions[0].error_code, 0);
+    let r = c.send(&fetch_req("m1", 3, topic, vec![], 0), 1).await;
+    assert_eq!(acquired(&r), vec![(3, 5, 2)], "released records come back");
+    // Acknowledging a record not ACQUIRED by the member.
+    let a = acknowledge(&mut c, "m1", 4, topic, vec![(0, 0, ACCEPT)]).await;
+    assert_eq!(
+        a.responses[0].partitions[0].error_code,
+        ErrorCode::INVALID_RECORD_STATE.0
+    );
+    // Another member cannot acknowledge m1's records.
+    assert_eq!(heartbeat(&mut c, "g", "m2", 0).await.error_code, 0);
+    let r = c.send(&fetch_req("m2", 0, topic, vec![], 0), 1).await;
+    assert!(acquired(&r).is_empty());
+    let a = acknowledge(&mut c, "m2", 1, topic, vec![(3, 5, ACCEPT)]).await;
+    assert_eq!(
+        a.responses[0].partitions[0].error_code,
+        ErrorCode::INVALID_RECORD_STATE.0
+    );
+}
+
+#[tokio::test]
+async fn share_fetch_request_checks_and_session_rules() {
+    let (b, mut c, topic) = setup(BrokerConfig::in_memory()).await;
+    append(&b, topic, 1);
+    let r = c
+        .send(&fetch_req("m1", 0, topic, vec![], 0).with_group_id(None), 1)
+        .await;
+    assert_eq!(r.error_code, ErrorCode::INVALID_REQUEST.0);
+    let long = "x".repeat(37);
+    let r = c.send(&fetch_req(&long, 0, topic, vec![], 0), 1).await;
+    assert_eq!(r.error_code, ErrorCode::INVALID_REQUEST.0);
+    let r = c.send(&fetch_req("m1", 0, topic, vec![], 0), 1).await;
+    assert_eq!(r.error_code, ErrorCode::UNKNOWN_MEMBER_ID.0);
+    assert_eq!(heartbeat(&mut c, "g", "m1", 0).await.error_code, 0);
+    let r = c.send(&fetch_req("m1", 1, topic, vec![], 0), 1).await;
+    assert_eq!(r.error_code, ErrorCode::SHARE_SESSION_NOT_FOUND.0);
+    let r = c
+        .send(&fetch_req("m1", 0, topic, vec![(0, 0, ACCEPT)], 0), 1)
+        .await;
+    assert_eq!(
+        r.error_code,
+        ErrorCode::INVALID_REQUEST.0,
+        "no acknowledgements when opening a session"
+    );
+    let r = c.send(&fetch_req("m1", 0, topic, vec![], 0), 1).await;
+    assert_eq!(acquired(&r), vec![(0, 0, 1)]);
+    let r = c.send(&fetch_req("m1", 5, topic, vec![], 0), 1).await;
+    assert_eq!(r.error_code, ErrorCode::INVALID_SHARE_SESSION_EPOCH.0);
+    let a = acknowledge(&mut c, "m1", 0, topic, vec![]).await;
+    assert_eq!(a.error_code, ErrorCode::INVALID_SHARE_SESSION_EPOCH.0);
+    // Incremental: epoch 1 without topics still fetches the session's
+    // partition; forgetting it leaves nothing to fetch.
+    append(&b, topic, 1);
+    let r = c
+        .send(&fetch_req("m1", 1, topic, vec![], 0).with_topics(vec![]), 1)
+        .await;
+    assert_eq!(acquired(&r), vec![(1, 1, 1)]);
+    append(&b, topic, 1);
+    let r = c
+        .send(
+            &fetch_req("m1", 2, topic, vec![], 0)
+                .with_topics(vec![])
+                .with_forgotten_topics_data(vec![
+                    sf::ForgottenTopic::default()
+                        .with_topic_id(topic)
+                        .with_partitions(vec![0]),
+                ]),
+            1,
+        )
+        .await;
+    assert_eq!(r.error_code, 0);
+    assert!(acquired(&r).is_empty());
+    // Adding it back (epoch 3) acquires offset 2.
+    let r = c.send(&fetch_req("m1", 3, topic, vec![], 0), 1).await;
+    assert_eq!(acquired(&r), vec![(2, 2, 1)]);
+    // Closing with -1 acknowledges, then releases what the member still
+    // holds on the session's partitions (offsets 1 and 2).
+    let r = c
+        .send(&fetch_req("m1", -1, topic, vec![(0, 0, ACCEPT)], 0), 1)
+        .await;
+    assert_eq!(r.error_code, 0);
+    assert_eq!(partition(&r).acknowledge_error_code, 0);
+    assert!(
+        acquired(&r).is_empty(),
+        "a closing request acquires nothing"
+    );
+    let r = c.send(&fetch_req("m1", 1, topic, vec![], 0), 1).await;
+    assert_eq!(r.error_code, ErrorCode::SHARE_SESSION_NOT_FOUND.0);
+    let r = c.send(&fetch_req("m1", 0, topic, vec![], 0), 1).await;
+    assert_eq!(acquired(&r), vec![(1, 2, 2)]);
+    // Unknown topic id: a partition error.
+    let r = c
+        .send(&fetch_req("m1", 1, Uuid::from_u128(99), vec![], 0), 1)
+        .await;
+    assert!(r.responses.iter().any(|t| t.topic_id == Uuid::from_u128(99)
+        && t.partitions[0].error_code == ErrorCode::UNKNOWN_TOPIC_ID.0));
+}
+
+#[tokio::test]
+async fn long_poll_is_woken_by_a_release() {
+    let (b, mut c, topic) = setup(BrokerConfig::in_memory()).await;
+    append(&b, topic, 2);
+    assert_eq!(heartbeat(&mut c, "g", "m1", 0).await.error_code, 0);
+    let mut c2 = RawClient::connect(b.local_addr()).await;
+    assert_eq!(heartbeat(&mut c2, "g", "m2", 0).await.error_code, 0);
+    let r = c.send(&fetch_req("m1", 0, topic, vec![], 0), 1).await;
+    assert_eq!(acquired(&r), vec![(0, 1, 1)]);
+    // m2 parks: nothing is available.
+    const MAX_WAIT_MS: i32 = 30_000;
+    let started = Instant::now();
+    let cid = c2
+        .send_only(&fetch_req("m2", 0, topic, vec![], MAX_WAIT_MS), 1)
+        .await;
+    tokio::task::yield_now().await;
+    let a = acknowledge(&mut c, "m1", 1, topic, vec![(0, 1, RELEASE)]).await;
+    assert_eq!(a.responses[0].partitions[0].error_code, 0);
+    let r = c2.recv::<ShareFetchRequest>(1, cid).await;
+    assert!(
+        started.elapsed() < Duration::from_millis(MAX_WAIT_MS as u64),
+        "answered by the wake-up, not by MaxWaitMs"
+    );
+    assert_eq!(acquired(&r), vec![(0, 1, 2)]);
+}
+
+#[tokio::test]
+async fn long_poll_is_woken_by_lock_expiry() {
+    let mut config = BrokerConfig::in_memory();
+    config.share_groups.record_lock_duration_ms = 1_000;
+    config.share_groups.min_record_lock_duration_ms = 1_000;
+    let (b, mut c, topic) = setup(config).await;
+    append(&b, topic, 1);
+    assert_eq!(heartbeat(&mut c, "g", "m1", 0).await.error_code, 0);
+    let r = c.send(&fetch_req("m1", 0, topic, vec![], 0), 1).await;
+    assert_eq!(r.acquisition_lock_timeout_ms, 1_000);
+    assert_eq!(acquired(&r), vec![(0, 0, 1)]);
+    const MAX_WAIT_MS: i32 = 30_000;
+    let started = Instant::now();
+    let r = c
+        .send(&fetch_req("m1", 1, topic, vec![], MAX_WAIT_MS), 1)
+        .await;
+    assert!(started.elapsed() < Duration::from_millis(MAX_WAIT_MS as u64));
+    assert_eq!(
+        acquired(&r),
+        vec![(0, 0, 2)],
+        "redelivered after lock expiry"
+    );
+}
+
+#[tokio::test]
+async fn group_configs_through_incremental_alter_and_describe_configs() {
+    let (_b, mut c, _topic) = setup(BrokerConfig::in_memory()).await;
+    assert_eq!(
+        set_group_config(&mut c, "g", "share.record.lock.duration.ms", "20000").await,
+        0
+    );
+    assert_eq!(
+        set_group_config(&mut c, "g", "share.delivery.count.limit", "1").await,
+        ErrorCode::INVALID_CONFIG.0
+    );
+    assert_eq!(
+        set_group_config(&mut c, "g", "share.isolation.level", "read_committed").await,
+        0
+    );
+    let d = c
+        .send(
+            &DescribeConfigsRequest::default().with_resources(vec![
+                DescribeConfigsResource::default()
+                    .with_resource_type(32)
+                    .with_resource_name(st("g"))
+                    .with_configuration_keys(None),
+            ]),
+            4,
+        )
+        .await;
+    let r = &d.results[0];
+    assert_eq!(r.error_code, 0);
+    let get = |n: &str| {
+        r.configs
+            .iter()
+            .find(|e| e.name.as_str() == n)
+            .unwrap_or_else(|| panic!("{n} missing"))
+    };
+    assert_eq!(
+        get("share.record.lock.duration.ms").value.as_deref(),
+        Some("20000")
+    );
+    assert_eq!(get("share.record.lock.duration.ms").config_source, 8);
+    assert_eq!(
+        get("share.auto.offset.reset").value.as_deref(),
+        Some("earliest")
+    );
+    assert_eq!(
+        get("share.isolation.level").value.as_deref(),
+        Some("read_committed")
+    );
+    assert_eq!(
+        get("share.delivery.count.limit").value.as_deref(),
+        Some("5")
+    );
+    assert_eq!(get("share.delivery.count.limit").config_source, 5);
+    // The broker resource lists the group.share.* settings.
+    let d = c
+        .send(
+            &DescribeConfigsRequest::default().with_resources(vec![
+                DescribeConfigsResource::default()
+                    .with_resource_type(4)
+                    .with_resource_name(st("0"))
+                    .with_configuration_keys(Some(vec![st(
+                        "group.share.partition.max.record.locks",
+                    )])),
+            ]),
+            4,
+        )
+        .await;
+    assert_eq!(d.results[0].configs.len(), 1);
+    assert_eq!(d.results[0].configs[0].value.as_deref(), Some("2000"));
+}
+
+#[tokio::test]
+async fn share_state_survives_a_killed_broker() {
+    let dir = tempfile::tempdir().unwrap();
+    let (b, mut c, topic) = setup(BrokerConfig::with_data_dir(dir.path())).await;
+    append(&b, topic, 3);
+    append(&b, topic, 3);
+    assert_eq!(heartbeat(&mut c, "g", "m1", 0).await.error_code, 0);
+    let r = c.send(&fetch_req("m1", 0, topic, vec![], 0), 1).await;
+    assert_eq!(acquired(&r), vec![(0, 5, 1)]);
+    let a = acknowledge(&mut c, "m1", 1, topic, vec![(0, 2, ACCEPT)]).await;
+    assert_eq!(a.responses[0].partitions[0].error_code, 0);
+    // Killed: no shutdown, no flush.
+    drop(c);
+    b.kill().await;
+    let b = Broker::start(BrokerConfig::with_data_dir(dir.path()))
+        .await
+        .unwrap();
+    let mut c = RawClient::connect(b.local_addr()).await;
+    assert_eq!(heartbeat(&mut c, "g", "m1", 0).await.error_code, 0);
+    let r = c.send(&fetch_req("m1", 0, topic, vec![], 0), 1).await;
+    assert_eq!(
+        acquired(&r),
+        vec![(3, 5, 2)],
+        "ACKNOWLEDGED not redelivered; ACQUIRED redelivered"
+    );
+}
+
+#[tokio::test]
+async fn share_apis_are_gated_by_share_version() {
+    let mut config = BrokerConfig::in_memory();
+    config.share_version = 0;
+    let b = Broker::start(config).await.unwrap();
+    let mut c = RawClient::connect(b.local_addr()).await;
+    let v = c
+        .send(
+            &ApiVersionsRequest::default()
+                .with_client_software_name(st("test"))
+                .with_client_software_version(st("1.0")),
+            3,
+        )
+        .await;
+    let keys: Vec<i16> = v.api_keys.iter().map(|k| k.api_key).collect();
+    for k in [76, 77, 78, 79] {
+        assert!(!keys.contains(&k), "{k} advertised with share.version 0");
+    }
+    let r = heartbeat(&mut c, "g", "m1", 0).await;
+    assert_eq!(r.error_code, ErrorCode::UNSUPPORTED_VERSION.0);
+    let r = c
+        .send(&fetch_req("m1", 0, Uuid::from_u128(1), vec![], 0), 1)
+        .await;
+    assert_eq!(r.error_code, ErrorCode::UNSUPPORTED_VERSION.0);
+
+    let b = Broker::start(BrokerConfig::in_memory()).await.unwrap();
+    let mut c = RawClient::connect(b.local_addr()).await;
+    let v = c
+        .send(
+            &ApiVersionsRequest::default()
+                .with_client_software_name(st("test"))
+                .with_client_software_version(st("1.0")),
+            3,
+        )
+        .await;
+    for k in [76, 77, 78, 79] {
+        let e = v
+            .api_keys
+            .iter()
+            .find(|x| x.api_key == k)
+            .expect("advertised");
+        assert_eq!((e.min_version, e.max_version), (1, 1));
+    }
+}
