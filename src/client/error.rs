@@ -89,6 +89,20 @@ impl ClientError {
         }
     }
 
+    /// Whether the failure means the cached cluster metadata is stale and
+    /// must be refreshed before retrying: the leader moved
+    /// (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, FENCED_LEADER_EPOCH,
+    /// UNKNOWN_LEADER_EPOCH), the topic is not known there
+    /// (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INCONSISTENT_TOPIC_ID),
+    /// the broker went away (network failures), or the coordinator moved.
+    pub fn invalidates_metadata(&self) -> bool {
+        match self {
+            ClientError::Io(_) | ClientError::Timeout { .. } | ClientError::Poisoned(_) => true,
+            ClientError::Broker { code, .. } => code_invalidates_metadata(*code),
+            _ => false,
+        }
+    }
+
     /// `Err(ClientError::Broker)` for a non-zero `code`, `Ok(())` otherwise.
     pub fn check(api: &'static str, code: i16, message: Option<String>) -> Result<(), ClientError> {
         let code = ErrorCode(code);
@@ -98,6 +112,26 @@ impl ClientError {
             Err(ClientError::Broker { api, code, message })
         }
     }
+}
+
+/// The metadata-invalidating error codes (see
+/// [`ClientError::invalidates_metadata`]); the one table both the producer
+/// and the metadata cache consult.
+pub fn code_invalidates_metadata(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::NOT_LEADER_OR_FOLLOWER
+            | ErrorCode::LEADER_NOT_AVAILABLE
+            | ErrorCode::FENCED_LEADER_EPOCH
+            | ErrorCode::UNKNOWN_LEADER_EPOCH
+            | ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+            | ErrorCode::UNKNOWN_TOPIC_ID
+            | ErrorCode::INCONSISTENT_TOPIC_ID
+            | ErrorCode::NOT_COORDINATOR
+            | ErrorCode::COORDINATOR_NOT_AVAILABLE
+            | ErrorCode::NETWORK_EXCEPTION
+            | ErrorCode::KAFKA_STORAGE_ERROR
+    )
 }
 
 impl From<io::Error> for ClientError {

@@ -1,6 +1,6 @@
 //! Kafka clients: connections, metadata, producer, share consumer, admin.
 //!
-//! Built so far: the connection layer.
+//! Built so far:
 //!
 //! - [`connection`]: [`Connection`], one pipelined connection to one broker,
 //!   multiplexed by correlation id, with request timeouts, cancellation
@@ -9,29 +9,44 @@
 //!   to one broker, replaced when poisoned, reconnects spaced by backoff;
 //!   [`BrokerPool`] keeps one per broker node id.
 //! - [`backoff`]: exponential backoff with jitter (reconnect and retry).
-//! - [`config`]: [`ConnectionConfig`] (`client.id`, `request.timeout.ms`, ...).
-//! - [`error`]: [`ClientError`] and the one retriable-or-not decision.
+//! - [`config`]: [`ConnectionConfig`], and [`ClientConfig`]: settings under
+//!   Kafka's names (`bootstrap.servers`, `linger.ms`, `transactional.id`,
+//!   ...) validated from properties, with typed views and builders
+//!   ([`ProducerConfig`]).
+//! - [`error`]: [`ClientError`], the one retriable-or-not decision and the
+//!   one stale-metadata decision.
+//! - [`metadata`]: [`Metadata`], the cluster cache (brokers, topic ids,
+//!   leaders, coordinators), refreshed on stale-metadata errors.
+//! - [`producer`]: [`Producer`]: batching, murmur2 partitioner,
+//!   compression, acks, idempotence, transactions v2 and KIP-1289's
+//!   `send_share_acknowledgements_to_transaction`.
+//! - [`admin`]: [`AdminClient`]: topics, cluster, group configs, features.
 //! - [`share_consumer`]: [`ShareConsumer`], the share group consumer (KIP-932)
 //!   with the transaction hooks of KIP-1289.
 //!
-//! Not built yet: metadata cache, producer, share consumer, admin client;
-//! no TLS or SASL.
+//! Not built yet: TLS and SASL.
 
+pub mod admin;
 pub mod backoff;
 pub mod broker_connection;
 pub mod config;
 pub mod connection;
 pub mod error;
+pub mod metadata;
+pub mod producer;
 pub mod share_consumer;
 
 #[cfg(test)]
 pub(crate) mod test_peer;
 
+pub use admin::AdminClient;
 pub use backoff::{Backoff, BackoffConfig, ReconnectSchedule};
 pub use broker_connection::{
     BrokerConnection, BrokerPool, ConnectFuture, Connector, ConnectorFactory,
 };
-pub use config::ConnectionConfig;
+pub use config::{Acks, ClientConfig, ConfigError, ConnectionConfig, ProducerConfig};
 pub use connection::Connection;
 pub use error::ClientError;
+pub use metadata::{Cluster, Metadata};
+pub use producer::{Producer, ProducerError, ProducerRecord, RecordMetadata};
 pub use share_consumer::{ShareConsumer, ShareConsumerConfig};

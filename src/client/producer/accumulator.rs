@@ -1,0 +1,318 @@
+//! The record accumulator: per-partition queues of batches waiting to be
+//! sent. A plain state machine: every method takes `now`, none does I/O.
+//!
+//! A record is appended to the last batch of its partition while that batch
+//! stays within `batch.size` bytes (a record larger than `batch.size` gets a
+//! batch of its own). A partition is *ready* when its first batch is full
+//! (or another batch queues behind it), when `linger.ms` has passed since
+//! that batch was opened, or when a flush or close asked for everything.
+//! A partition is never ready while it has `max_in_flight` batches in flight
+//! or while it is muted by a retry backoff.
+//!
+//! Retried batches go back to the *front* of their queue in sequence order,
+//! keeping the sequence number they were first sent with: the idempotent
+//! producer never re-sequences a batch, so the broker can recognise a
+//! duplicate.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use crate::protocol::records::RecordHeader;
+
+/// A topic and partition.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    /// Topic name.
+    pub topic: String,
+    /// Partition index.
+    pub partition: i32,
+}
+
+impl std::fmt::Display for TopicPartition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}
+
+/// One record inside a batch, with whatever the caller needs to tell its
+/// sender the outcome (`D`, e.g. a oneshot sender).
+#[derive(Debug)]
+pub struct QueuedRecord<D> {
+    /// Create time (ms).
+    pub timestamp: i64,
+    /// Key.
+    pub key: Option<Bytes>,
+    /// Value.
+    pub value: Option<Bytes>,
+    /// Headers.
+    pub headers: Vec<RecordHeader>,
+    /// Delivery handle.
+    pub delivery: D,
+}
+
+/// Approximate encoded size of a record (varint overhead included).
+pub fn record_size(key: Option<&Bytes>, value: Option<&Bytes>, headers: &[RecordHeader]) -> usize {
+    21 + key.map_or(0, |k| k.len())
+        + value.map_or(0, |v| v.len())
+        + headers
+            .iter()
+            .map(|h| 10 + h.key.len() + h.value.as_ref().map_or(0, |v| v.len()))
+            .sum::<usize>()
+}
+
+/// A batch of records for one partition.
+#[derive(Debug)]
+pub struct ProducerBatch<D> {
+    /// Its partition.
+    pub tp: TopicPartition,
+    /// The records, in send order.
+    pub records: Vec<QueuedRecord<D>>,
+    /// Approximate encoded size.
+    pub size: usize,
+    /// When the batch was opened.
+    pub created: Instant,
+    /// Base sequence, assigned when first sent by an idempotent producer
+    /// and kept across retries.
+    pub base_sequence: Option<i32>,
+    /// Producer id and epoch the sequence belongs to.
+    pub producer: Option<(i64, i16)>,
+    /// Send attempts so far.
+    pub attempts: u32,
+}
+
+/// Batch header overhead counted against `batch.size`.
+const BATCH_OVERHEAD: usize = 61;
+
+/// Per-partition batch queues.
+#[derive(Debug)]
+pub struct Accumulator<D> {
+    linger: Duration,
+    batch_size: usize,
+    max_in_flight: usize,
+    queues: BTreeMap<TopicPartition, VecDeque<ProducerBatch<D>>>,
+    in_flight: BTreeMap<TopicPartition, usize>,
+    muted_until: BTreeMap<TopicPartition, Instant>,
+    drain_all: bool,
+}
+
+impl<D> Accumulator<D> {
+    /// An empty accumulator.
+    pub fn new(linger: Duration, batch_size: usize, max_in_flight: usize) -> Self {
+        Self {
+            linger,
+            batch_size,
+            max_in_flight: max_in_flight.max(1),
+            queues: BTreeMap::new(),
+            in_flight: BTreeMap::new(),
+            muted_until: BTreeMap::new(),
+            drain_all: false,
+        }
+    }
+
+    /// Appends a record to the partition's last batch or a new one.
+    pub fn append(&mut self, tp: TopicPartition, record: QueuedRecord<D>, now: Instant) {
+        let size = record_size(record.key.as_ref(), record.value.as_ref(), &record.headers);
+        let q = self.queues.entry(tp.clone()).or_default();
+        if let Some(last) = q.back_mut()
+            && last.base_sequence.is_none()
+            && last.size + size <= self.batch_size
+        {
+            last.size += size;
+            last.records.push(record);
+            return;
+        }
+        q.push_back(ProducerBatch {
+            tp,
+            records: vec![record],
+            size: BATCH_OVERHEAD + size,
+            created: now,
+            base_sequence: None,
+            producer: None,
+            attempts: 0,
+        });
+    }
+
+    /// Treat every batch as ready (flush, close, commit) until
+    /// [`Accumulator::is_empty`].
+    pub fn drain_all(&mut self, on: bool) {
+        self.drain_all = on;
+    }
+
+    fn is_sendable(&self, tp: &TopicPartition, now: Instant) -> bool {
+        self.in_flight.get(tp).copied().unwrap_or(0) < self.max_in_flight
+            && self.muted_until.get(tp).is_none_or(|&t| t <= now)
+    }
+
+    /// Partitions with a batch to send now.
+    pub fn ready(&self, now: Instant) -> Vec<TopicPartition> {
+        self.queues
+            .iter()
+            .filter(|(tp, q)| {
+                let Some(first) = q.front() else { return false };
+                let due = self.drain_all
+                    || q.len() > 1
+                    || first.size >= self.batch_size
+                    || first.base_sequence.is_some()
+                    || now >= first.created + self.linger;
+                due && self.is_sendable(tp, now)
+            })
+            .map(|(tp, _)| tp.clone())
+            .collect()
+    }
+
+    /// When the next partition becomes ready by time alone (linger or
+    /// retry backoff expiring), if any.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.queues
+            .iter()
+            .filter_map(|(tp, q)| {
+                let first = q.front()?;
+                let immediate = self.drain_all
+                    || q.len() > 1
+                    || first.size >= self.batch_size
+                    || first.base_sequence.is_some();
+                let time_ready = if immediate {
+                    first.created
+                } else {
+                    first.created + self.linger
+                };
+                let mute = self.muted_until.get(tp).copied();
+                Some(mute.map_or(time_ready, |m| m.max(time_ready)))
+            })
+            .min()
+    }
+
+    /// Takes the first batch of `tp` for sending; counts it in flight.
+    pub fn drain(&mut self, tp: &TopicPartition) -> Option<ProducerBatch<D>> {
+        let q = self.queues.get_mut(tp)?;
+        let b = q.pop_front()?;
+        if q.is_empty() {
+            self.queues.remove(tp);
+        }
+        *self.in_flight.entry(tp.clone()).or_default() += 1;
+        Some(b)
+    }
+
+    /// A drained batch is no longer in flight (answered or failed).
+    pub fn complete(&mut self, tp: &TopicPartition) {
+        if let Some(n) = self.in_flight.get_mut(tp) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.in_flight.remove(tp);
+            }
+        }
+    }
+
+    /// Puts a batch back for a retry, at the front of its queue in sequence
+    /// order, and mutes the partition until `retry_at`.
+    pub fn reenqueue(&mut self, batch: ProducerBatch<D>, retry_at: Instant) {
+        let tp = batch.tp.clone();
+        self.complete(&tp);
+        self.muted_until.insert(tp.clone(), retry_at);
+        let q = self.queues.entry(tp).or_default();
+        let pos = q
+            .iter()
+            .position(|b| match (b.base_sequence, batch.base_sequence) {
+                (Some(s), Some(mine)) => s > mine,
+                (None, _) => true,
+                (Some(_), None) => false,
+            })
+            .unwrap_or(q.len());
+        q.insert(pos, batch);
+    }
+
+    /// Whether `tp` has a batch with a sequence below `seq` waiting for a
+    /// retry.
+    pub fn has_earlier_retry(&self, tp: &TopicPartition, seq: i32) -> bool {
+        self.queues
+            .get(tp)
+            .is_some_and(|q| q.iter().any(|b| b.base_sequence.is_some_and(|s| s < seq)))
+    }
+
+    /// Batches in flight for `tp`.
+    pub fn in_flight(&self, tp: &TopicPartition) -> usize {
+        self.in_flight.get(tp).copied().unwrap_or(0)
+    }
+
+    /// Nothing queued and nothing in flight.
+    pub fn is_empty(&self) -> bool {
+        self.queues.is_empty() && self.in_flight.is_empty()
+    }
+
+    /// Removes every queued (not in-flight) batch, e.g. on abort.
+    pub fn take_queued(&mut self) -> Vec<ProducerBatch<D>> {
+        let queues = std::mem::take(&mut self.queues);
+        self.muted_until.clear();
+        queues.into_values().flatten().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(n: usize) -> QueuedRecord<u32> {
+        QueuedRecord {
+            timestamp: 0,
+            key: None,
+            value: Some(Bytes::from(vec![0u8; n])),
+            headers: vec![],
+            delivery: 0,
+        }
+    }
+
+    fn tp(p: i32) -> TopicPartition {
+        TopicPartition {
+            topic: "t".into(),
+            partition: p,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn linger_and_batch_size_decide_readiness() {
+        let t0 = Instant::now();
+        let mut acc = Accumulator::new(Duration::from_millis(10), 400, 5);
+        acc.append(tp(0), rec(100), t0);
+        assert!(acc.ready(t0).is_empty(), "waits for linger");
+        assert_eq!(acc.next_deadline(), Some(t0 + Duration::from_millis(10)));
+        assert_eq!(acc.ready(t0 + Duration::from_millis(10)), vec![tp(0)]);
+        // Filling past batch.size opens a second batch: ready at once.
+        acc.append(tp(0), rec(100), t0);
+        acc.append(tp(0), rec(100), t0);
+        assert_eq!(acc.ready(t0), vec![tp(0)]);
+        let b = acc.drain(&tp(0)).unwrap();
+        assert_eq!(b.records.len(), 2);
+        acc.drain_all(true);
+        assert_eq!(acc.ready(t0), vec![tp(0)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_keep_their_sequence_and_go_first() {
+        let t0 = Instant::now();
+        let mut acc = Accumulator::new(Duration::ZERO, 200, 2);
+        for _ in 0..3 {
+            acc.append(tp(0), rec(150), t0);
+        }
+        let mut b1 = acc.drain(&tp(0)).unwrap();
+        b1.base_sequence = Some(0);
+        let mut b2 = acc.drain(&tp(0)).unwrap();
+        b2.base_sequence = Some(1);
+        assert!(acc.ready(t0).is_empty(), "max in flight reached");
+        // Both fail; the later one comes back first.
+        let later = t0 + Duration::from_millis(100);
+        acc.reenqueue(b2, later);
+        acc.reenqueue(b1, later);
+        assert!(acc.ready(t0).is_empty(), "muted by the retry backoff");
+        assert!(acc.has_earlier_retry(&tp(0), 1));
+        assert!(!acc.has_earlier_retry(&tp(0), 0));
+        let first = acc.drain(&tp(0)).unwrap();
+        assert_eq!(first.base_sequence, Some(0));
+        let second = acc.drain(&tp(0)).unwrap();
+        assert_eq!(second.base_sequence, Some(1));
+        let third = acc.drain(&tp(0));
+        assert!(third.is_some_and(|b| b.base_sequence.is_none()));
+    }
+}

@@ -1,0 +1,749 @@
+//! The producer: batching, partitioning, idempotence and transactions
+//! (including KIP-1289's staging of share acknowledgements).
+//!
+//! - [`partitioner`]: murmur2 placement of keyed records (Java-compatible),
+//!   sticky placement of unkeyed ones.
+//! - [`accumulator`]: per-partition batches, `linger.ms` / `batch.size`,
+//!   retries at the front with their original sequence.
+//! - `sender`: the background task that sends batches and handles
+//!   responses.
+//! - [`transaction`]: the transaction state machine and the fatal/abortable
+//!   table.
+//!
+//! [`Producer::send`] enqueues and returns a [`DeliveryFuture`] at once; the
+//! network is only touched by the background sender. With
+//! `enable.idempotence` (the default) the producer gets a producer id from
+//! InitProducerId and numbers each partition's batches; retries reuse the
+//! numbers, so the broker drops duplicates. With `transactional.id` the
+//! transactional API is available and uses transactions v2 (KIP-890):
+//! Produce v12 registers partitions implicitly, EndTxn v5 returns the
+//! bumped epoch used for the next transaction. Brokers that did not
+//! finalize `transaction.version >= 2` are refused at `init_transactions`
+//! with [`ClientError::UnsupportedVersion`] (no TV1 fallback).
+//!
+//! [`Producer::send_share_acknowledgements_to_transaction`] checks the
+//! arguments and the leaders' support for TxnShareAcknowledge (key 95)
+//! before anything is written, then sends one request per leader in the
+//! background; errors are recorded and surface at
+//! [`Producer::commit_transaction`].
+
+pub mod accumulator;
+pub mod partitioner;
+pub(crate) mod sender;
+pub mod transaction;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use kafka_protocol::messages::{EndTxnRequest, InitProducerIdRequest, ProducerId, TransactionalId};
+use kafka_protocol::protocol::StrBytes;
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use self::sender::{Command, Sender};
+use self::transaction::{TransactionManager, TxnState, is_fatal_code};
+use super::backoff::Backoff;
+use super::broker_connection::BrokerConnection;
+use super::config::{ConfigError, ProducerConfig};
+use super::error::ClientError;
+use super::metadata::Metadata;
+use crate::eos::{AcknowledgementBatch, ShareGroupMetadata, TopicIdPartition};
+use crate::protocol::ErrorCode;
+use crate::protocol::records::RecordHeader;
+use crate::protocol::txn_share_ack::{
+    TXN_SHARE_ACKNOWLEDGE_API_KEY, TxnShareAcknowledgePartition, TxnShareAcknowledgeRequest,
+    TxnShareAcknowledgeTopic,
+};
+
+pub use accumulator::TopicPartition;
+pub use transaction::TxnState as TransactionState;
+
+/// A failure of the producer.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProducerError {
+    /// A request failed (network, broker error code, unsupported API).
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The transactional API was used out of order or without a
+    /// `transactional.id`.
+    #[error("invalid transaction state: {0}")]
+    InvalidTxnState(String),
+    /// Share acknowledgements other than ACCEPT/REJECT were staged.
+    #[error("invalid record state: {0}")]
+    InvalidRecordState(String),
+    /// The transaction failed; abort it and start a new one.
+    #[error("transaction must be aborted: {0}")]
+    Abortable(Box<ProducerError>),
+    /// Records were not acknowledged within `delivery.timeout.ms`.
+    #[error("delivery timed out for {0}")]
+    DeliveryTimeout(String),
+    /// The producer was closed.
+    #[error("producer closed")]
+    Closed,
+}
+
+impl ProducerError {
+    /// Fatal: the producer cannot continue (fenced, unsupported version,
+    /// authorization failure). Decided by [`transaction::is_fatal_code`].
+    pub fn is_fatal(&self) -> bool {
+        match self {
+            ProducerError::Client(ClientError::UnsupportedVersion { .. }) => true,
+            ProducerError::Client(ClientError::Broker { code, .. }) => is_fatal_code(*code),
+            ProducerError::Abortable(_) => false,
+            _ => false,
+        }
+    }
+
+    /// Abortable: the current transaction must be aborted, the producer
+    /// stays usable.
+    pub fn is_abortable(&self) -> bool {
+        matches!(self, ProducerError::Abortable(_))
+    }
+
+    /// The broker error code inside, if any.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            ProducerError::Client(ClientError::Broker { code, .. }) => Some(*code),
+            ProducerError::Abortable(inner) => inner.code(),
+            _ => None,
+        }
+    }
+}
+
+/// A record to send.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProducerRecord {
+    /// Topic name.
+    pub topic: String,
+    /// Explicit partition; `None` lets the partitioner choose.
+    pub partition: Option<i32>,
+    /// Key.
+    pub key: Option<Bytes>,
+    /// Value.
+    pub value: Option<Bytes>,
+    /// Headers.
+    pub headers: Vec<RecordHeader>,
+    /// Create time in ms; `None` = now.
+    pub timestamp: Option<i64>,
+}
+
+impl ProducerRecord {
+    /// A record with a value only.
+    pub fn new(topic: impl Into<String>, value: impl Into<Bytes>) -> Self {
+        Self {
+            topic: topic.into(),
+            value: Some(value.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Sets the key.
+    pub fn with_key(mut self, key: impl Into<Bytes>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// Sets the partition.
+    pub fn with_partition(mut self, p: i32) -> Self {
+        self.partition = Some(p);
+        self
+    }
+}
+
+/// Where a record was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordMetadata {
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: i32,
+    /// Offset (-1 with `acks=0`).
+    pub offset: i64,
+    /// The record's timestamp (the broker's with LogAppendTime).
+    pub timestamp: i64,
+}
+
+/// Resolves when the record is acknowledged or failed.
+#[derive(Debug)]
+pub struct DeliveryFuture {
+    inner: Result<oneshot::Receiver<Result<RecordMetadata, ProducerError>>, Option<ProducerError>>,
+}
+
+impl Future for DeliveryFuture {
+    type Output = Result<RecordMetadata, ProducerError>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut self.inner {
+            Ok(rx) => Pin::new(rx)
+                .poll(cx)
+                .map(|r| r.unwrap_or(Err(ProducerError::Closed))),
+            Err(e) => Poll::Ready(Err(e.take().unwrap_or(ProducerError::Closed))),
+        }
+    }
+}
+
+/// Producer metrics (KIP-1289's share-ack-txn-send-rate and
+/// share-ack-txn-send-error-rate, as rates per second since creation, and
+/// their totals).
+#[derive(Debug)]
+pub struct ProducerMetrics {
+    created: std::time::Instant,
+    share_ack_txn_sends: AtomicU64,
+    share_ack_txn_send_errors: AtomicU64,
+}
+
+impl ProducerMetrics {
+    fn new() -> Self {
+        Self {
+            created: std::time::Instant::now(),
+            share_ack_txn_sends: AtomicU64::new(0),
+            share_ack_txn_send_errors: AtomicU64::new(0),
+        }
+    }
+
+    /// A metric by Kafka name: `share-ack-txn-send-rate`,
+    /// `share-ack-txn-send-error-rate`, `share-ack-txn-send-total`,
+    /// `share-ack-txn-send-error-total`.
+    pub fn get(&self, name: &str) -> Option<f64> {
+        let secs = self.created.elapsed().as_secs_f64().max(1e-3);
+        let sends = self.share_ack_txn_sends.load(Ordering::Relaxed) as f64;
+        let errors = self.share_ack_txn_send_errors.load(Ordering::Relaxed) as f64;
+        Some(match name {
+            "share-ack-txn-send-rate" => sends / secs,
+            "share-ack-txn-send-error-rate" => errors / secs,
+            "share-ack-txn-send-total" => sends,
+            "share-ack-txn-send-error-total" => errors,
+            _ => return None,
+        })
+    }
+}
+
+struct Inner {
+    config: ProducerConfig,
+    metadata: Arc<Metadata>,
+    commands: mpsc::UnboundedSender<Command>,
+    txn: Arc<Mutex<TransactionManager>>,
+    staging: Mutex<Vec<JoinHandle<()>>>,
+    coordinator: tokio::sync::Mutex<Option<Arc<BrokerConnection>>>,
+    metrics: ProducerMetrics,
+}
+
+/// A Kafka producer. Cheap to clone (shared handle).
+#[derive(Clone)]
+pub struct Producer {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Producer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer")
+            .field("transactional_id", &self.inner.config.transactional_id)
+            .finish()
+    }
+}
+
+const COORDINATOR_TYPE_TRANSACTION: i8 = 1;
+
+/// Acknowledgements bound for one leader.
+type StagedAcks = Vec<(TopicIdPartition, Vec<AcknowledgementBatch>)>;
+
+impl Producer {
+    /// Starts a producer over TCP. An idempotent, non-transactional producer
+    /// gets its producer id here; a transactional one in
+    /// [`Producer::init_transactions`].
+    pub async fn new(config: ProducerConfig) -> Result<Self, ProducerError> {
+        let metadata = Arc::new(
+            Metadata::new(config.bootstrap_servers.clone(), config.connection.clone())
+                .with_retry_backoff(config.retry_backoff),
+        );
+        Self::with_metadata(config, metadata).await
+    }
+
+    /// Starts a producer over an existing metadata cache (shared pool).
+    pub async fn with_metadata(
+        config: ProducerConfig,
+        metadata: Arc<Metadata>,
+    ) -> Result<Self, ProducerError> {
+        let txn = Arc::new(Mutex::new(TransactionManager::new(
+            config.transactional_id.clone(),
+        )));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let sender = Sender::new(config.clone(), metadata.clone(), txn.clone());
+        tokio::spawn(sender.run(rx));
+        let p = Producer {
+            inner: Arc::new(Inner {
+                config,
+                metadata,
+                commands: tx,
+                txn,
+                staging: Mutex::new(Vec::new()),
+                coordinator: tokio::sync::Mutex::new(None),
+                metrics: ProducerMetrics::new(),
+            }),
+        };
+        if p.inner.config.enable_idempotence && p.inner.config.transactional_id.is_none() {
+            let req = InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(-1)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1);
+            let resp = p.inner.metadata.send_any(&req).await?;
+            ClientError::check("InitProducerId", resp.error_code, None)?;
+            p.set_producer(resp.producer_id.0, resp.producer_epoch);
+        }
+        Ok(p)
+    }
+
+    fn set_producer(&self, id: i64, epoch: i16) {
+        self.inner.txn.lock().set_producer(id, epoch);
+        let _ = self.inner.commands.send(Command::SetProducer(id, epoch));
+    }
+
+    /// The metadata cache.
+    pub fn metadata(&self) -> &Arc<Metadata> {
+        &self.inner.metadata
+    }
+
+    /// Metrics.
+    pub fn metrics(&self) -> &ProducerMetrics {
+        &self.inner.metrics
+    }
+
+    /// The producer id and epoch in use.
+    pub fn producer_id_and_epoch(&self) -> (i64, i16) {
+        self.inner.txn.lock().producer_id_and_epoch()
+    }
+
+    /// The transaction state.
+    pub fn transaction_state(&self) -> TxnState {
+        self.inner.txn.lock().state()
+    }
+
+    /// Enqueues a record; the future resolves with its offset. Never waits
+    /// for the network. In a transactional producer a transaction must be
+    /// open.
+    pub fn send(&self, record: ProducerRecord) -> DeliveryFuture {
+        if let Err(e) = self.inner.txn.lock().check_send() {
+            return DeliveryFuture {
+                inner: Err(Some(e)),
+            };
+        }
+        let (tx, rx) = oneshot::channel();
+        if self.inner.commands.send(Command::Send(record, tx)).is_err() {
+            return DeliveryFuture {
+                inner: Err(Some(ProducerError::Closed)),
+            };
+        }
+        DeliveryFuture { inner: Ok(rx) }
+    }
+
+    /// Sends everything enqueued so far and waits until each record is
+    /// acknowledged or failed.
+    pub async fn flush(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.inner.commands.send(Command::Flush(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    /// Flushes and stops the background sender.
+    pub async fn close(self) {
+        self.flush().await;
+        for h in self.inner.staging.lock().drain(..) {
+            h.abort();
+        }
+    }
+
+    async fn coordinator(&self, refresh: bool) -> Result<Arc<BrokerConnection>, ProducerError> {
+        let mut c = self.inner.coordinator.lock().await;
+        if refresh || c.is_none() {
+            let id = self
+                .inner
+                .config
+                .transactional_id
+                .clone()
+                .unwrap_or_default();
+            let b = self
+                .inner
+                .metadata
+                .find_coordinator(
+                    COORDINATOR_TYPE_TRANSACTION,
+                    &id,
+                    self.inner.config.max_block,
+                )
+                .await?;
+            *c = Some(b);
+        }
+        Ok(c.clone().expect("set above"))
+    }
+
+    /// Sends `make()` to the transaction coordinator, retrying
+    /// CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS and network
+    /// failures with backoff, and rediscovering the coordinator on
+    /// NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE, until
+    /// `transaction.timeout.ms`.
+    async fn coordinator_call<T>(
+        &self,
+        api: &'static str,
+        mut attempt: impl AsyncFnMut(Arc<BrokerConnection>) -> Result<T, ClientError>,
+    ) -> Result<T, ProducerError> {
+        let deadline = Instant::now() + self.inner.config.transaction_timeout;
+        let mut backoff = Backoff::new(self.inner.config.retry_backoff);
+        let mut refresh = false;
+        loop {
+            let coord = self.coordinator(refresh).await?;
+            match attempt(coord).await {
+                Ok(t) => return Ok(t),
+                Err(e) if retry_at_coordinator(&e) && Instant::now() < deadline => {
+                    refresh = e.invalidates_metadata();
+                    tracing::debug!(api, error = %e, "retrying transaction coordinator request");
+                    tokio::time::sleep(backoff.next_delay()).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// InitProducerId with the `transactional.id`: fences older producers
+    /// with the same id and completes their open transaction.
+    pub async fn init_transactions(&self) -> Result<(), ProducerError> {
+        self.inner.txn.lock().begin_init()?;
+        let coord = self.coordinator(false).await?;
+        let conn = coord.connection().await?;
+        let tv = conn
+            .versions()
+            .finalized_feature("transaction.version")
+            .unwrap_or(0);
+        if tv < 2 {
+            return Err(ClientError::UnsupportedVersion {
+                api_key: 26,
+                api_name: "EndTxn",
+                detail: format!(
+                    "the broker finalized transaction.version={tv}; this client needs transactions v2"
+                ),
+            }
+            .into());
+        }
+        let tid = self
+            .inner
+            .config
+            .transactional_id
+            .clone()
+            .unwrap_or_default();
+        let timeout_ms = self.inner.config.transaction_timeout.as_millis() as i32;
+        let resp = self
+            .coordinator_call("InitProducerId", async |c: Arc<BrokerConnection>| {
+                let req = InitProducerIdRequest::default()
+                    .with_transactional_id(Some(TransactionalId(StrBytes::from_string(
+                        tid.clone(),
+                    ))))
+                    .with_transaction_timeout_ms(timeout_ms)
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1);
+                let r = c.send(&req).await?;
+                ClientError::check("InitProducerId", r.error_code, None)?;
+                Ok(r)
+            })
+            .await;
+        match resp {
+            Ok(r) => {
+                self.set_producer(r.producer_id.0, r.producer_epoch);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Opens a transaction (no request is sent).
+    pub fn begin_transaction(&self) -> Result<(), ProducerError> {
+        self.inner.txn.lock().begin()
+    }
+
+    /// Stages share acknowledgements in the open transaction (KIP-1289).
+    ///
+    /// Checks first, before any byte is written: a transaction is open on a
+    /// transactional producer; every type is ACCEPT or REJECT (else
+    /// [`ProducerError::InvalidRecordState`]); each partition's leader
+    /// supports TxnShareAcknowledge (else the fatal
+    /// [`ClientError::UnsupportedVersion`]). Then one request per leader is
+    /// sent in the background; this returns once they are enqueued. Their
+    /// errors surface at [`Producer::commit_transaction`].
+    pub async fn send_share_acknowledgements_to_transaction(
+        &self,
+        acknowledgements: BTreeMap<TopicIdPartition, Vec<AcknowledgementBatch>>,
+        group_metadata: &ShareGroupMetadata,
+    ) -> Result<(), ProducerError> {
+        {
+            let t = self.inner.txn.lock();
+            if t.transactional_id().is_none() {
+                return Err(ProducerError::InvalidTxnState(
+                    "send_share_acknowledgements_to_transaction needs a transactional.id".into(),
+                ));
+            }
+            if t.state() != TxnState::InTransaction {
+                return Err(ProducerError::InvalidTxnState(format!(
+                    "send_share_acknowledgements_to_transaction called in state {:?}",
+                    t.state()
+                )));
+            }
+        }
+        for (tp, batches) in &acknowledgements {
+            for b in batches {
+                if let Some(bad) = b.acknowledge_types.iter().find(|t| !t.is_transactional()) {
+                    return Err(ProducerError::InvalidRecordState(format!(
+                        "{tp}: acknowledge type {bad:?} at offsets {}..={} cannot be staged in a transaction (only ACCEPT and REJECT)",
+                        b.first_offset, b.last_offset
+                    )));
+                }
+            }
+        }
+        // Group by current leader.
+        let mut by_leader: BTreeMap<i32, (Arc<BrokerConnection>, StagedAcks)> = BTreeMap::new();
+        for (tp, batches) in acknowledgements {
+            if batches.is_empty() {
+                continue;
+            }
+            self.inner
+                .metadata
+                .wait_for_topic(&tp.topic, self.inner.config.max_block)
+                .await?;
+            let leader = self
+                .inner
+                .metadata
+                .leader(&tp.topic, tp.partition)
+                .ok_or_else(|| ClientError::Broker {
+                    api: "TxnShareAcknowledge",
+                    code: ErrorCode::LEADER_NOT_AVAILABLE,
+                    message: Some(tp.to_string()),
+                })?;
+            by_leader
+                .entry(leader.node_id())
+                .or_insert_with(|| (leader, Vec::new()))
+                .1
+                .push((tp, batches));
+        }
+        for (conn, _) in by_leader.values() {
+            let c = conn.connection().await?;
+            if let Err(e) = c.versions().version_for(TXN_SHARE_ACKNOWLEDGE_API_KEY) {
+                let err = ProducerError::Client(e.into());
+                self.inner.txn.lock().record_error(err.clone());
+                return Err(err);
+            }
+        }
+        let (pid, epoch) = {
+            let mut t = self.inner.txn.lock();
+            t.check_send()?;
+            t.producer_id_and_epoch()
+        };
+        for (_, (conn, parts)) in by_leader {
+            let mut topics: Vec<TxnShareAcknowledgeTopic> = Vec::new();
+            for (tp, batches) in parts {
+                let p = TxnShareAcknowledgePartition {
+                    partition_index: tp.partition,
+                    acknowledgement_batches: batches.iter().map(|b| b.to_wire()).collect(),
+                };
+                match topics.iter_mut().find(|t| t.topic_id == tp.topic_id) {
+                    Some(t) => t.partitions.push(p),
+                    None => topics.push(TxnShareAcknowledgeTopic {
+                        topic_id: tp.topic_id,
+                        partitions: vec![p],
+                    }),
+                }
+            }
+            let req = TxnShareAcknowledgeRequest {
+                transactional_id: self.inner.config.transactional_id.clone(),
+                group_id: Some(group_metadata.group_id().to_string()),
+                producer_id: pid,
+                producer_epoch: epoch,
+                member_id: Some(group_metadata.member_id().to_string()),
+                member_epoch: group_metadata.member_epoch(),
+                topics,
+            };
+            let inner = self.inner.clone();
+            let handle = tokio::spawn(async move {
+                inner
+                    .metrics
+                    .share_ack_txn_sends
+                    .fetch_add(1, Ordering::Relaxed);
+                let outcome = match conn.send(&req).await {
+                    Err(e) => Some(ProducerError::Client(e)),
+                    Ok(resp) => {
+                        let top = ClientError::check("TxnShareAcknowledge", resp.error_code, None);
+                        let part = resp
+                            .responses
+                            .iter()
+                            .flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, p)))
+                            .find(|(_, p)| p.error_code != 0)
+                            .map(|(id, p)| ClientError::Broker {
+                                api: "TxnShareAcknowledge",
+                                code: ErrorCode(p.error_code),
+                                message: Some(format!(
+                                    "topic id {id} partition {}{}",
+                                    p.partition_index,
+                                    p.error_message
+                                        .as_ref()
+                                        .map(|m| format!(": {m}"))
+                                        .unwrap_or_default()
+                                )),
+                            });
+                        top.err().or(part).map(ProducerError::Client)
+                    }
+                };
+                if let Some(e) = outcome {
+                    inner
+                        .metrics
+                        .share_ack_txn_send_errors
+                        .fetch_add(1, Ordering::Relaxed);
+                    if e.invalidates_metadata_hint() {
+                        for t in &req.topics {
+                            if let Some(m) = inner.metadata.cluster().topic_by_id(t.topic_id) {
+                                inner.metadata.invalidate(&m.name);
+                            }
+                        }
+                    }
+                    inner.txn.lock().record_error(e);
+                }
+            });
+            self.inner.staging.lock().push(handle);
+        }
+        Ok(())
+    }
+
+    async fn wait_outstanding(&self) {
+        self.flush().await;
+        let handles: Vec<JoinHandle<()>> = self.inner.staging.lock().drain(..).collect();
+        for h in handles {
+            let _ = h.await;
+        }
+    }
+
+    /// Commits: waits for every outstanding send and staging request, fails
+    /// with their first error (abortable or fatal), then sends EndTxn v5
+    /// (commit) and adopts the bumped epoch it returns.
+    pub async fn commit_transaction(&self) -> Result<(), ProducerError> {
+        self.inner.txn.lock().begin_commit()?;
+        self.wait_outstanding().await;
+        if let Some(e) = self.inner.txn.lock().commit_blocked() {
+            return Err(e);
+        }
+        self.end_transaction(true).await
+    }
+
+    /// Aborts: unsent records fail, in-flight ones and staging requests are
+    /// awaited, then EndTxn v5 (abort).
+    pub async fn abort_transaction(&self) -> Result<(), ProducerError> {
+        self.inner.txn.lock().begin_abort()?;
+        let (tx, rx) = oneshot::channel();
+        let aborted = ProducerError::Abortable(Box::new(ProducerError::InvalidTxnState(
+            "the transaction was aborted".into(),
+        )));
+        if self
+            .inner
+            .commands
+            .send(Command::FailQueued(aborted, tx))
+            .is_ok()
+        {
+            let _ = rx.await;
+        }
+        self.wait_outstanding().await;
+        self.end_transaction(false).await
+    }
+
+    async fn end_transaction(&self, committed: bool) -> Result<(), ProducerError> {
+        let (has_work, (pid, epoch)) = {
+            let t = self.inner.txn.lock();
+            (t.has_work(), t.producer_id_and_epoch())
+        };
+        if !has_work {
+            self.inner.txn.lock().set_producer(pid, epoch);
+            return Ok(());
+        }
+        let tid = self
+            .inner
+            .config
+            .transactional_id
+            .clone()
+            .unwrap_or_default();
+        let result = self
+            .coordinator_call("EndTxn", async |c: Arc<BrokerConnection>| {
+                let req = EndTxnRequest::default()
+                    .with_transactional_id(TransactionalId(StrBytes::from_string(tid.clone())))
+                    .with_producer_id(ProducerId(pid))
+                    .with_producer_epoch(epoch)
+                    .with_committed(committed);
+                let r = c.connection().await?.send_with_version(&req, 5).await?;
+                ClientError::check("EndTxn", r.error_code, None)?;
+                Ok(r)
+            })
+            .await;
+        match result {
+            Ok(r) => {
+                let (id, ep) = if r.producer_id.0 >= 0 {
+                    (r.producer_id.0, r.producer_epoch)
+                } else {
+                    (pid, epoch)
+                };
+                self.set_producer(id, ep);
+                Ok(())
+            }
+            Err(e) => {
+                let e = match e {
+                    ProducerError::Client(ClientError::Broker {
+                        code: ErrorCode::INVALID_PRODUCER_EPOCH,
+                        api,
+                        message,
+                    }) => ProducerError::Client(ClientError::Broker {
+                        api,
+                        code: ErrorCode::PRODUCER_FENCED,
+                        message,
+                    }),
+                    e => e,
+                };
+                self.inner.txn.lock().end_failed(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ProducerConfig {
+        &self.inner.config
+    }
+}
+
+/// Whether a coordinator request is retried: the retriable errors of the
+/// error table, plus CONCURRENT_TRANSACTIONS, which Kafka does not flag
+/// retriable but its producer retries (the previous transaction is still
+/// completing).
+fn retry_at_coordinator(e: &ClientError) -> bool {
+    e.is_retriable()
+        || matches!(
+            e,
+            ClientError::Broker {
+                code: ErrorCode::CONCURRENT_TRANSACTIONS,
+                ..
+            }
+        )
+}
+
+impl ProducerError {
+    fn invalidates_metadata_hint(&self) -> bool {
+        match self {
+            ProducerError::Client(c) => c.invalidates_metadata(),
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,582 @@
+//! The sender: one background task per producer that owns the
+//! [`Accumulator`], places records, builds Produce requests and handles
+//! their responses.
+//!
+//! Commands arrive in call order on an unbounded channel, so `send` never
+//! waits for the network and records of one caller keep their order. The
+//! loop sleeps until a command, a response, or the next linger/backoff
+//! deadline.
+//!
+//! Requests to one broker go through that broker's dispatcher task, which
+//! hands them to the connection in order (the connection keeps wire order
+//! and pipelines up to `max.in.flight.requests.per.connection`), so batches
+//! of one partition reach the leader in sequence order.
+//!
+//! Response handling per partition:
+//! - success (or DUPLICATE_SEQUENCE_NUMBER, a retry of a batch already
+//!   written): the records' futures get their offsets;
+//! - retriable errors, per [`ClientError::is_retriable`]: the batch goes back
+//!   to the front of its queue with its sequence unchanged, after the retry
+//!   backoff, until `delivery.timeout.ms`; metadata-invalidating errors mark
+//!   the topic stale first;
+//! - OUT_OF_ORDER_SEQUENCE_NUMBER while an earlier batch of the partition
+//!   is itself being retried is the expected consequence of that retry and
+//!   is retried too; otherwise it fails the batch (sequence chain broken);
+//! - anything else fails the batch, and is reported to the transaction
+//!   manager (fatal or abortable).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::FuturesOrdered;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName, TransactionalId};
+use kafka_protocol::protocol::StrBytes;
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::accumulator::{Accumulator, ProducerBatch, QueuedRecord, TopicPartition};
+use super::partitioner::{StickyPartitioner, partition_for_key};
+use super::transaction::TransactionManager;
+use super::{ProducerError, ProducerRecord, RecordMetadata};
+use crate::client::backoff::Backoff;
+use crate::client::broker_connection::BrokerConnection;
+use crate::client::config::{Acks, ProducerConfig};
+use crate::client::error::ClientError;
+use crate::client::metadata::Metadata;
+use crate::protocol::ErrorCode;
+use crate::protocol::records::{BatchSpec, Record, encode_batch};
+
+/// Where a record's outcome goes.
+pub(crate) type Delivery = oneshot::Sender<Result<RecordMetadata, ProducerError>>;
+
+/// What the producer asks of its sender.
+pub(crate) enum Command {
+    Send(ProducerRecord, Delivery),
+    /// Answered once everything enqueued before is delivered or failed.
+    Flush(oneshot::Sender<()>),
+    /// A new producer id/epoch: sequences restart at 0.
+    SetProducer(i64, i16),
+    /// Fail every batch not yet sent (transaction abort).
+    FailQueued(ProducerError, oneshot::Sender<()>),
+}
+
+struct Completion {
+    batches: Vec<ProducerBatch<Delivery>>,
+    result: Result<Option<ProduceResponse>, ClientError>,
+}
+
+/// A partition's answer: error code, base offset, log append time, message.
+type PartitionOutcome = (i16, i64, i64, Option<String>);
+
+struct Job {
+    req: ProduceRequest,
+    acks: Acks,
+    batches: Vec<ProducerBatch<Delivery>>,
+}
+
+pub(crate) struct Sender {
+    config: ProducerConfig,
+    metadata: Arc<Metadata>,
+    txn: Arc<Mutex<TransactionManager>>,
+    acc: Accumulator<Delivery>,
+    partitioner: StickyPartitioner,
+    next_sequence: HashMap<TopicPartition, i32>,
+    /// Base sequences of the batches in flight, per partition.
+    in_flight_sequences: HashMap<TopicPartition, std::collections::BTreeSet<i32>>,
+    producer: (i64, i16),
+    dispatchers: HashMap<i32, mpsc::UnboundedSender<Job>>,
+    done_tx: mpsc::UnboundedSender<Completion>,
+    done_rx: mpsc::UnboundedReceiver<Completion>,
+    flushes: Vec<oneshot::Sender<()>>,
+    backoff: Backoff,
+}
+
+impl Sender {
+    pub(crate) fn new(
+        config: ProducerConfig,
+        metadata: Arc<Metadata>,
+        txn: Arc<Mutex<TransactionManager>>,
+    ) -> Self {
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let max_in_flight = if config.enable_idempotence {
+            config.max_in_flight_per_partition
+        } else {
+            config.connection.max_in_flight_requests
+        };
+        Self {
+            acc: Accumulator::new(config.linger, config.batch_size, max_in_flight),
+            backoff: Backoff::new(config.retry_backoff),
+            config,
+            metadata,
+            txn,
+            partitioner: StickyPartitioner::new(),
+            next_sequence: HashMap::new(),
+            in_flight_sequences: HashMap::new(),
+            producer: (-1, -1),
+            dispatchers: HashMap::new(),
+            done_tx,
+            done_rx,
+            flushes: Vec::new(),
+        }
+    }
+
+    pub(crate) async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
+        let mut open = true;
+        loop {
+            self.dispatch_ready();
+            if self.acc.is_empty() {
+                self.acc.drain_all(false);
+                for f in self.flushes.drain(..) {
+                    let _ = f.send(());
+                }
+                if !open {
+                    return;
+                }
+            }
+            let deadline = self.acc.next_deadline();
+            tokio::select! {
+                cmd = commands.recv(), if open => match cmd {
+                    Some(c) => self.handle_command(c).await,
+                    None => { open = false; self.acc.drain_all(true); }
+                },
+                Some(done) = self.done_rx.recv() => self.handle_completion(done),
+                _ = sleep_until_opt(deadline) => {}
+            }
+        }
+    }
+
+    async fn handle_command(&mut self, cmd: Command) {
+        match cmd {
+            Command::Send(record, delivery) => self.enqueue(record, delivery).await,
+            Command::Flush(done) => {
+                self.acc.drain_all(true);
+                self.flushes.push(done);
+            }
+            Command::SetProducer(id, epoch) => {
+                self.producer = (id, epoch);
+                self.next_sequence.clear();
+            }
+            Command::FailQueued(err, done) => {
+                for b in self.acc.take_queued() {
+                    fail_batch(b, &err);
+                }
+                self.acc.drain_all(true);
+                self.flushes.push(done);
+            }
+        }
+    }
+
+    async fn enqueue(&mut self, r: ProducerRecord, delivery: Delivery) {
+        let topic = match self.metadata.topic(&r.topic) {
+            Some(t) if t.error.is_ok() && !t.partitions.is_empty() => t,
+            _ => match self
+                .metadata
+                .wait_for_topic(&r.topic, self.config.max_block)
+                .await
+            {
+                Ok(t) => t,
+                Err(e) => {
+                    let _ = delivery.send(Err(ProducerError::Client(e)));
+                    return;
+                }
+            },
+        };
+        let n = topic.partition_count();
+        let partition = match r.partition {
+            Some(p) if p < 0 || p >= n => {
+                let _ = delivery.send(Err(ProducerError::Client(ClientError::Broker {
+                    api: "Produce",
+                    code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                    message: Some(format!("partition {p} of {} (has {n})", r.topic)),
+                })));
+                return;
+            }
+            Some(p) => p,
+            None => match (&r.key, self.config.partitioner_ignore_keys) {
+                (Some(k), false) => partition_for_key(k, n),
+                _ => {
+                    let size = super::accumulator::record_size(
+                        r.key.as_ref(),
+                        r.value.as_ref(),
+                        &r.headers,
+                    );
+                    self.partitioner.partition(
+                        &r.topic,
+                        n,
+                        &topic.available_partitions(),
+                        size,
+                        self.config.batch_size,
+                        rand::random(),
+                    )
+                }
+            },
+        };
+        let timestamp = r.timestamp.unwrap_or_else(now_ms);
+        self.acc.append(
+            TopicPartition {
+                topic: r.topic,
+                partition,
+            },
+            QueuedRecord {
+                timestamp,
+                key: r.key,
+                value: r.value,
+                headers: r.headers,
+                delivery,
+            },
+            Instant::now(),
+        );
+    }
+
+    fn dispatch_ready(&mut self) {
+        let now = Instant::now();
+        let ready = self.acc.ready(now);
+        if ready.is_empty() {
+            return;
+        }
+        let mut by_leader: HashMap<i32, (Arc<BrokerConnection>, Vec<ProducerBatch<Delivery>>)> =
+            HashMap::new();
+        for tp in ready {
+            let leader = if self.metadata.is_stale(&tp.topic) {
+                None
+            } else {
+                self.metadata.leader(&tp.topic, tp.partition)
+            };
+            let Some(leader) = leader else {
+                // Stale or leaderless: refresh in the background, retry the
+                // batch after the backoff.
+                self.metadata.invalidate(&tp.topic);
+                let m = self.metadata.clone();
+                let topic = tp.topic.clone();
+                tokio::spawn(async move {
+                    let _ = m.refresh(&[topic.as_str()]).await;
+                });
+                if let Some(b) = self.acc.drain(&tp) {
+                    if now >= b.created + self.config.delivery_timeout {
+                        self.acc.complete(&b.tp);
+                        let err = ProducerError::DeliveryTimeout(b.tp.to_string());
+                        self.txn.lock().record_error(err.clone());
+                        fail_batch(b, &err);
+                    } else {
+                        let at = now + self.backoff.next_delay();
+                        self.acc.reenqueue(b, at);
+                    }
+                }
+                continue;
+            };
+            let Some(mut batch) = self.acc.drain(&tp) else {
+                continue;
+            };
+            if self.config.enable_idempotence && batch.base_sequence.is_none() {
+                let seq = self.next_sequence.entry(tp.clone()).or_insert(0);
+                batch.base_sequence = Some(*seq);
+                batch.producer = Some(self.producer);
+                *seq = seq.wrapping_add(batch.records.len() as i32) & i32::MAX;
+            }
+            batch.attempts += 1;
+            if let Some(seq) = batch.base_sequence {
+                self.in_flight_sequences
+                    .entry(tp.clone())
+                    .or_default()
+                    .insert(seq);
+            }
+            by_leader
+                .entry(leader.node_id())
+                .or_insert_with(|| (leader.clone(), Vec::new()))
+                .1
+                .push(batch);
+        }
+        for (node, (conn, batches)) in by_leader {
+            let req = match self.build_request(&batches) {
+                Ok(r) => r,
+                Err(e) => {
+                    for b in batches {
+                        self.acc.complete(&b.tp);
+                        fail_batch(b, &e);
+                    }
+                    continue;
+                }
+            };
+            let job = Job {
+                req,
+                acks: self.config.acks,
+                batches,
+            };
+            let tx = self.dispatcher(node, conn);
+            if let Err(mpsc::error::SendError(job)) = tx.send(job) {
+                self.dispatchers.remove(&node);
+                let _ = self.done_tx.send(Completion {
+                    batches: job.batches,
+                    result: Err(ClientError::Closed),
+                });
+            }
+        }
+    }
+
+    fn build_request(
+        &self,
+        batches: &[ProducerBatch<Delivery>],
+    ) -> Result<ProduceRequest, ProducerError> {
+        let transactional_id = self
+            .txn
+            .lock()
+            .transactional_id()
+            .map(|t| TransactionalId(StrBytes::from_string(t.to_string())));
+        let mut topics: Vec<TopicProduceData> = Vec::new();
+        for b in batches {
+            let (pid, epoch) = b.producer.unwrap_or((-1, -1));
+            let spec = BatchSpec {
+                producer_id: pid,
+                producer_epoch: epoch,
+                base_sequence: b.base_sequence.unwrap_or(-1),
+                transactional: transactional_id.is_some(),
+                compression: self.config.compression,
+                ..BatchSpec::default()
+            };
+            let records: Vec<Record> = b
+                .records
+                .iter()
+                .enumerate()
+                .map(|(i, r)| Record {
+                    offset_delta: i as i32,
+                    timestamp: r.timestamp,
+                    key: r.key.clone(),
+                    value: r.value.clone(),
+                    headers: r.headers.clone(),
+                })
+                .collect();
+            let bytes: Bytes = encode_batch(&spec, &records)
+                .map_err(|e| ProducerError::Client(ClientError::Protocol(e)))?;
+            let topic_id = self
+                .metadata
+                .topic(&b.tp.topic)
+                .map(|t| t.topic_id)
+                .unwrap_or_default();
+            let pd = PartitionProduceData::default()
+                .with_index(b.tp.partition)
+                .with_records(Some(bytes));
+            match topics.iter_mut().find(|t| t.name.0.as_str() == b.tp.topic) {
+                Some(t) => t.partition_data.push(pd),
+                None => topics.push(
+                    TopicProduceData::default()
+                        .with_name(TopicName(StrBytes::from_string(b.tp.topic.clone())))
+                        .with_topic_id(topic_id)
+                        .with_partition_data(vec![pd]),
+                ),
+            }
+        }
+        Ok(ProduceRequest::default()
+            .with_transactional_id(transactional_id)
+            .with_acks(self.config.acks.wire())
+            .with_timeout_ms(self.config.connection.request_timeout.as_millis() as i32)
+            .with_topic_data(topics))
+    }
+
+    fn dispatcher(&mut self, node: i32, conn: Arc<BrokerConnection>) -> mpsc::UnboundedSender<Job> {
+        if let Some(tx) = self.dispatchers.get(&node)
+            && !tx.is_closed()
+        {
+            return tx.clone();
+        }
+        let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
+        let done = self.done_tx.clone();
+        tokio::spawn(async move {
+            type Fut = std::pin::Pin<Box<dyn std::future::Future<Output = Completion> + Send>>;
+            let mut pending: FuturesOrdered<Fut> = FuturesOrdered::new();
+            loop {
+                tokio::select! {
+                    job = rx.recv() => {
+                        let Some(job) = job else { break };
+                        let c = conn.connection().await;
+                        let fut: Fut = Box::pin(async move {
+                            let result = match c {
+                                Err(e) => Err(e),
+                                Ok(c) if job.acks == Acks::None => {
+                                    c.send_no_response(&job.req).await.map(|()| None)
+                                }
+                                Ok(c) => c.send(&job.req).await.map(Some),
+                            };
+                            Completion { batches: job.batches, result }
+                        });
+                        pending.push_back(fut);
+                    }
+                    Some(c) = pending.next(), if !pending.is_empty() => {
+                        if done.send(c).is_err() { break; }
+                    }
+                }
+            }
+            while let Some(c) = pending.next().await {
+                let _ = done.send(c);
+            }
+        });
+        self.dispatchers.insert(node, tx.clone());
+        tx
+    }
+
+    fn handle_completion(&mut self, done: Completion) {
+        let now = Instant::now();
+        for b in &done.batches {
+            if let (Some(seq), Some(set)) =
+                (b.base_sequence, self.in_flight_sequences.get_mut(&b.tp))
+            {
+                set.remove(&seq);
+            }
+        }
+        match done.result {
+            Err(e) => {
+                for b in done.batches {
+                    self.metadata.invalidate(&b.tp.topic);
+                    let err = ProducerError::Client(e.clone());
+                    self.retry_or_fail(b, e.is_retriable(), err, now);
+                }
+            }
+            Ok(None) => {
+                for b in done.batches {
+                    self.acc.complete(&b.tp);
+                    succeed_batch(b, -1, -1);
+                }
+            }
+            Ok(Some(resp)) => {
+                let mut results: HashMap<(String, i32), PartitionOutcome> = HashMap::new();
+                for t in &resp.responses {
+                    let name = if t.name.0.is_empty() {
+                        self.metadata
+                            .cluster()
+                            .topic_by_id(t.topic_id)
+                            .map(|m| m.name.clone())
+                            .unwrap_or_default()
+                    } else {
+                        t.name.0.to_string()
+                    };
+                    for p in &t.partition_responses {
+                        results.insert(
+                            (name.clone(), p.index),
+                            (
+                                p.error_code,
+                                p.base_offset,
+                                p.log_append_time_ms,
+                                p.error_message.as_ref().map(|m| m.to_string()),
+                            ),
+                        );
+                    }
+                }
+                for b in done.batches {
+                    let key = (b.tp.topic.clone(), b.tp.partition);
+                    let (code, base, append_ms, msg) = results.remove(&key).unwrap_or((
+                        ErrorCode::UNKNOWN_SERVER_ERROR.0,
+                        -1,
+                        -1,
+                        None,
+                    ));
+                    self.handle_partition(b, ErrorCode(code), base, append_ms, msg, now);
+                }
+            }
+        }
+    }
+
+    fn handle_partition(
+        &mut self,
+        b: ProducerBatch<Delivery>,
+        code: ErrorCode,
+        base_offset: i64,
+        log_append_ms: i64,
+        message: Option<String>,
+        now: Instant,
+    ) {
+        if code.is_ok() || code == ErrorCode::DUPLICATE_SEQUENCE_NUMBER {
+            self.backoff.reset();
+            self.acc.complete(&b.tp);
+            succeed_batch(b, base_offset, log_append_ms);
+            return;
+        }
+        let err = ClientError::Broker {
+            api: "Produce",
+            code,
+            message,
+        };
+        if err.invalidates_metadata() {
+            self.metadata.invalidate(&b.tp.topic);
+        }
+        let retriable = if code == ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER {
+            // Safe to retry only when a batch with an earlier sequence of the
+            // same partition is itself still in flight or queued for retry:
+            // the broker refused this one because that one is missing.
+            b.base_sequence.is_some_and(|s| {
+                self.acc.has_earlier_retry(&b.tp, s)
+                    || self
+                        .in_flight_sequences
+                        .get(&b.tp)
+                        .is_some_and(|set| set.range(..s).next().is_some())
+            })
+        } else {
+            err.is_retriable()
+        };
+        self.retry_or_fail(b, retriable, ProducerError::Client(err), now);
+    }
+
+    fn retry_or_fail(
+        &mut self,
+        b: ProducerBatch<Delivery>,
+        retriable: bool,
+        err: ProducerError,
+        now: Instant,
+    ) {
+        let expired = now >= b.created + self.config.delivery_timeout;
+        if retriable && !expired && b.attempts <= self.config.retries {
+            let at = now + self.backoff.next_delay();
+            self.acc.reenqueue(b, at);
+            return;
+        }
+        self.acc.complete(&b.tp);
+        let err = if retriable && expired {
+            ProducerError::DeliveryTimeout(b.tp.to_string())
+        } else {
+            err
+        };
+        self.txn.lock().record_error(err.clone());
+        fail_batch(b, &err);
+    }
+}
+
+fn succeed_batch(b: ProducerBatch<Delivery>, base_offset: i64, log_append_ms: i64) {
+    for (i, r) in b.records.into_iter().enumerate() {
+        let _ = r.delivery.send(Ok(RecordMetadata {
+            topic: b.tp.topic.clone(),
+            partition: b.tp.partition,
+            offset: if base_offset >= 0 {
+                base_offset + i as i64
+            } else {
+                -1
+            },
+            timestamp: if log_append_ms >= 0 {
+                log_append_ms
+            } else {
+                r.timestamp
+            },
+        }));
+    }
+}
+
+fn fail_batch(b: ProducerBatch<Delivery>, err: &ProducerError) {
+    for r in b.records {
+        let _ = r.delivery.send(Err(err.clone()));
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => futures::future::pending().await,
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

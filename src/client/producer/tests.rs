@@ -1,0 +1,381 @@
+//! The producer against a scripted broker: retries keep their sequence and
+//! refresh metadata; staged share acknowledgements go to the leader in the
+//! background and their errors surface at commit.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::end_txn_response::EndTxnResponse;
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, EndTxnRequest, FindCoordinatorRequest, FindCoordinatorResponse,
+    InitProducerIdRequest, InitProducerIdResponse, MetadataRequest, MetadataResponse,
+    ProduceRequest, ProduceResponse, ProducerId, RequestKind, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use parking_lot::Mutex;
+use uuid::Uuid;
+
+use super::*;
+use crate::client::broker_connection::{BrokerPool, Connector, ConnectorFactory};
+use crate::client::config::ConnectionConfig;
+use crate::client::connection::Connection;
+use crate::client::test_peer::{ScriptedPeer, all_apis_except, api_versions_response};
+use crate::eos::AcknowledgeType;
+use crate::protocol::api::AnyRequest;
+use crate::protocol::records::RecordBatchView;
+use crate::protocol::txn_share_ack::{
+    TxnShareAcknowledgePartitionResponse, TxnShareAcknowledgeResponse,
+    TxnShareAcknowledgeTopicResponse,
+};
+
+const TOPIC_ID: Uuid = Uuid::from_u128(0x1234);
+
+/// What the scripted broker saw and how it answers.
+#[derive(Default)]
+struct Script {
+    /// (api key, detail) of every request after the handshake.
+    log: Vec<(i16, String)>,
+    /// Error codes for the next Produce answers (then 0).
+    produce_errors: Vec<i16>,
+    /// Partition error for TxnShareAcknowledge.
+    txn_ack_error: i16,
+    next_offset: i64,
+    epoch: i16,
+}
+
+fn metadata_response() -> MetadataResponse {
+    MetadataResponse::default()
+        .with_brokers(vec![
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(1))
+                .with_host(StrBytes::from_static_str("scripted"))
+                .with_port(1),
+        ])
+        .with_controller_id(BrokerId(1))
+        .with_topics(vec![
+            MetadataResponseTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str("in"))))
+                .with_topic_id(TOPIC_ID)
+                .with_partitions(vec![
+                    MetadataResponsePartition::default()
+                        .with_partition_index(0)
+                        .with_leader_id(BrokerId(1)),
+                ]),
+        ])
+}
+
+async fn serve(io: tokio::io::DuplexStream, script: Arc<Mutex<Script>>) {
+    let mut peer = ScriptedPeer::new(io);
+    let mut keys = all_apis_except(&[]);
+    keys.retain(|k| k.0 != 26);
+    keys.push((26, 0, 5));
+    let mut av = api_versions_response(&keys);
+    av.finalized_features = vec![ScriptedPeer::<tokio::io::DuplexStream>::finalized(
+        "transaction.version",
+        2,
+    )];
+    let req = peer.recv().await;
+    peer.respond::<kafka_protocol::messages::ApiVersionsRequest>(
+        &av,
+        req.header.api_version,
+        req.header.correlation_id,
+    )
+    .await;
+    while let Some(req) = peer.recv_or_eof().await {
+        let (v, cid) = (req.header.api_version, req.header.correlation_id);
+        match req.request {
+            AnyRequest::TxnShareAcknowledge(r) => {
+                let code = {
+                    let mut s = script.lock();
+                    s.log.push((
+                        95,
+                        format!(
+                            "group={:?} member={:?}/{} pid={} epoch={} types={:?}",
+                            r.group_id,
+                            r.member_id,
+                            r.member_epoch,
+                            r.producer_id,
+                            r.producer_epoch,
+                            r.topics[0].partitions[0].acknowledgement_batches[0].acknowledge_types
+                        ),
+                    ));
+                    s.txn_ack_error
+                };
+                let resp = TxnShareAcknowledgeResponse {
+                    responses: vec![TxnShareAcknowledgeTopicResponse {
+                        topic_id: TOPIC_ID,
+                        partitions: vec![TxnShareAcknowledgePartitionResponse {
+                            partition_index: 0,
+                            error_code: code,
+                            ..Default::default()
+                        }],
+                    }],
+                    ..Default::default()
+                };
+                peer.respond::<crate::protocol::txn_share_ack::TxnShareAcknowledgeRequest>(
+                    &resp, v, cid,
+                )
+                .await;
+            }
+            AnyRequest::Kafka(k) => match *k {
+                RequestKind::Metadata(_) => {
+                    script.lock().log.push((3, String::new()));
+                    peer.respond::<MetadataRequest>(&metadata_response(), v, cid)
+                        .await;
+                }
+                RequestKind::FindCoordinator(_) => {
+                    script.lock().log.push((10, String::new()));
+                    assert!(v >= 4, "FindCoordinator v{v}");
+                    let resp = FindCoordinatorResponse::default().with_coordinators(vec![
+                        Coordinator::default()
+                            .with_key(StrBytes::from_static_str("tx"))
+                            .with_node_id(BrokerId(1))
+                            .with_host(StrBytes::from_static_str("scripted"))
+                            .with_port(1),
+                    ]);
+                    peer.respond::<FindCoordinatorRequest>(&resp, v, cid).await;
+                }
+                RequestKind::InitProducerId(_) => {
+                    script.lock().log.push((22, String::new()));
+                    let resp = InitProducerIdResponse::default()
+                        .with_producer_id(ProducerId(42))
+                        .with_producer_epoch(0);
+                    peer.respond::<InitProducerIdRequest>(&resp, v, cid).await;
+                }
+                RequestKind::EndTxn(r) => {
+                    let epoch = {
+                        let mut s = script.lock();
+                        s.log.push((26, format!("v{v} committed={}", r.committed)));
+                        s.epoch += 1;
+                        s.epoch
+                    };
+                    let resp = EndTxnResponse::default()
+                        .with_producer_id(ProducerId(42))
+                        .with_producer_epoch(epoch);
+                    peer.respond::<EndTxnRequest>(&resp, v, cid).await;
+                }
+                RequestKind::Produce(r) => {
+                    let records = r.topic_data[0].partition_data[0].records.clone().unwrap();
+                    let batch = RecordBatchView::parse_all(records).unwrap().remove(0);
+                    let n = batch.records(1 << 20).unwrap().len() as i64;
+                    let (code, base) = {
+                        let mut s = script.lock();
+                        s.log.push((
+                            0,
+                            format!(
+                                "pid={} seq={} n={n} txn={}",
+                                batch.producer_id(),
+                                batch.base_sequence(),
+                                batch.is_transactional()
+                            ),
+                        ));
+                        let code = if s.produce_errors.is_empty() {
+                            0
+                        } else {
+                            s.produce_errors.remove(0)
+                        };
+                        let base = s.next_offset;
+                        if code == 0 {
+                            s.next_offset += n;
+                        }
+                        (code, base)
+                    };
+                    let resp = ProduceResponse::default().with_responses(vec![
+                        TopicProduceResponse::default()
+                            .with_name(TopicName(StrBytes::from_static_str("in")))
+                            .with_topic_id(TOPIC_ID)
+                            .with_partition_responses(vec![
+                                PartitionProduceResponse::default()
+                                    .with_index(0)
+                                    .with_error_code(code)
+                                    .with_base_offset(if code == 0 { base } else { -1 }),
+                            ]),
+                    ]);
+                    peer.respond::<ProduceRequest>(&resp, v, cid).await;
+                }
+                other => panic!("unexpected request {other:?}"),
+            },
+        }
+    }
+}
+
+fn scripted_metadata(script: Arc<Mutex<Script>>) -> Arc<Metadata> {
+    let factory: ConnectorFactory = Arc::new(move |_node, _addr| {
+        let script = script.clone();
+        let c: Connector = Arc::new(move |config: &ConnectionConfig| {
+            let script = script.clone();
+            let config = config.clone();
+            Box::pin(async move {
+                let (client, server) = tokio::io::duplex(1 << 20);
+                tokio::spawn(serve(server, script));
+                Connection::new(client, &config).await
+            })
+        });
+        c
+    });
+    let pool = BrokerPool::with_connector_factory(ConnectionConfig::default(), factory);
+    Arc::new(
+        Metadata::with_pool(vec!["scripted:1".into()], pool).with_retry_backoff(
+            crate::client::backoff::BackoffConfig {
+                initial: Duration::from_millis(1),
+                max: Duration::from_millis(5),
+                ..crate::client::backoff::BackoffConfig::retry()
+            },
+        ),
+    )
+}
+
+fn config(txn: Option<&str>) -> ProducerConfig {
+    let mut b = ProducerConfig::builder()
+        .bootstrap_servers("scripted:1")
+        .linger(Duration::ZERO)
+        .retry_backoff(crate::client::backoff::BackoffConfig {
+            initial: Duration::from_millis(1),
+            max: Duration::from_millis(5),
+            ..crate::client::backoff::BackoffConfig::retry()
+        });
+    if let Some(t) = txn {
+        b = b.transactional_id(t);
+    }
+    b.build().unwrap()
+}
+
+fn log_of(script: &Mutex<Script>, key: i16) -> Vec<String> {
+    script
+        .lock()
+        .log
+        .iter()
+        .filter(|(k, _)| *k == key)
+        .map(|(_, d)| d.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn retried_batch_keeps_its_sequence_and_refreshes_metadata() {
+    let script = Arc::new(Mutex::new(Script {
+        produce_errors: vec![ErrorCode::NOT_LEADER_OR_FOLLOWER.0],
+        ..Script::default()
+    }));
+    let p = Producer::with_metadata(config(None), scripted_metadata(script.clone()))
+        .await
+        .unwrap();
+    let a = p.send(ProducerRecord::new("in", "a")).await.unwrap();
+    assert_eq!(a.offset, 0);
+    let b = p.send(ProducerRecord::new("in", "b")).await.unwrap();
+    assert_eq!(b.offset, 1);
+    let produces = log_of(&script, 0);
+    assert_eq!(
+        produces,
+        vec![
+            "pid=42 seq=0 n=1 txn=false",
+            "pid=42 seq=0 n=1 txn=false",
+            "pid=42 seq=1 n=1 txn=false"
+        ],
+        "the retry reuses sequence 0; nothing is re-sequenced"
+    );
+    // NOT_LEADER_OR_FOLLOWER made the client refresh metadata between the
+    // failed attempt and its retry.
+    let keys: Vec<i16> = script.lock().log.iter().map(|(k, _)| *k).collect();
+    let first = keys.iter().position(|&k| k == 0).unwrap();
+    let second = first + 1 + keys[first + 1..].iter().position(|&k| k == 0).unwrap();
+    assert!(keys[first..second].contains(&3), "{keys:?}");
+}
+
+fn acks(ty: AcknowledgeType) -> BTreeMap<TopicIdPartition, Vec<AcknowledgementBatch>> {
+    BTreeMap::from([(
+        TopicIdPartition {
+            topic_id: TOPIC_ID,
+            topic: "in".into(),
+            partition: 0,
+        },
+        vec![AcknowledgementBatch {
+            first_offset: 10,
+            last_offset: 12,
+            acknowledge_types: vec![ty],
+        }],
+    )])
+}
+
+#[tokio::test]
+async fn staged_acknowledgements_are_sent_before_end_txn() {
+    let script = Arc::new(Mutex::new(Script::default()));
+    let p = Producer::with_metadata(config(Some("tx")), scripted_metadata(script.clone()))
+        .await
+        .unwrap();
+    p.init_transactions().await.unwrap();
+    p.begin_transaction().unwrap();
+    let out = p.send(ProducerRecord::new("in", "out"));
+    let group = ShareGroupMetadata::new("g", "m-1", 3);
+    p.send_share_acknowledgements_to_transaction(acks(AcknowledgeType::Accept), &group)
+        .await
+        .unwrap();
+    p.commit_transaction().await.unwrap();
+    out.await.unwrap();
+    assert_eq!(
+        log_of(&script, 95),
+        vec![r#"group=Some("g") member=Some("m-1")/3 pid=42 epoch=0 types=[1]"#]
+    );
+    assert_eq!(log_of(&script, 0), vec!["pid=42 seq=0 n=1 txn=true"]);
+    assert_eq!(log_of(&script, 26), vec!["v5 committed=true"]);
+    let keys: Vec<i16> = script.lock().log.iter().map(|(k, _)| *k).collect();
+    let end = keys.iter().position(|&k| k == 26).unwrap();
+    assert!(keys[..end].contains(&95) && keys[..end].contains(&0));
+    assert_eq!(
+        p.producer_id_and_epoch(),
+        (42, 1),
+        "EndTxn v5's epoch is adopted"
+    );
+    assert_eq!(p.metrics().get("share-ack-txn-send-total"), Some(1.0));
+    assert_eq!(p.metrics().get("share-ack-txn-send-error-total"), Some(0.0));
+    assert!(p.metrics().get("share-ack-txn-send-rate").unwrap() > 0.0);
+
+    // The next transaction restarts sequences under the new epoch.
+    p.begin_transaction().unwrap();
+    p.send(ProducerRecord::new("in", "next")).await.unwrap();
+    p.commit_transaction().await.unwrap();
+    assert_eq!(log_of(&script, 0)[1], "pid=42 seq=0 n=1 txn=true");
+}
+
+#[tokio::test]
+async fn staging_errors_surface_at_commit_as_abortable() {
+    let script = Arc::new(Mutex::new(Script {
+        txn_ack_error: ErrorCode::INVALID_RECORD_STATE.0,
+        ..Script::default()
+    }));
+    let p = Producer::with_metadata(config(Some("tx")), scripted_metadata(script.clone()))
+        .await
+        .unwrap();
+    p.init_transactions().await.unwrap();
+    p.begin_transaction().unwrap();
+    let group = ShareGroupMetadata::new("g", "m-1", 3);
+    // Staging returns once enqueued ...
+    p.send_share_acknowledgements_to_transaction(acks(AcknowledgeType::Reject), &group)
+        .await
+        .unwrap();
+    // ... and its error comes out of the commit, which sends no EndTxn.
+    let e = p.commit_transaction().await.unwrap_err();
+    assert!(e.is_abortable() && !e.is_fatal(), "{e}");
+    assert_eq!(e.code(), Some(ErrorCode::INVALID_RECORD_STATE));
+    assert!(log_of(&script, 26).is_empty());
+    assert_eq!(p.metrics().get("share-ack-txn-send-error-total"), Some(1.0));
+    p.abort_transaction().await.unwrap();
+    assert_eq!(log_of(&script, 26), vec!["v5 committed=false"]);
+    assert_eq!(p.transaction_state(), TxnState::Ready);
+
+    // A fatal staging error (fenced) makes the producer unusable.
+    script.lock().txn_ack_error = ErrorCode::PRODUCER_FENCED.0;
+    p.begin_transaction().unwrap();
+    p.send_share_acknowledgements_to_transaction(acks(AcknowledgeType::Accept), &group)
+        .await
+        .unwrap();
+    let e = p.commit_transaction().await.unwrap_err();
+    assert!(e.is_fatal(), "{e}");
+    assert!(p.abort_transaction().await.unwrap_err().is_fatal());
+    let _ = ApiKey::Produce;
+}

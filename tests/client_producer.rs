@@ -1,0 +1,500 @@
+//! The client layer against the embedded broker: metadata, admin, the
+//! idempotent producer, transactions v2 and KIP-1289 staging refusal.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::RawClient;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::{FetchRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
+use sharestream::client::admin::{AdminClient, FeatureUpgradeType, NewTopic, RESOURCE_TYPE_TOPIC};
+use sharestream::client::producer::TransactionState;
+use sharestream::client::producer::partitioner::partition_for_key;
+use sharestream::client::{
+    ClientError, ConnectionConfig, Metadata, Producer, ProducerConfig, ProducerError,
+    ProducerRecord,
+};
+use sharestream::eos::{
+    AcknowledgeType, AcknowledgementBatch, ShareGroupMetadata, TopicIdPartition,
+};
+use sharestream::protocol::ErrorCode;
+use sharestream::protocol::records::{Compression, RecordBatchView};
+
+#[global_allocator]
+static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
+
+async fn broker(config: BrokerConfig) -> (BrokerHandle, AdminClient) {
+    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
+    let b = Broker::start(config).await.unwrap();
+    let admin = AdminClient::new(vec![b.bootstrap_servers()], ConnectionConfig::default());
+    (b, admin)
+}
+
+fn producer_config(b: &BrokerHandle) -> sharestream::client::config::ProducerConfigBuilder {
+    ProducerConfig::builder()
+        .bootstrap_servers(b.bootstrap_servers())
+        .linger(Duration::from_millis(1))
+        .delivery_timeout(Duration::from_secs(10))
+}
+
+async fn fetch(b: &BrokerHandle, topic: &str, partition: i32, isolation: i8) -> PartitionData {
+    let mut c = RawClient::connect(b.local_addr()).await;
+    let req = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(10 << 20)
+        .with_isolation_level(isolation)
+        .with_session_epoch(-1)
+        .with_topics(vec![
+            FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(vec![
+                    FetchPartition::default()
+                        .with_partition(partition)
+                        .with_fetch_offset(0)
+                        .with_partition_max_bytes(4 << 20),
+                ]),
+        ]);
+    let mut r = c.send(&req, 12).await;
+    r.responses.remove(0).partitions.remove(0)
+}
+
+/// Values a read_committed consumer would return: data below the LSO,
+/// minus batches of aborted transactions (from the aborted list, each
+/// ended by its producer's next control batch).
+fn committed_values(p: &PartitionData) -> Vec<String> {
+    let mut aborted: Vec<(i64, i64)> = p
+        .aborted_transactions
+        .clone()
+        .unwrap_or_default()
+        .iter()
+        .map(|a| (a.producer_id.0, a.first_offset))
+        .collect();
+    let mut skipping: Vec<i64> = Vec::new();
+    let mut out = Vec::new();
+    for b in RecordBatchView::parse_all(p.records.clone().unwrap_or_default()).unwrap() {
+        if b.base_offset() >= p.last_stable_offset {
+            break;
+        }
+        aborted.retain(|&(pid, first)| {
+            if pid == b.producer_id() && first <= b.base_offset() {
+                skipping.push(pid);
+                false
+            } else {
+                true
+            }
+        });
+        if b.is_control() {
+            skipping.retain(|&x| x != b.producer_id());
+            continue;
+        }
+        if b.is_transactional() && skipping.contains(&b.producer_id()) {
+            continue;
+        }
+        for r in b.records(1 << 24).unwrap() {
+            out.push(String::from_utf8(r.value.unwrap().to_vec()).unwrap());
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn admin_metadata_and_features() {
+    let (b, admin) = broker(BrokerConfig::in_memory()).await;
+    let id = admin
+        .create_topic(NewTopic::new("orders", 3))
+        .await
+        .unwrap();
+    assert!(!id.is_nil());
+    let dup = admin
+        .create_topic(NewTopic::new("orders", 3))
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        dup,
+        ClientError::Broker {
+            code: ErrorCode::TOPIC_ALREADY_EXISTS,
+            ..
+        }
+    ));
+
+    let cluster = admin.describe_cluster().await.unwrap();
+    assert_eq!(cluster.cluster_id, "sharestream-embedded");
+    assert_eq!(cluster.brokers.len(), 1);
+
+    let md = Metadata::new(vec![b.bootstrap_servers()], ConnectionConfig::default());
+    let t = md
+        .wait_for_topic("orders", Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(t.topic_id, id);
+    assert_eq!(t.partition_count(), 3);
+    assert!(md.leader("orders", 2).is_some());
+    assert_eq!(md.cluster().brokers.len(), 1);
+
+    let configs = admin
+        .describe_configs(RESOURCE_TYPE_TOPIC, "orders")
+        .await
+        .unwrap();
+    assert!(configs.contains_key("cleanup.policy"), "{configs:?}");
+
+    let features = admin.describe_features().await.unwrap();
+    assert_eq!(features.finalized.get("transaction.version"), Some(&2));
+    assert_eq!(features.finalized.get("share.version"), Some(&3));
+    // UpdateFeatures: a validate-only downgrade changes nothing, a real one
+    // does, and an upgrade restores the level.
+    let r = admin
+        .update_features(
+            &[("share.version", 2, FeatureUpgradeType::SafeDowngrade)],
+            true,
+        )
+        .await
+        .unwrap();
+    assert!(r["share.version"].is_ok(), "{r:?}");
+    let f = admin.describe_features().await.unwrap();
+    assert_eq!(f.finalized.get("share.version"), Some(&3));
+    let r = admin
+        .update_features(
+            &[("share.version", 2, FeatureUpgradeType::SafeDowngrade)],
+            false,
+        )
+        .await
+        .unwrap();
+    assert!(r["share.version"].is_ok(), "{r:?}");
+    let f = admin.describe_features().await.unwrap();
+    assert_eq!(f.finalized.get("share.version"), Some(&2));
+    assert!(f.finalized_epoch > features.finalized_epoch);
+    admin
+        .update_features(&[("share.version", 3, FeatureUpgradeType::Upgrade)], false)
+        .await
+        .unwrap();
+    assert_eq!(
+        admin
+            .describe_features()
+            .await
+            .unwrap()
+            .finalized
+            .get("share.version"),
+        Some(&3)
+    );
+
+    // Group configs (share.auto.offset.reset) through the broker.
+    use sharestream::client::admin::AlterConfigOp;
+    admin
+        .incremental_alter_group_config(
+            "shared",
+            &[(
+                "share.auto.offset.reset",
+                AlterConfigOp::Set("earliest".into()),
+            )],
+        )
+        .await
+        .unwrap();
+    let g = admin.describe_group_config("shared").await.unwrap();
+    assert_eq!(
+        g.get("share.auto.offset.reset"),
+        Some(&Some("earliest".to_string())),
+        "{g:?}"
+    );
+    let e = admin
+        .incremental_alter_group_config(
+            "shared",
+            &[(
+                "share.auto.offset.reset",
+                AlterConfigOp::Set("sideways".into()),
+            )],
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ClientError::Broker {
+                code: ErrorCode::INVALID_CONFIG,
+                ..
+            }
+        ),
+        "{e}"
+    );
+
+    let deleted = admin.delete_topics(&["orders"]).await.unwrap();
+    assert!(deleted["orders"].is_ok());
+    md.invalidate("orders");
+    let e = md
+        .wait_for_topic("orders", Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ClientError::Broker {
+                code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn idempotent_producer_places_keys_like_java_and_never_duplicates() {
+    let (b, admin) = broker(BrokerConfig::in_memory()).await;
+    admin.create_topic(NewTopic::new("keyed", 3)).await.unwrap();
+    let p = Producer::new(
+        producer_config(&b)
+            .compression(Compression::Lz4)
+            .batch_size(512)
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let (pid, epoch) = p.producer_id_and_epoch();
+    assert!(pid >= 0 && epoch >= 0, "InitProducerId gave {pid}/{epoch}");
+    let futures: Vec<_> = (0..200)
+        .map(|i| {
+            let key = format!("key-{}", i % 17);
+            p.send(ProducerRecord::new("keyed", format!("v{i}")).with_key(key))
+        })
+        .collect();
+    let mut per_partition: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    for (i, f) in futures.into_iter().enumerate() {
+        let md = f.await.unwrap();
+        let key = format!("key-{}", i % 17);
+        assert_eq!(md.partition, partition_for_key(key.as_bytes(), 3), "{key}");
+        per_partition
+            .entry(md.partition)
+            .or_default()
+            .push(md.offset);
+    }
+    let mut total = 0;
+    for (part, offsets) in &per_partition {
+        let want: Vec<i64> = (0..offsets.len() as i64).collect();
+        assert_eq!(
+            offsets, &want,
+            "partition {part}: consecutive offsets in send order"
+        );
+        let data = fetch(&b, "keyed", *part, 0).await;
+        let batches = RecordBatchView::parse_all(data.records.clone().unwrap_or_default()).unwrap();
+        let mut next_seq = 0;
+        for batch in &batches {
+            assert_eq!(batch.producer_id(), pid);
+            assert_eq!(
+                batch.base_sequence(),
+                next_seq,
+                "sequences contiguous per partition"
+            );
+            next_seq += batch.records(1 << 20).unwrap().len() as i32;
+        }
+        assert!(batches.len() > 1, "batch.size=512 splits partition {part}");
+        total += next_seq;
+    }
+    assert_eq!(total, 200, "every record exactly once");
+
+    // Unkeyed records stick to one partition per batch.
+    let a = p.send(ProducerRecord::new("keyed", "x")).await.unwrap();
+    let c = p.send(ProducerRecord::new("keyed", "y")).await.unwrap();
+    assert_eq!(a.partition, c.partition);
+    // An unknown partition fails its record only.
+    let e = p
+        .send(ProducerRecord::new("keyed", "z").with_partition(9))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION));
+    p.close().await;
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn transactions_commit_abort_and_fencing() {
+    let (b, admin) = broker(BrokerConfig::in_memory()).await;
+    admin.create_topic(NewTopic::new("tx", 1)).await.unwrap();
+    let cfg = producer_config(&b)
+        .transactional_id("app-1")
+        .build()
+        .unwrap();
+    let p = Producer::new(cfg.clone()).await.unwrap();
+    // Misuse is refused locally.
+    assert!(matches!(
+        p.begin_transaction(),
+        Err(ProducerError::InvalidTxnState(_))
+    ));
+    assert!(p.send(ProducerRecord::new("tx", "early")).await.is_err());
+    p.init_transactions().await.unwrap();
+    let (pid, e0) = p.producer_id_and_epoch();
+
+    p.begin_transaction().unwrap();
+    let sends: Vec<_> = ["c1", "c2", "c3"]
+        .iter()
+        .map(|v| p.send(ProducerRecord::new("tx", *v)))
+        .collect();
+    p.commit_transaction().await.unwrap();
+    for s in sends {
+        s.await.unwrap();
+    }
+    let (pid1, e1) = p.producer_id_and_epoch();
+    assert_eq!(pid1, pid);
+    assert!(e1 > e0, "EndTxn v5 bumps the epoch: {e0} -> {e1}");
+
+    p.begin_transaction().unwrap();
+    p.send(ProducerRecord::new("tx", "a1")).await.unwrap();
+    p.send(ProducerRecord::new("tx", "a2")).await.unwrap();
+    p.abort_transaction().await.unwrap();
+    assert_eq!(p.transaction_state(), TransactionState::Ready);
+
+    p.begin_transaction().unwrap();
+    p.send(ProducerRecord::new("tx", "c4")).await.unwrap();
+    p.commit_transaction().await.unwrap();
+
+    let data = fetch(&b, "tx", 0, 1).await;
+    assert_eq!(committed_values(&data), vec!["c1", "c2", "c3", "c4"]);
+
+    // A second producer with the same transactional.id fences the first.
+    p.begin_transaction().unwrap();
+    p.send(ProducerRecord::new("tx", "zombie")).await.unwrap();
+    let p2 = Producer::new(cfg).await.unwrap();
+    p2.init_transactions().await.unwrap();
+    let err = p.commit_transaction().await.unwrap_err();
+    assert!(err.is_fatal(), "{err}");
+    assert_eq!(err.code(), Some(ErrorCode::PRODUCER_FENCED), "{err}");
+    assert_eq!(p.transaction_state(), TransactionState::FatalError);
+    assert!(p.begin_transaction().is_err());
+
+    p2.begin_transaction().unwrap();
+    p2.send(ProducerRecord::new("tx", "c5")).await.unwrap();
+    p2.commit_transaction().await.unwrap();
+    let data = fetch(&b, "tx", 0, 1).await;
+    assert_eq!(committed_values(&data), vec!["c1", "c2", "c3", "c4", "c5"]);
+    b.shutdown().await;
+}
+
+fn acks(
+    topic_id: uuid::Uuid,
+    ty: AcknowledgeType,
+) -> BTreeMap<TopicIdPartition, Vec<AcknowledgementBatch>> {
+    BTreeMap::from([(
+        TopicIdPartition {
+            topic_id,
+            topic: "in".into(),
+            partition: 0,
+        },
+        vec![AcknowledgementBatch {
+            first_offset: 0,
+            last_offset: 4,
+            acknowledge_types: vec![ty],
+        }],
+    )])
+}
+
+#[tokio::test]
+async fn staging_share_acks_checks_before_sending() {
+    // share.version 2: the broker does not offer TxnShareAcknowledge (key 95).
+    let (b, admin) = broker(BrokerConfig {
+        share_version: 2,
+        ..BrokerConfig::in_memory()
+    })
+    .await;
+    let topic_id = admin.create_topic(NewTopic::new("in", 1)).await.unwrap();
+    let group = ShareGroupMetadata::new("g", "m-1", 1);
+    let p = Producer::new(
+        producer_config(&b)
+            .transactional_id("stager")
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    p.init_transactions().await.unwrap();
+    let e = p
+        .send_share_acknowledgements_to_transaction(acks(topic_id, AcknowledgeType::Accept), &group)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, ProducerError::InvalidTxnState(_)),
+        "no transaction open: {e}"
+    );
+
+    p.begin_transaction().unwrap();
+    let e = p
+        .send_share_acknowledgements_to_transaction(
+            acks(topic_id, AcknowledgeType::Release),
+            &group,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ProducerError::InvalidRecordState(_)), "{e}");
+
+    let e = p
+        .send_share_acknowledgements_to_transaction(acks(topic_id, AcknowledgeType::Accept), &group)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ProducerError::Client(ClientError::UnsupportedVersion { api_key: 95, .. })
+        ),
+        "{e}"
+    );
+    assert!(e.is_fatal());
+    assert!(
+        b.core().metrics().api(95).is_none(),
+        "no TxnShareAcknowledge reached the broker"
+    );
+    assert_eq!(p.transaction_state(), TransactionState::FatalError);
+    assert_eq!(p.metrics().get("share-ack-txn-send-total"), Some(0.0));
+    let _ = Arc::new(Bytes::new());
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn transactions_v1_brokers_are_refused_and_unknown_topics_time_out() {
+    let (b, admin) = broker(BrokerConfig {
+        transaction_version: 1,
+        ..BrokerConfig::in_memory()
+    })
+    .await;
+    admin.create_topic(NewTopic::new("t", 1)).await.unwrap();
+    // Kafka-named properties work the same as the builder.
+    let cfg = ProducerConfig::from_properties([
+        ("bootstrap.servers", b.bootstrap_servers().as_str()),
+        ("transactional.id", "old"),
+        ("linger.ms", "0"),
+        ("max.block.ms", "200"),
+    ])
+    .unwrap();
+    let p = Producer::new(cfg).await.unwrap();
+    let e = p.init_transactions().await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ProducerError::Client(ClientError::UnsupportedVersion { .. })
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("transaction.version=1"), "{e}");
+
+    let idem = Producer::new(
+        producer_config(&b)
+            .max_block(Duration::from_millis(200))
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let e = idem
+        .send(ProducerRecord::new("missing", "x"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION), "{e}");
+    // The producer keeps working for known topics.
+    idem.send(ProducerRecord::new("t", "y")).await.unwrap();
+    b.shutdown().await;
+}
