@@ -177,7 +177,10 @@ impl BrokerCore {
             |pid, epoch| {
                 use super::share::RecoveredTxn;
                 use super::txn::TxnOutcome;
-                match core.txn.with_coordinator(|c| c.transaction_outcome(pid, epoch)) {
+                match core
+                    .txn
+                    .with_coordinator(|c| c.transaction_outcome(pid, epoch))
+                {
                     TxnOutcome::Committed => RecoveredTxn::Committed,
                     // Unknown: the coordinator never saw it durably begin, so
                     // it cannot commit; revert.
@@ -188,7 +191,10 @@ impl BrokerCore {
             super::now_ms(),
         );
         if resolved > 0 {
-            tracing::info!(records = resolved, "resolved TX_PENDING share records after restart");
+            tracing::info!(
+                records = resolved,
+                "resolved TX_PENDING share records after restart"
+            );
         }
         Ok(core)
     }
@@ -516,7 +522,6 @@ impl MarkerSink for BrokerCore {
             }
         }
     }
-
 
     fn write_log_marker(&self, topic: &str, partition: i32, m: &MarkerRequest) -> MarkerAck {
         let Some(meta) = self.topics.read().get(topic).cloned() else {

@@ -70,7 +70,10 @@ fn stage(core: &BrokerCore, req: TxnShareAcknowledgeRequest) -> TxnShareAcknowle
         return top_level(code);
     }
     // The member, at its current epoch (D7, D13).
-    if let Err(code) = core.shares().validate_member(group, member, req.member_epoch) {
+    if let Err(code) = core
+        .shares()
+        .validate_member(group, member, req.member_epoch)
+    {
         let code = if code == ErrorCode::FENCED_MEMBER_EPOCH {
             // The KIP lists STALE_MEMBER_EPOCH for any epoch mismatch.
             ErrorCode::STALE_MEMBER_EPOCH
@@ -101,10 +104,12 @@ fn stage(core: &BrokerCore, req: TxnShareAcknowledgeRequest) -> TxnShareAcknowle
                         ErrorCode::UNKNOWN_TOPIC_ID,
                         format!("Unknown topic id {}", t.topic_id),
                     )),
-                    Some(m) if p.partition_index < 0 || p.partition_index >= m.partitions => Some((
-                        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-                        format!("{} has no partition {}", m.name, p.partition_index),
-                    )),
+                    Some(m) if p.partition_index < 0 || p.partition_index >= m.partitions => {
+                        Some((
+                            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                            format!("{} has no partition {}", m.name, p.partition_index),
+                        ))
+                    }
                     Some(_) if !seen.insert((t.topic_id, p.partition_index)) => Some((
                         ErrorCode::INVALID_REQUEST,
                         "The partition appears twice in the request".to_string(),
@@ -138,9 +143,8 @@ fn stage(core: &BrokerCore, req: TxnShareAcknowledgeRequest) -> TxnShareAcknowle
 
     // Register the share participants (D3). Nothing is staged if this fails.
     if !participants.is_empty()
-        && let Err(code) = core.txn_call(|c, now| {
-            c.add_share_participants(now, txn_id, pid, epoch, &participants)
-        })
+        && let Err(code) =
+            core.txn_call(|c, now| c.add_share_participants(now, txn_id, pid, epoch, &participants))
     {
         return top_level(code);
     }
