@@ -15,7 +15,7 @@
 #
 # Environment: KAFKA_VERSION, SHARESTREAM_CACHE (see common.sh),
 # KAFKA_HEAP (default 512m), KAFKA_SHARE_VERSION (default: the release's
-# latest production level, at least 1), KAFKA_LOG_LEVEL.
+# latest production level), KAFKA_BROKER_LOG_LEVEL (default INFO).
 #
 # On success it prints shell assignments (also written to DIR/env):
 #   KAFKA_DIR=... KAFKA_BOOTSTRAP=127.0.0.1:PORT KAFKA_PID=...
@@ -75,6 +75,8 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 share.coordinator.state.topic.num.partitions=4
 group.initial.rebalance.delay.ms=0
+log.index.size.max.bytes=1048576
+log.segment.bytes=67108864
 PROPS
 if [[ -n "$sport" ]]; then
   cat >>"$dir/server.properties" <<'PROPS'
@@ -100,7 +102,9 @@ fi
 
 # setsid: the broker gets its own process group, so stop.sh can signal it alone.
 kafka_java_args
-setsid java "${KAFKA_JAVA_ARGS[@]}" kafka.Kafka "$dir/server.properties" >"$dir/kafka.log" 2>&1 </dev/null &
+# The start-up wait reads the INFO line "Kafka Server started": the broker
+# logs at INFO whatever KAFKA_LOG_LEVEL the clients use.
+KAFKA_LOG_LEVEL="${KAFKA_BROKER_LOG_LEVEL:-INFO}" setsid java "${KAFKA_JAVA_ARGS[@]}" kafka.Kafka "$dir/server.properties" >"$dir/kafka.log" 2>&1 </dev/null &
 pid=$!
 echo "$pid" >"$dir/kafka.pid"
 
