@@ -143,7 +143,7 @@ pub async fn acquire(
         .with_group_id(Some(GroupId(s(GROUP))))
         .with_member_id(Some(s(member)))
         .with_share_session_epoch(session_epoch)
-        .with_max_wait_ms(200)
+        .with_max_wait_ms(50)
         .with_min_bytes(1)
         .with_max_bytes(1 << 20)
         .with_max_records(500)
