@@ -39,16 +39,6 @@ GAPS = """\
   tested in assign mode (no `group.id` semantics); `subscribe()`, the console
   consumer without `--partition`, and consumer-group tools fail with
   UNSUPPORTED_VERSION for JoinGroup.
-- **Share groups** (ShareGroupHeartbeat, ShareFetch, ShareAcknowledge): the
-  wire handlers are being added (branch h/sharewire); until the broker
-  advertises them every share-consumer row is a gap. The rows turn to pass
-  or FAIL by themselves once the APIs are advertised.
-- **IncrementalAlterConfigs** (GROUP resource, `share.auto.offset.reset`):
-  not served, so `kafka-configs --entity-type groups` fails; tools that set
-  the reset strategy first (VerifiableShareConsumer, the console share
-  consumer reading from the start) depend on it. Our check programs fall
-  back to subscribing first and producing afterwards, which works with the
-  default `latest`.
 - **TxnOffsetCommit / OffsetCommit**: not served (no consumer groups), so
   `sendOffsetsToTransaction` is not part of the matrix.
 - **SASL**: the embedded broker has PLAINTEXT listeners only; the
