@@ -46,6 +46,7 @@
 //! TxnShareAcknowledge,
 //! consumer groups (JoinGroup, OffsetCommit, TxnOffsetCommit), ACLs, SASL.
 
+pub mod acl;
 pub mod config;
 pub mod core;
 pub mod group;
