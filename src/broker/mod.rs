@@ -54,6 +54,7 @@ mod handlers;
 pub mod log;
 pub mod metrics;
 pub mod metrics_http;
+pub mod security;
 pub mod server;
 pub mod share;
 pub mod shares;
