@@ -44,7 +44,9 @@
 //! IncrementalAlterConfigs (v0-1, GROUP resources) / DescribeConfigs on
 //! GROUP resources for the `share.*` group configs. Not served yet:
 //! TxnShareAcknowledge,
-//! consumer groups (JoinGroup, OffsetCommit, TxnOffsetCommit), ACLs, SASL.
+//! consumer groups (JoinGroup, OffsetCommit, TxnOffsetCommit), TLS.
+//! [`security`]: SASL listeners (PLAIN, SCRAM) and the [`acl`] authorizer
+//! (CreateAcls, DescribeAcls, DeleteAcls); see docs/SECURITY.md.
 
 pub mod acl;
 pub mod config;
