@@ -99,6 +99,18 @@ struct BrokerArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics.
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
+    /// Listener security protocol: PLAINTEXT or SASL_PLAINTEXT.
+    #[arg(long, default_value = "PLAINTEXT")]
+    security_protocol: String,
+    /// A SASL user as NAME:PASSWORD (repeatable).
+    #[arg(long = "sasl-user")]
+    sasl_users: Vec<String>,
+    /// A super user principal, e.g. User:admin (repeatable).
+    #[arg(long = "super-user")]
+    super_users: Vec<String>,
+    /// Authorize every request with ACLs (stored in DATA_DIR/acls.json).
+    #[arg(long)]
+    acl: bool,
 }
 
 fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
@@ -140,7 +152,30 @@ async fn run_broker(args: BrokerArgs) -> Result<(), String> {
         }
         (Some(_), true) => unreachable!("clap refuses --data-dir with --memory"),
     };
+    let protocol =
+        sharestream::broker::security::ListenerProtocol::from_name(&args.security_protocol)
+            .ok_or_else(|| {
+                format!(
+                    "--security-protocol takes PLAINTEXT or SASL_PLAINTEXT, not {:?}",
+                    args.security_protocol
+                )
+            })?;
+    let mut users = std::collections::BTreeMap::new();
+    for u in &args.sasl_users {
+        let (name, pw) = u
+            .split_once(':')
+            .ok_or_else(|| format!("--sasl-user takes NAME:PASSWORD, not {u:?}"))?;
+        users.insert(name.to_string(), pw.to_string());
+    }
+    let security = sharestream::broker::security::SecurityConfig {
+        protocol,
+        users,
+        super_users: args.super_users.clone(),
+        acl_enabled: args.acl,
+        ..Default::default()
+    };
     let config = BrokerConfig {
+        security,
         listen: args.listen,
         advertised_host: args.advertised_host,
         advertised_port: args.advertised_port,

@@ -58,6 +58,8 @@ pub struct BrokerConfig {
     /// Share group settings (`group.share.*`): defaults and bounds of the
     /// group configs, in-flight record cap, group size.
     pub share_groups: crate::broker::group::ShareGroupBrokerConfig,
+    /// Listener security: SASL, users, super users, ACLs.
+    pub security: crate::broker::security::SecurityConfig,
 }
 
 impl Default for BrokerConfig {
@@ -82,6 +84,7 @@ impl Default for BrokerConfig {
             segment_bytes: 1 << 30,
             metrics_listen: None,
             share_groups: crate::broker::group::ShareGroupBrokerConfig::default(),
+            security: crate::broker::security::SecurityConfig::default(),
         }
     }
 }

@@ -73,6 +73,7 @@ pub struct BrokerCore {
     appended: tokio::sync::watch::Sender<u64>,
     shares: super::shares::SharePartitionManager,
     txn: TxnService,
+    security: super::security::SecurityState,
 }
 
 /// A partition log shared between request handlers.
@@ -150,7 +151,15 @@ impl BrokerCore {
         };
         let (txn, recovered_markers) =
             TxnService::open(txn_config, txn_log, replayed, super::now_ms())?;
+        let security = super::security::SecurityState::open(
+            config.security.clone(),
+            match &config.storage {
+                StorageMode::Directory(dir) => Some(dir.as_path()),
+                StorageMode::Memory => None,
+            },
+        )?;
         let core = Self {
+            security,
             shares,
             txn,
             config,
@@ -239,6 +248,25 @@ impl BrokerCore {
                 .insert((topic.id, p), Arc::new(Mutex::new(log)));
         }
         Ok(())
+    }
+
+    /// Listener security state: credentials and the authorizer.
+    pub fn security(&self) -> &super::security::SecurityState {
+        &self.security
+    }
+
+    /// Whether `principal` from `host` may do `op` on `resource`: always
+    /// with ACLs off, else as the authorizer decides.
+    pub fn authorize(
+        &self,
+        principal: &str,
+        host: &str,
+        op: super::acl::AclOperation,
+        resource: &super::acl::Resource,
+    ) -> bool {
+        self.security
+            .authorizer()
+            .is_none_or(|a| a.authorize(principal, host, op, resource))
     }
 
     /// The log of a partition.

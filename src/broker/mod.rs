@@ -44,8 +44,11 @@
 //! IncrementalAlterConfigs (v0-1, GROUP resources) / DescribeConfigs on
 //! GROUP resources for the `share.*` group configs. Not served yet:
 //! TxnShareAcknowledge,
-//! consumer groups (JoinGroup, OffsetCommit, TxnOffsetCommit), ACLs, SASL.
+//! consumer groups (JoinGroup, OffsetCommit, TxnOffsetCommit), TLS.
+//! [`security`]: SASL listeners (PLAIN, SCRAM) and the [`acl`] authorizer
+//! (CreateAcls, DescribeAcls, DeleteAcls); see docs/SECURITY.md.
 
+pub mod acl;
 pub mod config;
 pub mod core;
 pub mod group;
@@ -53,6 +56,7 @@ mod handlers;
 pub mod log;
 pub mod metrics;
 pub mod metrics_http;
+pub mod security;
 pub mod server;
 pub mod share;
 pub mod shares;

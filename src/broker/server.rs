@@ -30,6 +30,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use super::config::BrokerConfig;
 use super::core::BrokerCore;
 use super::handlers;
+use super::security::{SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY, Session};
 use crate::protocol::api::{RequestHeaderInfo, api_name, decode_request_header};
 use crate::protocol::frame::FrameDecoder;
 
@@ -229,7 +230,7 @@ async fn accept_loop(
         let rx = shutdown.clone();
         tasks.spawn(
             async move {
-                serve_connection(core, stream, rx).await;
+                serve_connection(core, stream, peer, rx).await;
                 drop(permit);
             }
             .instrument(info_span!("connection", %peer)),
@@ -249,8 +250,10 @@ pub(crate) enum Close {
 async fn serve_connection(
     core: Arc<BrokerCore>,
     mut stream: TcpStream,
+    peer: SocketAddr,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let mut session = Session::new(core.config().security.protocol, &peer.ip().to_string());
     let mut decoder = FrameDecoder::new(core.config().max_frame_size);
     let mut out = BytesMut::with_capacity(64 * 1024);
     loop {
@@ -282,7 +285,7 @@ async fn serve_connection(
             };
             // A request may wait (long-polling fetches): shutdown must not.
             let result = tokio::select! {
-                r = process_frame(&core, frame, &mut out) => r,
+                r = process_frame(&core, &mut session, frame, &mut out) => r,
                 _ = shutdown.changed() => return,
             };
             drop(permit);
@@ -327,6 +330,7 @@ fn may_block(frame: &Bytes) -> bool {
 
 async fn process_frame(
     core: &Arc<BrokerCore>,
+    session: &mut Session,
     mut frame: Bytes,
     out: &mut BytesMut,
 ) -> Result<(), Close> {
@@ -346,7 +350,31 @@ async fn process_frame(
     );
     let started = Instant::now();
     let key = header.api_key;
-    let res = dispatch(core, &header, frame, out).instrument(span).await;
+    let res = if key == SASL_HANDSHAKE_KEY || key == SASL_AUTHENTICATE_KEY {
+        let advertised = handlers::advertised_versions(core, key);
+        if !advertised.is_some_and(|v| v.contains(header.api_version)) {
+            Err(Close::Protocol(format!(
+                "{} v{} is not supported by this broker",
+                api_name(key),
+                header.api_version
+            )))
+        } else {
+            super::security::handle_sasl(core, session, &header, frame, out)
+                .instrument(span)
+                .await
+        }
+    } else if !session.may_send(key, Instant::now()) {
+        // A SASL listener answers nothing but the handshake before
+        // authentication (and after the session expired).
+        Err(Close::Protocol(format!(
+            "{} before (re-)authentication",
+            api_name(key)
+        )))
+    } else {
+        dispatch(core, session, &header, frame, out)
+            .instrument(span)
+            .await
+    };
     if res.is_ok() {
         core.metrics()
             .record_request(key, started.elapsed().as_micros() as u64);
@@ -358,9 +386,10 @@ async fn process_frame(
 
 async fn dispatch(
     core: &Arc<BrokerCore>,
+    session: &Session,
     header: &RequestHeaderInfo,
     body: Bytes,
     out: &mut BytesMut,
 ) -> Result<(), Close> {
-    handlers::dispatch(core, header, body, out).await
+    handlers::dispatch(core, session, header, body, out).await
 }

@@ -17,6 +17,7 @@ pub mod error;
 pub mod error_code;
 pub mod frame;
 pub mod records;
+pub mod sasl;
 pub mod txn_share_ack;
 pub mod versions;
 pub mod wire;

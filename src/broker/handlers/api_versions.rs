@@ -27,6 +27,11 @@ const SERVED: &[(i16, i16, i16)] = &[
     (3, 0, 12), // Metadata
     (10, 0, 6), // FindCoordinator
     (18, 0, 4), // ApiVersions
+    (17, 1, 1), // SaslHandshake (v0's unframed tokens are not served)
+    (36, 0, 2), // SaslAuthenticate
+    (29, 1, 3), // DescribeAcls
+    (30, 1, 3), // CreateAcls
+    (31, 1, 3), // DeleteAcls
     (19, 2, 7), // CreateTopics
     (20, 1, 6), // DeleteTopics
     (32, 1, 4), // DescribeConfigs

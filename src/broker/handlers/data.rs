@@ -27,6 +27,7 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::RequestContext;
+use crate::broker::acl::{AclOperation, Resource};
 use crate::broker::config::StorageMode;
 use crate::broker::core::{BrokerCore, SharedLog};
 use crate::broker::log::{AppendOptions, LogError};
@@ -208,6 +209,11 @@ pub(crate) async fn produce(
     let version = ctx.version();
     let acks = req.acks;
     let txn_id = req.transactional_id.as_ref().map(|t| t.0.to_string());
+    // A transactional produce needs Write on the transactional id; without
+    // it every partition is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+    let txn_denied = txn_id
+        .as_deref()
+        .is_some_and(|id| !ctx.allowed(core, AclOperation::Write, &Resource::transactional_id(id)));
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for t in req.topic_data {
         let topic = lookup_topic(
@@ -219,9 +225,28 @@ pub(crate) async fn produce(
                 Uuid::nil()
             },
         );
+        let topic_denied = !ctx.allowed(
+            core,
+            AclOperation::Write,
+            &Resource::topic(
+                topic
+                    .as_ref()
+                    .map_or(t.name.0.as_str(), |m| m.name.as_str()),
+            ),
+        );
         let mut parts = Vec::with_capacity(t.partition_data.len());
         for p in t.partition_data {
-            let r = if !matches!(acks, -1..=1) {
+            let r = if txn_denied {
+                PartitionResult::error(
+                    ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    "Not authorized to write with this transactional id".to_string(),
+                )
+            } else if topic_denied {
+                PartitionResult::error(
+                    ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+                    "Not authorized to write to the topic".to_string(),
+                )
+            } else if !matches!(acks, -1..=1) {
                 PartitionResult::error(
                     ErrorCode::INVALID_REQUIRED_ACKS,
                     format!("Invalid required acks {acks}; use -1, 0 or 1."),
@@ -398,13 +423,44 @@ pub(crate) async fn fetch(
                 .collect(),
         })
         .collect();
+    // Partitions of topics the principal may not Read are answered
+    // TOPIC_AUTHORIZATION_FAILED and not read.
+    let mut denied: Vec<FetchableTopicResponse> = Vec::new();
+    let plan: Vec<FetchPlan> = plan
+        .into_iter()
+        .filter(|t| {
+            let name = lookup_topic(core, t.topic_name.0.as_str(), t.topic_id)
+                .map_or_else(|| t.topic_name.0.to_string(), |m| m.name.clone());
+            if ctx.allowed(core, AclOperation::Read, &Resource::topic(name)) {
+                return true;
+            }
+            denied.push(
+                FetchableTopicResponse::default()
+                    .with_topic(t.topic_name.clone())
+                    .with_topic_id(t.topic_id)
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|&(p, _, _)| {
+                                PartitionData::default()
+                                    .with_partition_index(p)
+                                    .with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0)
+                                    .with_high_watermark(-1)
+                            })
+                            .collect(),
+                    ),
+            );
+            false
+        })
+        .collect();
     let deadline =
         tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let min_bytes = req.min_bytes.max(0) as usize;
     let mut appended = core.subscribe_appended();
     loop {
         appended.borrow_and_update();
-        let (topics, total) = fetch_once(core, &plan, read_committed, max_bytes);
+        let (mut topics, total) = fetch_once(core, &plan, read_committed, max_bytes);
+        topics.extend(denied.iter().cloned());
         let waiting_is_pointless = total >= min_bytes.max(1)
             || min_bytes == 0
             || tokio::time::Instant::now() >= deadline

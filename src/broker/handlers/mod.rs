@@ -1,6 +1,7 @@
 //! One handler per API. [`dispatch`] decodes a request by key and version,
 //! calls its handler and encodes the response in order.
 
+mod acls;
 mod admin;
 mod api_versions;
 mod data;
@@ -30,11 +31,25 @@ pub(crate) use txn::blocking as blocking_pub;
 #[derive(Debug, Clone)]
 pub(crate) struct RequestContext {
     pub header: RequestHeaderInfo,
+    /// The connection's principal (`User:ANONYMOUS` on PLAINTEXT).
+    pub principal: Arc<str>,
+    /// The peer's IP.
+    pub host: Arc<str>,
 }
 
 impl RequestContext {
     pub fn version(&self) -> i16 {
         self.header.api_version
+    }
+
+    /// Whether this request's principal may do `op` on `resource`.
+    pub fn allowed(
+        &self,
+        core: &BrokerCore,
+        op: crate::broker::acl::AclOperation,
+        resource: &crate::broker::acl::Resource,
+    ) -> bool {
+        core.authorize(&self.principal, &self.host, op, resource)
     }
 }
 
@@ -50,12 +65,15 @@ fn respond<R: ApiRequest>(
 /// Decodes, handles and answers one request.
 pub(crate) async fn dispatch(
     core: &Arc<BrokerCore>,
+    session: &crate::broker::security::Session,
     header: &RequestHeaderInfo,
     mut body: Bytes,
     out: &mut BytesMut,
 ) -> Result<(), Close> {
     let ctx = RequestContext {
         header: header.clone(),
+        principal: session.principal().clone(),
+        host: session.host().clone(),
     };
     let (key, version) = (header.api_key, header.api_version);
 
@@ -168,6 +186,18 @@ pub(crate) async fn dispatch(
             RequestKind::ShareFetch(r) => {
                 let resp = share::share_fetch(core, &ctx, r).await;
                 respond::<ShareFetchRequest>(&ctx, &resp, out)
+            }
+            RequestKind::CreateAcls(r) => {
+                let resp = acls::create_acls(core, &ctx, r);
+                respond::<CreateAclsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DescribeAcls(r) => {
+                let resp = acls::describe_acls(core, &ctx, r);
+                respond::<DescribeAclsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DeleteAcls(r) => {
+                let resp = acls::delete_acls(core, &ctx, r);
+                respond::<DeleteAclsRequest>(&ctx, &resp, out)
             }
             RequestKind::ShareAcknowledge(r) => {
                 let resp = share::share_acknowledge(core, &ctx, r);

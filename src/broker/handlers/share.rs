@@ -36,6 +36,7 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::RequestContext;
+use crate::broker::acl::{AclOperation, Resource};
 use crate::broker::core::BrokerCore;
 use crate::broker::group::coordinator::MAX_MEMBER_ID_LENGTH;
 use crate::broker::group::{ConfigSource, HeartbeatRequest};
@@ -77,6 +78,20 @@ pub(crate) fn share_group_heartbeat(
     let resp = ShareGroupHeartbeatResponse::default();
     if disabled(core) {
         return resp.with_error_code(ErrorCode::UNSUPPORTED_VERSION.0);
+    }
+    if !ctx.allowed(
+        core,
+        AclOperation::Read,
+        &Resource::group(req.group_id.0.as_str()),
+    ) {
+        return resp.with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0);
+    }
+    if let Some(topics) = &req.subscribed_topic_names
+        && topics
+            .iter()
+            .any(|t| !ctx.allowed(core, AclOperation::Describe, &Resource::topic(t.0.as_str())))
+    {
+        return resp.with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0);
     }
     let hb = HeartbeatRequest {
         group_id: req.group_id.0.to_string(),
@@ -324,11 +339,50 @@ fn fetch_error(code: ErrorCode, message: &str) -> ShareFetchResponse {
 /// take every record of MaxRecords.
 static ROTATION: AtomicUsize = AtomicUsize::new(0);
 
+/// Authorization of ShareFetch and ShareAcknowledge: Read on the group
+/// (GROUP_AUTHORIZATION_FAILED), then Read on every topic named
+/// (TOPIC_AUTHORIZATION_FAILED, answered for the whole request before
+/// anything is acquired or acknowledged).
+fn share_denied(
+    core: &BrokerCore,
+    ctx: &RequestContext,
+    group: Option<&GroupId>,
+    topic_ids: impl Iterator<Item = uuid::Uuid>,
+) -> Option<(ErrorCode, &'static str)> {
+    let group = group.map(|g| g.0.as_str()).unwrap_or("");
+    if !ctx.allowed(core, AclOperation::Read, &Resource::group(group)) {
+        return Some((
+            ErrorCode::GROUP_AUTHORIZATION_FAILED,
+            "Not authorized to read the group.",
+        ));
+    }
+    let reg = core.topics().read();
+    for id in topic_ids {
+        if let Some(m) = reg.get_by_id(&id)
+            && !ctx.allowed(core, AclOperation::Read, &Resource::topic(&m.name))
+        {
+            return Some((
+                ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+                "Not authorized to read a topic.",
+            ));
+        }
+    }
+    None
+}
+
 pub(crate) async fn share_fetch(
     core: &Arc<BrokerCore>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: ShareFetchRequest,
 ) -> ShareFetchResponse {
+    if let Some((code, msg)) = share_denied(
+        core,
+        ctx,
+        req.group_id.as_ref(),
+        req.topics.iter().map(|t| t.topic_id),
+    ) {
+        return fetch_error(code, msg);
+    }
     let (group, member) = match check_request(core, req.group_id.as_ref(), req.member_id.as_ref()) {
         Ok(x) => x,
         Err((code, msg)) => return fetch_error(code, msg),
@@ -505,7 +559,7 @@ pub(crate) async fn share_fetch(
 
 pub(crate) fn share_acknowledge(
     core: &BrokerCore,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: ShareAcknowledgeRequest,
 ) -> ShareAcknowledgeResponse {
     let error = |code: ErrorCode, msg: &str| {
@@ -513,6 +567,14 @@ pub(crate) fn share_acknowledge(
             .with_error_code(code.0)
             .with_error_message(Some(s(msg)))
     };
+    if let Some((code, msg)) = share_denied(
+        core,
+        ctx,
+        req.group_id.as_ref(),
+        req.topics.iter().map(|t| t.topic_id),
+    ) {
+        return error(code, msg);
+    }
     let (group, member) = match check_request(core, req.group_id.as_ref(), req.member_id.as_ref()) {
         Ok(x) => x,
         Err((code, msg)) => return error(code, msg),

@@ -12,6 +12,7 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 use kafka_protocol::messages::*;
 
 use super::RequestContext;
+use crate::broker::acl::{AclOperation, Resource, ResourceType};
 use crate::broker::config::StorageMode;
 use crate::broker::core::BrokerCore;
 use crate::broker::txn::{InitProducerIdRequest as CoordInit, TxnApi, error_for_version};
@@ -51,6 +52,28 @@ pub(crate) async fn init_producer_id(
         producer_id: if version >= 3 { req.producer_id.0 } else { -1 },
         producer_epoch: if version >= 3 { req.producer_epoch } else { -1 },
     };
+    // Authorization: Write on the transactional id; an idempotent producer
+    // needs IdempotentWrite on the cluster or Write on some topic.
+    let denied = match &creq.transactional_id {
+        Some(id) => (!ctx.allowed(core, AclOperation::Write, &Resource::transactional_id(id)))
+            .then_some(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        None => (!ctx.allowed(core, AclOperation::IdempotentWrite, &Resource::cluster())
+            && !core.security().authorizer().is_none_or(|a| {
+                a.authorize_any(
+                    &ctx.principal,
+                    &ctx.host,
+                    AclOperation::Write,
+                    ResourceType::Topic,
+                )
+            }))
+        .then_some(ErrorCode::CLUSTER_AUTHORIZATION_FAILED),
+    };
+    if let Some(code) = denied {
+        return InitProducerIdResponse::default()
+            .with_error_code(code.0)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+    }
     let res = blocking(core, move |c| {
         c.txn_call(|co, now| co.init_producer_id(now, &creq))
     })
@@ -171,17 +194,28 @@ pub(crate) async fn add_partitions_to_txn(
             .into_iter()
             .map(|(tp, _)| tp)
             .collect();
-        let results = match add_partitions_one(
+        let denied = txn_topics_denied(
             core,
-            version,
-            req.v3_and_below_transactional_id.0.to_string(),
-            req.v3_and_below_producer_id.0,
-            req.v3_and_below_producer_epoch,
-            topics,
-            false,
-        )
-        .await
-        {
+            ctx,
+            req.v3_and_below_transactional_id.0.as_str(),
+            &topics,
+        );
+        let outcome = match denied {
+            Some(r) => Ok(r),
+            None => {
+                add_partitions_one(
+                    core,
+                    version,
+                    req.v3_and_below_transactional_id.0.to_string(),
+                    req.v3_and_below_producer_id.0,
+                    req.v3_and_below_producer_epoch,
+                    topics,
+                    false,
+                )
+                .await
+            }
+        };
+        let results = match outcome {
             Ok(r) => r,
             // A top-level failure is reported on every partition.
             Err(code) => all.into_iter().map(|tp| (tp, code)).collect(),
@@ -196,17 +230,23 @@ pub(crate) async fn add_partitions_to_txn(
             .into_iter()
             .map(|(tp, _)| tp)
             .collect();
-        let results = match add_partitions_one(
-            core,
-            version,
-            t.transactional_id.0.to_string(),
-            t.producer_id.0,
-            t.producer_epoch,
-            t.topics,
-            t.verify_only,
-        )
-        .await
-        {
+        let denied = txn_topics_denied(core, ctx, t.transactional_id.0.as_str(), &t.topics);
+        let outcome = match denied {
+            Some(r) => Ok(r),
+            None => {
+                add_partitions_one(
+                    core,
+                    version,
+                    t.transactional_id.0.to_string(),
+                    t.producer_id.0,
+                    t.producer_epoch,
+                    t.topics,
+                    t.verify_only,
+                )
+                .await
+            }
+        };
+        let results = match outcome {
             Ok(r) => r,
             Err(code) => all.into_iter().map(|tp| (tp, code)).collect(),
         };
@@ -219,6 +259,51 @@ pub(crate) async fn add_partitions_to_txn(
     AddPartitionsToTxnResponse::default().with_results_by_transaction(out)
 }
 
+/// Authorization of AddPartitionsToTxn for one transaction: without Write
+/// on the transactional id every partition is answered
+/// TRANSACTIONAL_ID_AUTHORIZATION_FAILED; without Write on a topic its
+/// partitions are TOPIC_AUTHORIZATION_FAILED and the others
+/// OPERATION_NOT_ATTEMPTED (as Kafka). `None` = all authorized.
+fn txn_topics_denied(
+    core: &BrokerCore,
+    ctx: &RequestContext,
+    txn_id: &str,
+    topics: &[AddPartitionsToTxnTopic],
+) -> Option<Vec<((String, i32), ErrorCode)>> {
+    let all = topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.to_string(), *p)));
+    if !ctx.allowed(
+        core,
+        AclOperation::Write,
+        &Resource::transactional_id(txn_id),
+    ) {
+        return Some(
+            all.map(|tp| (tp, ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+                .collect(),
+        );
+    }
+    let denied: Vec<String> = topics
+        .iter()
+        .map(|t| t.name.0.to_string())
+        .filter(|n| !ctx.allowed(core, AclOperation::Write, &Resource::topic(n)))
+        .collect();
+    if denied.is_empty() {
+        return None;
+    }
+    Some(
+        all.map(|(t, p)| {
+            let code = if denied.contains(&t) {
+                ErrorCode::TOPIC_AUTHORIZATION_FAILED
+            } else {
+                ErrorCode::OPERATION_NOT_ATTEMPTED
+            };
+            ((t, p), code)
+        })
+        .collect(),
+    )
+}
+
 pub(crate) async fn add_offsets_to_txn(
     core: &Arc<BrokerCore>,
     ctx: &RequestContext,
@@ -228,6 +313,18 @@ pub(crate) async fn add_offsets_to_txn(
     let txn_id = req.transactional_id.0.to_string();
     let group = req.group_id.0.to_string();
     let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
+    if !ctx.allowed(
+        core,
+        AclOperation::Write,
+        &Resource::transactional_id(&txn_id),
+    ) {
+        return AddOffsetsToTxnResponse::default()
+            .with_error_code(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0);
+    }
+    if !ctx.allowed(core, AclOperation::Read, &Resource::group(&group)) {
+        return AddOffsetsToTxnResponse::default()
+            .with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0);
+    }
     let res = blocking(core, move |c| {
         c.txn_call(|co, now| co.add_offsets_to_txn(now, version, &txn_id, pid, epoch, &group))
     })
@@ -243,6 +340,16 @@ pub(crate) async fn end_txn(
     let version = ctx.version();
     let txn_id = req.transactional_id.0.to_string();
     let (pid, epoch, commit) = (req.producer_id.0, req.producer_epoch, req.committed);
+    if !ctx.allowed(
+        core,
+        AclOperation::Write,
+        &Resource::transactional_id(&txn_id),
+    ) {
+        return EndTxnResponse::default()
+            .with_error_code(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+    }
     let res = blocking(core, move |c| {
         c.txn_call(|co, now| co.end_txn(now, version, &txn_id, pid, epoch, commit))
     })

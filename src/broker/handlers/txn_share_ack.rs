@@ -3,11 +3,14 @@
 //!
 //! Order of checks (DESIGN-NOTES D14): the feature gate (answered by the
 //! dispatcher), INVALID_REQUEST for a null or empty group, transactional or
-//! member id; the producer (TRANSACTIONAL_ID_NOT_FOUND,
+//! member id; TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Write on the
+//! transactional id), GROUP_AUTHORIZATION_FAILED (Read on the group); the
+//! producer (TRANSACTIONAL_ID_NOT_FOUND,
 //! INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, INVALID_PRODUCER_EPOCH,
 //! CONCURRENT_TRANSACTIONS while the previous transaction's markers are
 //! pending); the member (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); then each
-//! partition (UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST
+//! partition (UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+//! TOPIC_AUTHORIZATION_FAILED without Read on the topic, INVALID_REQUEST
 //! for malformed batches, INVALID_RECORD_STATE for types other than ACCEPT
 //! and REJECT or records the member does not hold ACQUIRED).
 //!
@@ -24,6 +27,7 @@ use std::sync::Arc;
 
 use super::RequestContext;
 use super::txn::blocking;
+use crate::broker::acl::{AclOperation, Resource};
 use crate::broker::core::BrokerCore;
 use crate::broker::share::AcknowledgementBatch;
 use crate::broker::txn::Participant;
@@ -46,13 +50,18 @@ fn non_empty(s: &Option<String>) -> Option<&str> {
 
 pub(crate) async fn handle(
     core: &Arc<BrokerCore>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: TxnShareAcknowledgeRequest,
 ) -> TxnShareAcknowledgeResponse {
-    blocking(core, move |core| stage(core, req)).await
+    let ctx = ctx.clone();
+    blocking(core, move |core| stage(core, &ctx, req)).await
 }
 
-fn stage(core: &BrokerCore, req: TxnShareAcknowledgeRequest) -> TxnShareAcknowledgeResponse {
+fn stage(
+    core: &BrokerCore,
+    ctx: &RequestContext,
+    req: TxnShareAcknowledgeRequest,
+) -> TxnShareAcknowledgeResponse {
     let (Some(group), Some(txn_id), Some(member)) = (
         non_empty(&req.group_id),
         non_empty(&req.transactional_id),
@@ -61,6 +70,19 @@ fn stage(core: &BrokerCore, req: TxnShareAcknowledgeRequest) -> TxnShareAcknowle
         return top_level(ErrorCode::INVALID_REQUEST);
     };
     let (pid, epoch) = (req.producer_id, req.producer_epoch);
+
+    // Authorization (D14): Write on the transactional id, then Read on the
+    // group; Read on each topic is checked per partition below.
+    if !ctx.allowed(
+        core,
+        AclOperation::Write,
+        &Resource::transactional_id(txn_id),
+    ) {
+        return top_level(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    }
+    if !ctx.allowed(core, AclOperation::Read, &Resource::group(group)) {
+        return top_level(ErrorCode::GROUP_AUTHORIZATION_FAILED);
+    }
 
     // The producer.
     if let Err(code) = core
@@ -108,6 +130,14 @@ fn stage(core: &BrokerCore, req: TxnShareAcknowledgeRequest) -> TxnShareAcknowle
                         Some((
                             ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
                             format!("{} has no partition {}", m.name, p.partition_index),
+                        ))
+                    }
+                    Some(m)
+                        if !ctx.allowed(core, AclOperation::Read, &Resource::topic(&m.name)) =>
+                    {
+                        Some((
+                            ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+                            format!("Not authorized to read topic {}", m.name),
                         ))
                     }
                     Some(_) if !seen.insert((t.topic_id, p.partition_index)) => Some((

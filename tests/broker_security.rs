@@ -1,0 +1,396 @@
+//! Broker security over sockets: SASL (PLAIN, SCRAM-SHA-256/512) on a
+//! SASL_PLAINTEXT listener, ACL administration and authorization errors.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::RawClient;
+use kafka_protocol::messages::create_acls_request::AclCreation;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use sharestream::broker::security::{ListenerProtocol, SecurityConfig};
+use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
+use sharestream::protocol::ErrorCode;
+use sharestream::protocol::records::{BatchSpec, Record, encode_batch};
+use sharestream::protocol::sasl::{SaslMechanism, ScramClient, plain_client_message};
+use sharestream::protocol::txn_share_ack::TxnShareAcknowledgeRequest;
+
+#[global_allocator]
+static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
+
+const DELAY: Duration = Duration::from_millis(200);
+
+fn s(x: &str) -> StrBytes {
+    StrBytes::from_string(x.to_string())
+}
+
+async fn start(acl: bool) -> BrokerHandle {
+    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
+    let mut users = BTreeMap::new();
+    users.insert("admin".to_string(), "admin-pw".to_string());
+    users.insert("alice".to_string(), "alice-pw".to_string());
+    let config = BrokerConfig {
+        security: SecurityConfig {
+            protocol: ListenerProtocol::SaslPlaintext,
+            users,
+            super_users: vec!["User:admin".into()],
+            acl_enabled: acl,
+            auth_failure_delay: DELAY,
+            ..SecurityConfig::default()
+        },
+        ..BrokerConfig::in_memory()
+    };
+    Broker::start(config).await.unwrap()
+}
+
+/// Authenticates a new connection; `Err` carries the SaslAuthenticate error.
+async fn login(
+    b: &BrokerHandle,
+    mech: SaslMechanism,
+    user: &str,
+    pw: &str,
+) -> Result<RawClient, (ErrorCode, RawClient)> {
+    let mut c = RawClient::connect(b.local_addr()).await;
+    let hs = c
+        .send(
+            &SaslHandshakeRequest::default().with_mechanism(s(mech.name())),
+            1,
+        )
+        .await;
+    assert_eq!(hs.error_code, 0);
+    let auth =
+        |bytes: Vec<u8>| SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
+    match mech {
+        SaslMechanism::Plain => {
+            let r = c.send(&auth(plain_client_message(user, pw)), 2).await;
+            if r.error_code != 0 {
+                return Err((ErrorCode(r.error_code), c));
+            }
+        }
+        _ => {
+            let (mut sc, first) = ScramClient::start(mech, user, pw);
+            let r = c.send(&auth(first), 2).await;
+            assert_eq!(r.error_code, 0);
+            let fin = sc.client_final(&r.auth_bytes).unwrap();
+            let r = c.send(&auth(fin), 2).await;
+            if r.error_code != 0 {
+                return Err((ErrorCode(r.error_code), c));
+            }
+            sc.verify_server_final(&r.auth_bytes).unwrap();
+        }
+    }
+    Ok(c)
+}
+
+async fn metadata_ok(c: &mut RawClient) {
+    let r = c
+        .send(&MetadataRequest::default().with_topics(None), 12)
+        .await;
+    assert_eq!(r.brokers.len(), 1);
+}
+
+#[tokio::test]
+async fn unauthenticated_connection_on_a_sasl_listener_gets_only_the_handshake() {
+    let b = start(false).await;
+    let mut c = RawClient::connect(b.local_addr()).await;
+    let v = c.send(&ApiVersionsRequest::default(), 2).await;
+    assert_eq!(v.error_code, 0);
+    assert!(v.api_keys.iter().any(|k| k.api_key == 17));
+    c.send_only(&MetadataRequest::default().with_topics(None), 12)
+        .await;
+    assert!(
+        c.is_closed().await,
+        "Metadata before authentication must close"
+    );
+    // Handshake done but not authenticated: still nothing else.
+    let mut c = RawClient::connect(b.local_addr()).await;
+    let hs = c
+        .send(
+            &SaslHandshakeRequest::default().with_mechanism(s("PLAIN")),
+            1,
+        )
+        .await;
+    assert_eq!(hs.error_code, 0);
+    c.send_only(&MetadataRequest::default().with_topics(None), 12)
+        .await;
+    assert!(c.is_closed().await);
+    // An unknown mechanism is refused with the list of offered ones.
+    let mut c = RawClient::connect(b.local_addr()).await;
+    let hs = c
+        .send(
+            &SaslHandshakeRequest::default().with_mechanism(s("GSSAPI")),
+            1,
+        )
+        .await;
+    assert_eq!(hs.error_code, ErrorCode::UNSUPPORTED_SASL_MECHANISM.0);
+    assert!(hs.mechanisms.iter().any(|m| m.as_str() == "SCRAM-SHA-512"));
+    assert!(c.is_closed().await);
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn plain_and_scram_authenticate_and_wrong_passwords_are_refused_and_slowed() {
+    let b = start(false).await;
+    for mech in [
+        SaslMechanism::Plain,
+        SaslMechanism::ScramSha256,
+        SaslMechanism::ScramSha512,
+    ] {
+        let mut c = login(&b, mech, "alice", "alice-pw").await.ok().unwrap();
+        metadata_ok(&mut c).await;
+        for (user, pw) in [("alice", "nope"), ("mallory", "alice-pw")] {
+            let t0 = Instant::now();
+            let (code, mut c) = match login(&b, mech, user, pw).await {
+                Ok(_) => panic!("{mech:?} {user}/{pw} must be refused"),
+                Err(e) => e,
+            };
+            assert_eq!(code, ErrorCode::SASL_AUTHENTICATION_FAILED, "{mech:?}");
+            // The answer waits for the configured failure delay.
+            assert!(t0.elapsed() >= DELAY, "{mech:?}: refusal not slowed");
+            assert!(c.is_closed().await, "{mech:?}: connection must close");
+        }
+    }
+    assert!(
+        b.core()
+            .metrics()
+            .render_prometheus(&[])
+            .contains("sasl_authentication_failures")
+    );
+    b.shutdown().await;
+}
+
+fn acl(rt: i8, name: &str, pattern: i8, principal: &str, op: i8) -> AclCreation {
+    AclCreation::default()
+        .with_resource_type(rt)
+        .with_resource_name(s(name))
+        .with_resource_pattern_type(pattern)
+        .with_principal(s(principal))
+        .with_host(s("*"))
+        .with_operation(op)
+        .with_permission_type(3)
+}
+
+const TOPIC: i8 = 2;
+const GROUP: i8 = 3;
+const TXN_ID: i8 = 5;
+const LITERAL: i8 = 3;
+const PREFIXED: i8 = 4;
+const READ: i8 = 3;
+const WRITE: i8 = 4;
+
+async fn create_acls(c: &mut RawClient, acls: Vec<AclCreation>) {
+    let r = c
+        .send(&CreateAclsRequest::default().with_creations(acls), 3)
+        .await;
+    assert!(r.results.iter().all(|x| x.error_code == 0), "{r:?}");
+}
+
+async fn produce(c: &mut RawClient, topic: &str) -> i16 {
+    let batch = encode_batch(
+        &BatchSpec::default(),
+        &[Record {
+            value: Some(Bytes::from_static(b"v")),
+            ..Record::default()
+        }],
+    )
+    .unwrap();
+    let req = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![
+            TopicProduceData::default()
+                .with_name(TopicName(s(topic)))
+                .with_partition_data(vec![
+                    PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(batch)),
+                ]),
+        ]);
+    let mut r = c.send(&req, 9).await;
+    r.responses
+        .remove(0)
+        .partition_responses
+        .remove(0)
+        .error_code
+}
+
+#[tokio::test]
+async fn acls_are_administered_by_super_users_and_enforced_on_produce() {
+    let b = start(true).await;
+    let mut admin = login(&b, SaslMechanism::ScramSha256, "admin", "admin-pw")
+        .await
+        .ok()
+        .unwrap();
+    let r = admin
+        .send(
+            &CreateTopicsRequest::default()
+                .with_topics(vec![
+                    CreatableTopic::default()
+                        .with_name(TopicName(s("orders")))
+                        .with_num_partitions(1)
+                        .with_replication_factor(1),
+                ])
+                .with_timeout_ms(5000),
+            5,
+        )
+        .await;
+    assert_eq!(r.topics[0].error_code, 0);
+    let mut alice = login(&b, SaslMechanism::Plain, "alice", "alice-pw")
+        .await
+        .ok()
+        .unwrap();
+    // No ACL: refused.
+    assert_eq!(
+        produce(&mut alice, "orders").await,
+        ErrorCode::TOPIC_AUTHORIZATION_FAILED.0
+    );
+    // Alice cannot grant herself anything.
+    let r = alice
+        .send(
+            &CreateAclsRequest::default().with_creations(vec![acl(
+                TOPIC,
+                "orders",
+                LITERAL,
+                "User:alice",
+                WRITE,
+            )]),
+            3,
+        )
+        .await;
+    assert_eq!(
+        r.results[0].error_code,
+        ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0
+    );
+    // The admin grants Write on a prefix.
+    create_acls(
+        &mut admin,
+        vec![acl(TOPIC, "ord", PREFIXED, "User:alice", WRITE)],
+    )
+    .await;
+    assert_eq!(produce(&mut alice, "orders").await, 0);
+    let d = admin
+        .send(
+            &DescribeAclsRequest::default()
+                .with_resource_type_filter(TOPIC)
+                .with_resource_name_filter(Some(s("orders")))
+                .with_pattern_type_filter(2) // MATCH
+                .with_principal_filter(None)
+                .with_host_filter(None)
+                .with_operation(1)
+                .with_permission_type(1),
+            3,
+        )
+        .await;
+    assert_eq!(d.error_code, 0);
+    assert_eq!(d.resources.len(), 1);
+    assert_eq!(d.resources[0].resource_name.as_str(), "ord");
+    // Deleting revokes.
+    let del = admin
+        .send(
+            &DeleteAclsRequest::default().with_filters(vec![
+                DeleteAclsFilter::default()
+                    .with_resource_type_filter(1)
+                    .with_pattern_type_filter(1)
+                    .with_principal_filter(Some(s("User:alice")))
+                    .with_resource_name_filter(None)
+                    .with_host_filter(None)
+                    .with_operation(1)
+                    .with_permission_type(1),
+            ]),
+            3,
+        )
+        .await;
+    assert_eq!(del.filter_results[0].matching_acls.len(), 1, "{del:?}");
+    assert_eq!(
+        produce(&mut alice, "orders").await,
+        ErrorCode::TOPIC_AUTHORIZATION_FAILED.0
+    );
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn transactional_apis_check_the_transactional_id_then_the_group() {
+    let b = start(true).await;
+    let mut admin = login(&b, SaslMechanism::Plain, "admin", "admin-pw")
+        .await
+        .ok()
+        .unwrap();
+    let mut alice = login(&b, SaslMechanism::ScramSha512, "alice", "alice-pw")
+        .await
+        .ok()
+        .unwrap();
+    let init = InitProducerIdRequest::default()
+        .with_transactional_id(Some(TransactionalId(s("tx-1"))))
+        .with_transaction_timeout_ms(60_000);
+    let r = alice.send(&init, 4).await;
+    assert_eq!(
+        r.error_code,
+        ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0
+    );
+    let tsa = TxnShareAcknowledgeRequest {
+        transactional_id: Some("tx-1".into()),
+        group_id: Some("g".into()),
+        producer_id: 1,
+        producer_epoch: 0,
+        member_id: Some("m".into()),
+        member_epoch: 1,
+        topics: Vec::new(),
+    };
+    // D14: transactional id first ...
+    let r = alice.send(&tsa, 0).await;
+    assert_eq!(
+        r.error_code,
+        ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0
+    );
+    let r = alice
+        .send(
+            &EndTxnRequest::default().with_transactional_id(TransactionalId(s("tx-1"))),
+            3,
+        )
+        .await;
+    assert_eq!(
+        r.error_code,
+        ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0
+    );
+    // ... then the group.
+    create_acls(
+        &mut admin,
+        vec![acl(TXN_ID, "tx-", PREFIXED, "User:alice", WRITE)],
+    )
+    .await;
+    let r = alice.send(&tsa, 0).await;
+    assert_eq!(r.error_code, ErrorCode::GROUP_AUTHORIZATION_FAILED.0);
+    let r = alice.send(&init, 4).await;
+    assert_eq!(r.error_code, 0);
+    // With Read on the group the request gets past authorization (to the
+    // producer checks).
+    create_acls(
+        &mut admin,
+        vec![acl(GROUP, "g", LITERAL, "User:alice", READ)],
+    )
+    .await;
+    let r = alice.send(&tsa, 0).await;
+    assert_ne!(r.error_code, ErrorCode::GROUP_AUTHORIZATION_FAILED.0);
+    assert_ne!(
+        r.error_code,
+        ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0
+    );
+    // Share APIs need Read on the group too.
+    let r = alice
+        .send(
+            &ShareGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(s("other")))
+                .with_member_id(s("m1"))
+                .with_subscribed_topic_names(Some(vec![])),
+            1,
+        )
+        .await;
+    assert_eq!(r.error_code, ErrorCode::GROUP_AUTHORIZATION_FAILED.0);
+    b.shutdown().await;
+}
