@@ -66,8 +66,38 @@ pub fn render(core: &BrokerCore) -> String {
             "TxnPendingRecordsCount: share records staged in open transactions (KIP-1289).",
             core.txn_pending_records() as f64,
         ),
+        (
+            "txn_pending_lock_expired_count",
+            "TxnPendingLockExpiredCount: acquisition locks that would have expired while their records were TX_PENDING (KIP-1289).",
+            core.shares().txn_pending_lock_expired_total() as f64,
+        ),
     ];
-    core.metrics().render_prometheus(&gauges)
+    let mut gauges = gauges;
+    // TxnShareAcknowledgeRequestLatencyMs (KIP-1289): p50, p99, max.
+    let staging = core
+        .metrics()
+        .api(crate::protocol::txn_share_ack::TXN_SHARE_ACKNOWLEDGE_API_KEY);
+    let (p50, p99, max) = staging
+        .map(|a| (a.p50_us, a.p99_us, a.max_us))
+        .unwrap_or_default();
+    gauges.push((
+        "txn_share_acknowledge_request_latency_ms_p50",
+        "TxnShareAcknowledgeRequestLatencyMs, median.",
+        p50 as f64 / 1000.0,
+    ));
+    gauges.push((
+        "txn_share_acknowledge_request_latency_ms_p99",
+        "TxnShareAcknowledgeRequestLatencyMs, 99th percentile.",
+        p99 as f64 / 1000.0,
+    ));
+    gauges.push((
+        "txn_share_acknowledge_request_latency_ms_max",
+        "TxnShareAcknowledgeRequestLatencyMs, maximum.",
+        max as f64 / 1000.0,
+    ));
+    let mut out = core.metrics().render_prometheus(&gauges);
+    out.push_str(&core.shares().render_prometheus());
+    out
 }
 
 /// Serves `GET /metrics` on `addr` until shutdown.

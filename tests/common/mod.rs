@@ -2,6 +2,8 @@
 //! connection, one request at a time, our protocol layer for the bytes.
 #![allow(dead_code)]
 
+pub mod kip;
+
 use std::net::SocketAddr;
 
 use bytes::{Bytes, BytesMut};

@@ -476,9 +476,15 @@ pub(crate) fn list_offsets(
                         },
                         _ => return base.with_error_code(ErrorCode::INVALID_REQUEST.0),
                     };
-                    base.with_offset(offset)
-                        .with_timestamp(timestamp)
-                        .with_leader_epoch(0)
+                    let found = base.with_offset(offset).with_timestamp(timestamp);
+                    // LeaderEpoch exists from v4 on; setting it (even to 0)
+                    // at v1-v3 makes the response unencodable, which closed
+                    // kcat's connection (librdkafka 2.0 asks ListOffsets v2).
+                    if ctx.version() >= 4 {
+                        found.with_leader_epoch(0)
+                    } else {
+                        found
+                    }
                 })
                 .collect();
             ListOffsetsTopicResponse::default()

@@ -1,0 +1,474 @@
+package dev.sharestream.interop;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Properties;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicIdPartition;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+/**
+ * Interoperability checks with Apache Kafka's Java clients.
+ *
+ * <p>Each command runs one client scenario against {@code --bootstrap} and
+ * prints exactly one line starting with {@code RESULT } followed by a JSON
+ * object. The Rust suite (tests/interop_embedded.rs) parses that line and
+ * asserts on its fields. A scenario that throws prints
+ * {@code RESULT {"ok":false,"error":...}} and exits with status 1.
+ */
+public final class Check {
+    private Check() {}
+
+    /** Command-line options: {@code --name value} pairs and bare flags. */
+    static final class Opts {
+        final Map<String, String> values = new HashMap<>();
+
+        Opts(String[] args, int from) {
+            for (int i = from; i < args.length; i++) {
+                String a = args[i];
+                if (!a.startsWith("--")) {
+                    throw new IllegalArgumentException("unexpected argument " + a);
+                }
+                String name = a.substring(2);
+                if (i + 1 < args.length && !args[i + 1].startsWith("--")) {
+                    values.put(name, args[++i]);
+                } else {
+                    values.put(name, "true");
+                }
+            }
+        }
+
+        String str(String name) {
+            String v = values.get(name);
+            if (v == null) {
+                throw new IllegalArgumentException("missing --" + name);
+            }
+            return v;
+        }
+
+        String str(String name, String dflt) {
+            return values.getOrDefault(name, dflt);
+        }
+
+        int num(String name, int dflt) {
+            String v = values.get(name);
+            return v == null ? dflt : Integer.parseInt(v);
+        }
+
+        boolean flag(String name) {
+            return values.containsKey(name);
+        }
+    }
+
+    /** A tiny JSON object writer (flat values, string lists). */
+    static final class Json {
+        private final Map<String, Object> fields = new LinkedHashMap<>();
+
+        Json put(String k, Object v) {
+            fields.put(k, v);
+            return this;
+        }
+
+        static String quote(String s) {
+            StringBuilder b = new StringBuilder("\"");
+            for (char c : s.toCharArray()) {
+                switch (c) {
+                    case '"': b.append("\\\""); break;
+                    case '\\': b.append("\\\\"); break;
+                    case '\n': b.append("\\n"); break;
+                    case '\r': b.append("\\r"); break;
+                    case '\t': b.append("\\t"); break;
+                    default:
+                        if (c < 0x20) {
+                            b.append(String.format("\\u%04x", (int) c));
+                        } else {
+                            b.append(c);
+                        }
+                }
+            }
+            return b.append('"').toString();
+        }
+
+        static String value(Object v) {
+            if (v == null) {
+                return "null";
+            }
+            if (v instanceof Number || v instanceof Boolean) {
+                return v.toString();
+            }
+            if (v instanceof Collection) {
+                StringBuilder b = new StringBuilder("[");
+                boolean first = true;
+                for (Object o : (Collection<?>) v) {
+                    if (!first) {
+                        b.append(',');
+                    }
+                    first = false;
+                    b.append(value(o));
+                }
+                return b.append(']').toString();
+            }
+            if (v instanceof Map) {
+                StringBuilder b = new StringBuilder("{");
+                boolean first = true;
+                for (Map.Entry<?, ?> e : ((Map<?, ?>) v).entrySet()) {
+                    if (!first) {
+                        b.append(',');
+                    }
+                    first = false;
+                    b.append(quote(String.valueOf(e.getKey()))).append(':').append(value(e.getValue()));
+                }
+                return b.append('}').toString();
+            }
+            return quote(v.toString());
+        }
+
+        @Override
+        public String toString() {
+            return value(fields);
+        }
+    }
+
+    public static void main(String[] args) {
+        if (args.length == 0) {
+            System.err.println("usage: Check <admin|produce-idempotent|produce-txn|consume|share-consume> --bootstrap HOST:PORT ...");
+            System.exit(2);
+        }
+        String cmd = args[0];
+        Json out = new Json().put("check", cmd);
+        int status = 0;
+        try {
+            Opts o = new Opts(args, 1);
+            switch (cmd) {
+                case "admin": admin(o, out); break;
+                case "produce-idempotent": produceIdempotent(o, out); break;
+                case "produce-txn": produceTxn(o, out); break;
+                case "consume": consume(o, out); break;
+                case "share-consume": shareConsume(o, out); break;
+                default: throw new IllegalArgumentException("unknown command " + cmd);
+            }
+            out.put("ok", true);
+        } catch (Throwable t) {
+            Throwable root = t;
+            while (root instanceof ExecutionException && root.getCause() != null) {
+                root = root.getCause();
+            }
+            out.put("ok", false).put("error", root.getClass().getSimpleName() + ": " + root.getMessage());
+            t.printStackTrace();
+            status = 1;
+        }
+        System.out.println("RESULT " + out);
+        System.out.flush();
+        System.exit(status);
+    }
+
+    static Properties base(Opts o) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", o.str("bootstrap"));
+        // Fail fast instead of hanging: every scenario is bounded.
+        p.put("request.timeout.ms", "15000");
+        p.put("default.api.timeout.ms", "20000");
+        String extra = o.str("props", "");
+        for (String kv : extra.split(",")) {
+            int eq = kv.indexOf('=');
+            if (eq > 0) {
+                p.put(kv.substring(0, eq), kv.substring(eq + 1));
+            }
+        }
+        return p;
+    }
+
+    /** Admin: create a topic, describe the cluster, the topic and its configs. */
+    static void admin(Opts o, Json out) throws Exception {
+        String topic = o.str("topic");
+        int partitions = o.num("partitions", 3);
+        try (Admin admin = Admin.create(base(o))) {
+            admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get(30, TimeUnit.SECONDS);
+            out.put("created", true);
+            DescribeClusterResult cluster = admin.describeCluster();
+            Collection<Node> nodes = cluster.nodes().get(30, TimeUnit.SECONDS);
+            Node controller = cluster.controller().get(30, TimeUnit.SECONDS);
+            out.put("cluster_id", cluster.clusterId().get(30, TimeUnit.SECONDS));
+            out.put("nodes", nodes.size());
+            out.put("controller", controller == null ? -1 : controller.id());
+            TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames().get(30, TimeUnit.SECONDS).get(topic);
+            out.put("partitions", d.partitions().size());
+            out.put("topic_id_set", d.topicId() != null && !d.topicId().equals(org.apache.kafka.common.Uuid.ZERO_UUID));
+            ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+            Config cfg = admin.describeConfigs(List.of(res)).all().get(30, TimeUnit.SECONDS).get(res);
+            out.put("topic_configs", cfg.entries().size());
+            ConfigEntry cleanup = cfg.get("cleanup.policy");
+            out.put("cleanup_policy", cleanup == null ? null : cleanup.value());
+            ConfigResource broker = new ConfigResource(ConfigResource.Type.BROKER, String.valueOf(nodes.iterator().next().id()));
+            Config bcfg = admin.describeConfigs(List.of(broker)).all().get(30, TimeUnit.SECONDS).get(broker);
+            out.put("broker_configs", bcfg.entries().size());
+            out.put("topics_listed", admin.listTopics().names().get(30, TimeUnit.SECONDS).contains(topic));
+            if (o.flag("delete")) {
+                admin.deleteTopics(List.of(topic)).all().get(30, TimeUnit.SECONDS);
+                out.put("deleted", true);
+            }
+        }
+    }
+
+    static KafkaProducer<String, String> producer(Opts o, Properties p) {
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        return new KafkaProducer<>(p);
+    }
+
+    /** Idempotent producer: N records, acks=all, offsets strictly increasing per partition. */
+    static void produceIdempotent(Opts o, Json out) throws Exception {
+        String topic = o.str("topic");
+        int count = o.num("count", 100);
+        Properties p = base(o);
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, "5");
+        try (KafkaProducer<String, String> producer = producer(o, p)) {
+            List<java.util.concurrent.Future<RecordMetadata>> futures = new ArrayList<>();
+            for (int i = 0; i < count; i++) {
+                futures.add(producer.send(new ProducerRecord<>(topic, "k" + (i % 7), o.str("prefix", "idem") + "-" + i)));
+            }
+            producer.flush();
+            Map<Integer, Long> last = new HashMap<>();
+            int acked = 0;
+            boolean increasing = true;
+            for (java.util.concurrent.Future<RecordMetadata> f : futures) {
+                RecordMetadata m = f.get(30, TimeUnit.SECONDS);
+                Long prev = last.put(m.partition(), m.offset());
+                if (prev != null && m.offset() <= prev) {
+                    increasing = false;
+                }
+                acked++;
+            }
+            out.put("sent", count).put("acked", acked).put("offsets_increasing", increasing);
+            out.put("partitions_written", last.size());
+        }
+    }
+
+    /** Transactional producer: one transaction of N records, committed or aborted. */
+    static void produceTxn(Opts o, Json out) throws Exception {
+        String topic = o.str("topic");
+        int count = o.num("count", 10);
+        int transactions = o.num("transactions", 1);
+        boolean commit = !o.flag("abort");
+        Properties p = base(o);
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, o.str("txn-id"));
+        p.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "60000");
+        try (KafkaProducer<String, String> producer = producer(o, p)) {
+            producer.initTransactions();
+            out.put("init", true);
+            int sent = 0;
+            for (int t = 0; t < transactions; t++) {
+                producer.beginTransaction();
+                for (int i = 0; i < count; i++) {
+                    producer.send(new ProducerRecord<>(topic, "k" + i, o.str("prefix", commit ? "committed" : "aborted") + "-" + t + "-" + i));
+                    sent++;
+                }
+                producer.flush();
+                if (commit) {
+                    producer.commitTransaction();
+                } else {
+                    producer.abortTransaction();
+                }
+            }
+            out.put("sent", sent).put("outcome", commit ? "commit" : "abort").put("transactions", transactions);
+        }
+    }
+
+    /** KafkaConsumer in assign mode (no consumer group): reads from the beginning. */
+    static void consume(Opts o, Json out) throws Exception {
+        String topic = o.str("topic");
+        int expect = o.num("expect", 0);
+        long deadline = System.currentTimeMillis() + o.num("timeout-ms", 20000);
+        Properties p = base(o);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, o.str("isolation", "read_committed"));
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        if (o.flag("group")) {
+            p.put(ConsumerConfig.GROUP_ID_CONFIG, o.str("group"));
+        }
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            if (o.flag("group")) {
+                consumer.subscribe(List.of(topic));
+                out.put("mode", "subscribe");
+            } else {
+                for (PartitionInfo pi : consumer.partitionsFor(topic, Duration.ofSeconds(20))) {
+                    tps.add(new TopicPartition(topic, pi.partition()));
+                }
+                consumer.assign(tps);
+                consumer.seekToBeginning(tps);
+                out.put("mode", "assign");
+            }
+            List<String> values = new ArrayList<>();
+            while (System.currentTimeMillis() < deadline) {
+                ConsumerRecords<String, String> recs = consumer.poll(Duration.ofMillis(300));
+                for (ConsumerRecord<String, String> r : recs) {
+                    values.add(r.value());
+                }
+                if (expect > 0 && values.size() >= expect) {
+                    // One more poll so that over-delivery would show.
+                    for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(500))) {
+                        values.add(r.value());
+                    }
+                    break;
+                }
+            }
+            Map<String, Integer> prefixes = new LinkedHashMap<>();
+            for (String v : values) {
+                int dash = v.indexOf('-');
+                prefixes.merge(dash < 0 ? v : v.substring(0, dash), 1, Integer::sum);
+            }
+            out.put("received", values.size()).put("by_prefix", prefixes);
+            if (!tps.isEmpty()) {
+                long end = 0;
+                for (Map.Entry<TopicPartition, Long> e : consumer.endOffsets(tps).entrySet()) {
+                    end += e.getValue();
+                }
+                long pos = 0;
+                for (TopicPartition tp : tps) {
+                    pos += consumer.position(tp);
+                }
+                out.put("end_offsets_sum", end).put("positions_sum", pos);
+            }
+        }
+    }
+
+    /**
+     * KafkaShareConsumer in explicit or implicit acknowledgement mode.
+     *
+     * <p>Sets {@code share.auto.offset.reset=earliest} on the group first
+     * (IncrementalAlterConfigs on the GROUP resource); if the broker refuses,
+     * the consumer subscribes first and then produces its own records.
+     * In explicit mode the first record delivered is RELEASEd once and must
+     * come back with delivery count 2; every other record is ACCEPTed.
+     */
+    static void shareConsume(Opts o, Json out) throws Exception {
+        String topic = o.str("topic");
+        String group = o.str("group");
+        String mode = o.str("mode", "explicit");
+        int expect = o.num("expect", 0);
+        int produce = o.num("produce", 0);
+        long deadline = System.currentTimeMillis() + o.num("timeout-ms", 30000);
+        boolean earliest = false;
+        try (Admin admin = Admin.create(base(o))) {
+            ConfigResource g = new ConfigResource(ConfigResource.Type.GROUP, group);
+            admin.incrementalAlterConfigs(Map.of(g, List.of(new AlterConfigOp(
+                new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET))))
+                .all().get(20, TimeUnit.SECONDS);
+            earliest = true;
+        } catch (Exception e) {
+            Throwable c = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+            out.put("group_config_error", c.getClass().getSimpleName());
+        }
+        out.put("group_config_set", earliest);
+        Properties p = base(o);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put("share.acknowledgement.mode", mode);
+        List<String> values = new ArrayList<>();
+        boolean released = false;
+        boolean redelivered = false;
+        String releasedValue = null;
+        int commitErrors = 0;
+        int commits = 0;
+        try (KafkaShareConsumer<String, String> consumer = new KafkaShareConsumer<>(p)) {
+            consumer.subscribe(List.of(topic));
+            if (produce > 0) {
+                // Join the group and let the share partitions initialise
+                // before producing, so that 'latest' would also see them.
+                long warm = System.currentTimeMillis() + o.num("warmup-ms", 3000);
+                while (System.currentTimeMillis() < warm) {
+                    for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                        values.add(r.value());
+                    }
+                }
+                Properties pp = base(o);
+                pp.put(ProducerConfig.ACKS_CONFIG, "all");
+                try (KafkaProducer<String, String> producer = producer(o, pp)) {
+                    for (int i = 0; i < produce; i++) {
+                        producer.send(new ProducerRecord<>(topic, "k" + i, o.str("prefix", "share") + "-" + i));
+                    }
+                    producer.flush();
+                }
+            }
+            while (System.currentTimeMillis() < deadline && (expect == 0 || values.size() < expect)) {
+                ConsumerRecords<String, String> recs = consumer.poll(Duration.ofMillis(300));
+                if (recs.isEmpty()) {
+                    continue;
+                }
+                for (ConsumerRecord<String, String> r : recs) {
+                    if (mode.equals("explicit")) {
+                        if (!released) {
+                            consumer.acknowledge(r, AcknowledgeType.RELEASE);
+                            released = true;
+                            releasedValue = r.value();
+                            continue;
+                        }
+                        if (r.value().equals(releasedValue)) {
+                            Optional<Short> dc = r.deliveryCount();
+                            redelivered = dc.isPresent() && dc.get() >= 2;
+                        }
+                        consumer.acknowledge(r, AcknowledgeType.ACCEPT);
+                    }
+                    values.add(r.value());
+                }
+                Map<TopicIdPartition, Optional<KafkaException>> res = consumer.commitSync(Duration.ofSeconds(15));
+                commits++;
+                for (Optional<KafkaException> e : res.values()) {
+                    if (e.isPresent()) {
+                        commitErrors++;
+                        out.put("commit_error", e.get().getClass().getSimpleName() + ": " + e.get().getMessage());
+                    }
+                }
+            }
+            out.put("mode", mode).put("received", values.size());
+            out.put("distinct", new java.util.HashSet<>(values).size());
+            out.put("commits", commits).put("commit_errors", commitErrors);
+            if (mode.equals("explicit")) {
+                out.put("released_once", released).put("redelivered_with_count_2", redelivered);
+            }
+        }
+        out.put("closed", true);
+    }
+}

@@ -1,0 +1,31 @@
+# Shared settings for scripts/kafka/*.sh (sourced, not run).
+#
+# KAFKA_VERSION      Apache Kafka release taken from Maven Central (4.2 or later).
+# SHARESTREAM_CACHE  cache root (default ~/.cache/sharestream); the jars land in
+#                    $SHARESTREAM_CACHE/kafka-$KAFKA_VERSION/lib
+KAFKA_VERSION="${KAFKA_VERSION:-4.4.0}"
+SHARESTREAM_CACHE="${SHARESTREAM_CACHE:-${HOME}/.cache/sharestream}"
+KAFKA_HOME_DIR="${SHARESTREAM_CACHE}/kafka-${KAFKA_VERSION}"
+KAFKA_LIB="${KAFKA_HOME_DIR}/lib"
+KAFKA_SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+# java with a bounded heap and our log4j2 configuration.
+kafka_java_args() {
+  KAFKA_JAVA_ARGS=(-Xms64m -Xmx"${KAFKA_HEAP:-512m}" -XX:+UseSerialGC
+    -Dlog4j2.configurationFile="${KAFKA_SCRIPTS}/log4j2.properties"
+    -cp "${KAFKA_LIB}/*")
+}
+kafka_java() {
+  kafka_java_args
+  java "${KAFKA_JAVA_ARGS[@]}" "$@"
+}
+
+# A free TCP port on 127.0.0.1 (asked from the kernel).
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# Succeeds once something accepts TCP connections on 127.0.0.1:$1.
+port_open() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}

@@ -1,0 +1,890 @@
+//! Interoperability suite: real Kafka clients against a broker.
+//!
+//! Runs Apache Kafka's Java clients and tools, confluent-kafka (Python,
+//! librdkafka) and kcat as child processes against either our embedded
+//! broker (started in this process) or an external broker such as a real
+//! Apache Kafka started by `scripts/kafka/start.sh`. Each scenario prints a
+//! result the suite asserts on; the outcome of every scenario is written to
+//! `target/interop/matrix-<backend>.json`, from which
+//! `scripts/interop_matrix.py` renders docs/INTEROP.md.
+//!
+//! It needs a JVM and the Kafka jars, so it only runs when
+//! `SHARESTREAM_INTEROP_CP` is set (scripts/interop.sh sets everything up);
+//! otherwise it prints why it is skipped and passes.
+//!
+//! Environment:
+//! - `SHARESTREAM_INTEROP_CP`: Java classpath holding the check jar
+//!   (interop/java) and the Kafka jars.
+//! - `SHARESTREAM_INTEROP_BOOTSTRAP`: use this external broker instead of the
+//!   embedded one; `SHARESTREAM_INTEROP_BACKEND` names it in the matrix.
+//! - `SHARESTREAM_INTEROP_PYTHON`: a Python with confluent-kafka (optional).
+//! - `SHARESTREAM_INTEROP_KCAT`: the kcat binary (optional).
+//! - `SHARESTREAM_INTEROP_LOG4J`: log4j2 configuration for the JVMs.
+//!
+//! Verdicts: `pass`; `gap` when a scenario fails and needs an API the broker
+//! does not advertise, or is a known, documented gap of the embedded broker;
+//! `fail` otherwise, which fails the test; `skip` when a client is not
+//! installed.
+
+#[global_allocator]
+static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::RawClient;
+use kafka_protocol::messages::ApiVersionsRequest;
+use kafka_protocol::protocol::StrBytes;
+use serde_json::{Value, json};
+use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
+use tokio::io::AsyncReadExt;
+
+/// API keys the scenarios depend on, by Kafka name.
+const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
+const JOIN_GROUP: i16 = 11;
+const OFFSET_FETCH: i16 = 9;
+const SHARE_GROUP_HEARTBEAT: i16 = 76;
+const SHARE_FETCH: i16 = 78;
+const SHARE_ACKNOWLEDGE: i16 = 79;
+
+fn api_name(key: i16) -> &'static str {
+    match key {
+        INCREMENTAL_ALTER_CONFIGS => "IncrementalAlterConfigs",
+        JOIN_GROUP => "JoinGroup",
+        OFFSET_FETCH => "OffsetFetch",
+        SHARE_GROUP_HEARTBEAT => "ShareGroupHeartbeat",
+        SHARE_FETCH => "ShareFetch",
+        SHARE_ACKNOWLEDGE => "ShareAcknowledge",
+        _ => "?",
+    }
+}
+
+/// Which program runs a scenario.
+#[derive(Clone, Copy, PartialEq)]
+enum Runner {
+    /// `java -cp $SHARESTREAM_INTEROP_CP <main class> args...`
+    Java,
+    /// `$SHARESTREAM_INTEROP_PYTHON interop/python/check.py args...`
+    Python,
+    /// `$SHARESTREAM_INTEROP_KCAT args...`
+    Kcat,
+}
+
+/// How a scenario's output becomes the JSON that `verify` looks at.
+#[derive(Clone, Copy)]
+enum Output {
+    /// The `RESULT {json}` line of our check programs.
+    ResultLine,
+    /// `{"lines": N, "last": "..."}` over stdout.
+    Lines,
+    /// VerifiableShareConsumer's JSON events, summed.
+    VerifiableShare,
+}
+
+type Verify = fn(&Value) -> Result<(), String>;
+
+struct Scenario {
+    client: &'static str,
+    feature: &'static str,
+    runner: Runner,
+    args: Vec<String>,
+    output: Output,
+    /// APIs without which the scenario cannot work: failing while one is
+    /// not advertised is a gap, not a failure.
+    needs: &'static [i16],
+    /// A known gap of the embedded broker (reason), documented in
+    /// docs/INTEROP.md.
+    embedded_gap: Option<&'static str>,
+    verify: Verify,
+    timeout: Duration,
+}
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| x.to_string()).collect()
+}
+
+fn field_i64(v: &Value, k: &str) -> i64 {
+    v.get(k).and_then(Value::as_i64).unwrap_or(-1)
+}
+
+fn expect_eq(v: &Value, k: &str, want: i64) -> Result<(), String> {
+    let got = field_i64(v, k);
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!("{k} = {got}, expected {want}"))
+    }
+}
+
+fn expect_true(v: &Value, k: &str) -> Result<(), String> {
+    if v.get(k).and_then(Value::as_bool) == Some(true) {
+        Ok(())
+    } else {
+        Err(format!("{k} is not true"))
+    }
+}
+
+fn ok(v: &Value) -> Result<(), String> {
+    if v.get("ok").and_then(Value::as_bool) == Some(true) {
+        Ok(())
+    } else {
+        Err(v
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or("no RESULT line")
+            .to_string())
+    }
+}
+
+fn prefix_count(v: &Value, p: &str) -> i64 {
+    v.get("by_prefix")
+        .and_then(|b| b.get(p))
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+}
+
+const CHECK: &str = "dev.sharestream.interop.Check";
+const T: &str = "interop-main";
+const T_SHARE_X: &str = "interop-share-explicit";
+const T_SHARE_I: &str = "interop-share-implicit";
+const T_PERF: &str = "interop-perf";
+const T_PY: &str = "interop-python";
+const T_PY_SHARE: &str = "interop-python-share";
+const T_KCAT: &str = "interop-kcat";
+const PERF_RECORDS: i64 = 2000;
+
+/// The scenarios, in order (later ones read what earlier ones wrote).
+fn scenarios(bootstrap: &str) -> Vec<Scenario> {
+    let b = bootstrap;
+    let j = |extra: &[&str]| -> Vec<String> {
+        let mut v = s(&[CHECK]);
+        v.extend(s(extra));
+        v.extend(s(&["--bootstrap", b]));
+        v
+    };
+    let t60 = Duration::from_secs(60);
+    let extra_topics = [T_SHARE_X, T_SHARE_I, T_PERF, T_PY, T_PY_SHARE, T_KCAT];
+    let mut out = vec![Scenario {
+        client: "java-admin",
+        feature: "create topics, describe cluster/topics/configs",
+        runner: Runner::Java,
+        args: j(&["admin", "--topic", T, "--partitions", "3"]),
+        output: Output::ResultLine,
+        needs: &[],
+        embedded_gap: None,
+        verify: |v| {
+            ok(v)?;
+            expect_eq(v, "nodes", 1)?;
+            expect_eq(v, "partitions", 3)?;
+            expect_true(v, "topic_id_set")?;
+            expect_true(v, "topics_listed")?;
+            if field_i64(v, "controller") < 0 {
+                return Err("no controller".into());
+            }
+            Ok(())
+        },
+        timeout: t60,
+    }];
+    for topic in extra_topics {
+        out.push(Scenario {
+            client: "java-admin",
+            feature: "create topic (setup)",
+            runner: Runner::Java,
+            args: j(&["admin", "--topic", topic, "--partitions", "1"]),
+            output: Output::ResultLine,
+            needs: &[],
+            embedded_gap: None,
+            verify: ok,
+            timeout: t60,
+        });
+    }
+    out.extend([
+        Scenario {
+            client: "java-producer",
+            feature: "idempotent produce (acks=all)",
+            runner: Runner::Java,
+            args: j(&["produce-idempotent", "--topic", T, "--count", "100"]),
+            output: Output::ResultLine,
+            needs: &[],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_eq(v, "acked", 100)?;
+                expect_true(v, "offsets_increasing")
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "java-producer",
+            feature: "transaction commit",
+            runner: Runner::Java,
+            args: j(&[
+                "produce-txn",
+                "--topic",
+                T,
+                "--count",
+                "10",
+                "--txn-id",
+                "interop-txn",
+                "--prefix",
+                "committed",
+            ]),
+            output: Output::ResultLine,
+            needs: &[],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_eq(v, "sent", 10)
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "java-producer",
+            feature: "transaction abort",
+            runner: Runner::Java,
+            args: j(&[
+                "produce-txn",
+                "--topic",
+                T,
+                "--count",
+                "10",
+                "--txn-id",
+                "interop-txn",
+                "--abort",
+                "--prefix",
+                "aborted",
+            ]),
+            output: Output::ResultLine,
+            needs: &[],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_eq(v, "sent", 10)
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "java-consumer",
+            feature: "read_committed (assign mode)",
+            runner: Runner::Java,
+            args: j(&["consume", "--topic", T, "--expect", "110"]),
+            output: Output::ResultLine,
+            needs: &[],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_eq(v, "received", 110)?;
+                if prefix_count(v, "aborted") != 0 {
+                    return Err("aborted records were delivered".into());
+                }
+                if prefix_count(v, "committed") != 10 || prefix_count(v, "idem") != 100 {
+                    return Err(format!("by_prefix = {}", v["by_prefix"]));
+                }
+                Ok(())
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "java-consumer",
+            feature: "read_uncommitted (assign mode)",
+            runner: Runner::Java,
+            args: j(&[
+                "consume",
+                "--topic",
+                T,
+                "--expect",
+                "120",
+                "--isolation",
+                "read_uncommitted",
+            ]),
+            output: Output::ResultLine,
+            needs: &[],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_eq(v, "received", 120)?;
+                if prefix_count(v, "aborted") != 10 {
+                    return Err(format!("by_prefix = {}", v["by_prefix"]));
+                }
+                Ok(())
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "java-consumer",
+            feature: "subscribe (consumer group)",
+            runner: Runner::Java,
+            args: j(&[
+                "consume",
+                "--topic",
+                T,
+                "--expect",
+                "110",
+                "--group",
+                "interop-cg",
+                "--timeout-ms",
+                "15000",
+            ]),
+            output: Output::ResultLine,
+            needs: &[JOIN_GROUP, OFFSET_FETCH],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_eq(v, "received", 110)
+            },
+            timeout: t60,
+        },
+    ]);
+    for (mode, topic) in [("explicit", T_SHARE_X), ("implicit", T_SHARE_I)] {
+        out.push(Scenario {
+            client: "java-share-consumer",
+            feature: if mode == "explicit" {
+                "explicit acks (ACCEPT, RELEASE + redelivery), commitSync"
+            } else {
+                "implicit acks, commitSync"
+            },
+            runner: Runner::Java,
+            args: j(&[
+                "share-consume",
+                "--topic",
+                topic,
+                "--group",
+                &format!("interop-share-{mode}"),
+                "--mode",
+                mode,
+                "--produce",
+                "50",
+                "--expect",
+                "50",
+            ]),
+            output: Output::ResultLine,
+            needs: &[SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_eq(v, "received", 50)?;
+                expect_eq(v, "distinct", 50)?;
+                expect_eq(v, "commit_errors", 0)?;
+                if v["mode"] == "explicit" {
+                    expect_true(v, "redelivered_with_count_2")?;
+                }
+                Ok(())
+            },
+            timeout: t60,
+        });
+    }
+    let perf_n = PERF_RECORDS.to_string();
+    out.extend([
+        Scenario {
+            client: "kafka-producer-perf-test",
+            feature: "2000 records, acks=all",
+            runner: Runner::Java,
+            args: vec![
+                "org.apache.kafka.tools.ProducerPerformance".into(),
+                "--topic".into(),
+                T_PERF.into(),
+                "--num-records".into(),
+                perf_n.clone(),
+                "--record-size".into(),
+                "100".into(),
+                "--throughput".into(),
+                "-1".into(),
+                "--producer-props".into(),
+                format!("bootstrap.servers={b}"),
+                "acks=all".into(),
+            ],
+            output: Output::Lines,
+            needs: &[],
+            embedded_gap: None,
+            verify: |v| {
+                let last = v["last"].as_str().unwrap_or("");
+                if last.starts_with(&format!("{PERF_RECORDS} records sent")) {
+                    Ok(())
+                } else {
+                    Err(format!("summary line: {last:?}"))
+                }
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-console-consumer",
+            feature: "--partition 0 --offset earliest (no group)",
+            runner: Runner::Java,
+            args: vec![
+                "org.apache.kafka.tools.consumer.ConsoleConsumer".into(),
+                "--bootstrap-server".into(),
+                b.into(),
+                "--topic".into(),
+                T_PERF.into(),
+                "--partition".into(),
+                "0".into(),
+                "--offset".into(),
+                "earliest".into(),
+                "--max-messages".into(),
+                perf_n.clone(),
+                "--timeout-ms".into(),
+                "20000".into(),
+            ],
+            output: Output::Lines,
+            needs: &[],
+            embedded_gap: None,
+            verify: |v| expect_eq(v, "lines", PERF_RECORDS),
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-configs",
+            feature: "alter group config share.auto.offset.reset",
+            runner: Runner::Java,
+            args: vec![
+                "org.apache.kafka.tools.ConfigCommand".into(),
+                "--bootstrap-server".into(),
+                b.into(),
+                "--alter".into(),
+                "--entity-type".into(),
+                "groups".into(),
+                "--entity-name".into(),
+                "interop-console-share".into(),
+                "--add-config".into(),
+                "share.auto.offset.reset=earliest".into(),
+            ],
+            output: Output::Lines,
+            needs: &[INCREMENTAL_ALTER_CONFIGS],
+            embedded_gap: None,
+            verify: |v| {
+                if v["exit"] == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("exit {}: {}", v["exit"], v["last"]))
+                }
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-console-share-consumer",
+            feature: "share group read of 2000 records",
+            runner: Runner::Java,
+            args: vec![
+                "org.apache.kafka.tools.consumer.ConsoleShareConsumer".into(),
+                "--bootstrap-server".into(),
+                b.into(),
+                "--topic".into(),
+                T_PERF.into(),
+                "--group".into(),
+                "interop-console-share".into(),
+                "--max-messages".into(),
+                perf_n.clone(),
+                "--timeout-ms".into(),
+                "20000".into(),
+            ],
+            output: Output::Lines,
+            // Reading from the start needs the group config set above.
+            needs: &[
+                SHARE_GROUP_HEARTBEAT,
+                SHARE_FETCH,
+                SHARE_ACKNOWLEDGE,
+                INCREMENTAL_ALTER_CONFIGS,
+            ],
+            embedded_gap: None,
+            verify: |v| expect_eq(v, "lines", PERF_RECORDS),
+            timeout: t60,
+        },
+        Scenario {
+            client: "VerifiableShareConsumer",
+            feature: "earliest reset, sync acks, 2000 records",
+            runner: Runner::Java,
+            args: vec![
+                "org.apache.kafka.tools.VerifiableShareConsumer".into(),
+                "--bootstrap-server".into(),
+                b.into(),
+                "--topic".into(),
+                T_PERF.into(),
+                "--group-id".into(),
+                "interop-verifiable-share".into(),
+                "--max-messages".into(),
+                perf_n,
+                "--acknowledgement-mode".into(),
+                "sync".into(),
+                "--offset-reset-strategy".into(),
+                "earliest".into(),
+            ],
+            output: Output::VerifiableShare,
+            needs: &[
+                SHARE_GROUP_HEARTBEAT,
+                SHARE_FETCH,
+                SHARE_ACKNOWLEDGE,
+                INCREMENTAL_ALTER_CONFIGS,
+            ],
+            embedded_gap: None,
+            verify: |v| {
+                expect_eq(v, "consumed", PERF_RECORDS)?;
+                expect_eq(v, "acknowledged", PERF_RECORDS)?;
+                expect_true(v, "shutdown_complete")
+            },
+            timeout: t60,
+        },
+    ]);
+    let p = |extra: &[&str]| -> Vec<String> {
+        let mut v = s(extra);
+        v.extend(s(&["--bootstrap", b]));
+        v
+    };
+    out.extend([
+        Scenario {
+            client: "confluent-kafka-python",
+            feature: "transaction commit",
+            runner: Runner::Python,
+            args: p(&[
+                "produce-txn",
+                "--topic",
+                T_PY,
+                "--txn-id",
+                "py-txn",
+                "--count",
+                "10",
+            ]),
+            output: Output::ResultLine,
+            needs: &[],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_eq(v, "delivery_errors", 0)
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "confluent-kafka-python",
+            feature: "transaction abort",
+            runner: Runner::Python,
+            args: p(&[
+                "produce-txn",
+                "--topic",
+                T_PY,
+                "--txn-id",
+                "py-txn",
+                "--count",
+                "10",
+                "--abort",
+                "--prefix",
+                "aborted",
+            ]),
+            output: Output::ResultLine,
+            needs: &[],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_eq(v, "delivery_errors", 0)
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "confluent-kafka-python",
+            feature: "read_committed (assign mode)",
+            runner: Runner::Python,
+            args: p(&["consume", "--topic", T_PY, "--expect", "10"]),
+            output: Output::ResultLine,
+            needs: &[],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_eq(v, "received", 10)?;
+                if prefix_count(v, "aborted") != 0 {
+                    return Err("aborted records were delivered".into());
+                }
+                Ok(())
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "confluent-kafka-python",
+            feature: "ShareConsumer (implicit acks)",
+            runner: Runner::Python,
+            args: p(&[
+                "share-consume",
+                "--topic",
+                T_PY_SHARE,
+                "--group",
+                "interop-py-share",
+                "--produce",
+                "30",
+            ]),
+            output: Output::ResultLine,
+            needs: &[SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_eq(v, "distinct", 30)
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "kcat",
+            feature: "produce 20 records (-P)",
+            runner: Runner::Kcat,
+            args: s(&["-b", b, "-P", "-t", T_KCAT]),
+            output: Output::Lines,
+            needs: &[],
+            embedded_gap: None,
+            verify: |v| {
+                if v["exit"] == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("exit {}", v["exit"]))
+                }
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "kcat",
+            feature: "consume from beginning (-C -e)",
+            runner: Runner::Kcat,
+            args: s(&["-b", b, "-C", "-t", T_KCAT, "-o", "beginning", "-e", "-q"]),
+            output: Output::Lines,
+            needs: &[],
+            embedded_gap: None,
+            verify: |v| expect_eq(v, "lines", 20),
+            timeout: t60,
+        },
+    ]);
+    out
+}
+
+/// Advertised API keys, asked with ApiVersions v3.
+async fn advertised_apis(bootstrap: &str) -> BTreeSet<i16> {
+    let addr = tokio::net::lookup_host(bootstrap)
+        .await
+        .expect("resolve bootstrap")
+        .next()
+        .expect("an address");
+    let mut c = RawClient::connect(addr).await;
+    let req = ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("sharestream-interop"))
+        .with_client_software_version(StrBytes::from_static_str("1"));
+    let resp = c.send(&req, 3).await;
+    resp.api_keys.iter().map(|k| k.api_key).collect()
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs one scenario; returns its JSON (never panics on client failure).
+async fn run(sc: &Scenario, log: &Path) -> Value {
+    let cp = std::env::var("SHARESTREAM_INTEROP_CP").unwrap_or_default();
+    let mut cmd = match sc.runner {
+        Runner::Java => {
+            let mut c = tokio::process::Command::new(
+                std::env::var("SHARESTREAM_INTEROP_JAVA").unwrap_or_else(|_| "java".into()),
+            );
+            c.args([
+                "-Xms32m",
+                "-Xmx256m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+            ]);
+            if let Ok(l) = std::env::var("SHARESTREAM_INTEROP_LOG4J") {
+                c.arg(format!("-Dlog4j2.configurationFile={l}"));
+            }
+            c.arg("-cp").arg(&cp);
+            c
+        }
+        Runner::Python => {
+            let mut c = tokio::process::Command::new(
+                std::env::var("SHARESTREAM_INTEROP_PYTHON").expect("checked by caller"),
+            );
+            c.arg(repo_root().join("interop/python/check.py"));
+            c
+        }
+        Runner::Kcat => tokio::process::Command::new(
+            std::env::var("SHARESTREAM_INTEROP_KCAT").expect("checked by caller"),
+        ),
+    };
+    cmd.args(&sc.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(
+            std::fs::File::create(log).expect("create scenario log"),
+        ))
+        .kill_on_drop(true);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return json!({"ok": false, "error": format!("spawn: {e}"), "exit": -1}),
+    };
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    if sc.runner == Runner::Kcat && sc.args.iter().any(|a| a == "-P") {
+        use tokio::io::AsyncWriteExt;
+        let lines: String = (0..20).map(|i| format!("kcat-{i}\n")).collect();
+        let _ = stdin.write_all(lines.as_bytes()).await;
+    }
+    drop(stdin);
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let mut text = String::new();
+    let waited = tokio::time::timeout(sc.timeout, async {
+        let _ = stdout.read_to_string(&mut text).await;
+        child.wait().await
+    })
+    .await;
+    let exit = match waited {
+        Ok(Ok(status)) => status.code().unwrap_or(-1),
+        Ok(Err(e)) => return json!({"ok": false, "error": format!("wait: {e}"), "exit": -1}),
+        Err(_) => {
+            let _ = child.kill().await;
+            return json!({"ok": false, "error": format!("timed out after {:?}", sc.timeout),
+                          "exit": -1, "lines": text.lines().count()});
+        }
+    };
+    let mut v = match sc.output {
+        Output::ResultLine => text
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("RESULT "))
+            .and_then(|l| serde_json::from_str(l).ok())
+            .unwrap_or_else(|| json!({"ok": false, "error": "no RESULT line"})),
+        Output::Lines => json!({
+            "lines": text.lines().count(),
+            "last": text.lines().last().unwrap_or(""),
+        }),
+        Output::VerifiableShare => {
+            let (mut consumed, mut acked, mut done) = (0i64, 0i64, false);
+            for l in text.lines() {
+                let Ok(e) = serde_json::from_str::<Value>(l) else {
+                    continue;
+                };
+                match e["name"].as_str() {
+                    Some("records_consumed") => consumed += field_i64(&e, "count").max(0),
+                    Some("offsets_acknowledged") => acked += field_i64(&e, "count").max(0),
+                    Some("shutdown_complete") => done = true,
+                    _ => {}
+                }
+            }
+            json!({"consumed": consumed, "acknowledged": acked, "shutdown_complete": done})
+        }
+    };
+    v["exit"] = json!(exit);
+    v
+}
+
+/// Starts the embedded broker unless an external one is named.
+async fn backend() -> (String, String, Option<BrokerHandle>) {
+    if let Ok(b) = std::env::var("SHARESTREAM_INTEROP_BOOTSTRAP") {
+        let name =
+            std::env::var("SHARESTREAM_INTEROP_BACKEND").unwrap_or_else(|_| "external".into());
+        return (name, b, None);
+    }
+    let config = BrokerConfig {
+        auto_create_topics: true,
+        ..BrokerConfig::in_memory()
+    };
+    let handle = Broker::start(config).await.expect("start embedded broker");
+    (
+        "sharestream-embedded".into(),
+        handle.bootstrap_servers(),
+        Some(handle),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_clients_against_broker() {
+    if std::env::var("SHARESTREAM_INTEROP_CP").is_err() {
+        println!(
+            "SKIP interop: SHARESTREAM_INTEROP_CP is not set (run scripts/interop.sh, which \
+             fetches Apache Kafka and builds the check programs)"
+        );
+        return;
+    }
+    let out_dir = repo_root().join("target/interop");
+    std::fs::create_dir_all(out_dir.join("logs")).unwrap();
+    if std::env::var("RUST_LOG").is_ok() {
+        let file = std::fs::File::create(out_dir.join("embedded-broker.log")).unwrap();
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::sync::Mutex::new(file))
+            .with_ansi(false)
+            .try_init();
+    }
+    let (name, bootstrap, handle) = backend().await;
+    let embedded = handle.is_some();
+    let apis = advertised_apis(&bootstrap).await;
+    let python = std::env::var("SHARESTREAM_INTEROP_PYTHON").ok();
+    let kcat = std::env::var("SHARESTREAM_INTEROP_KCAT").ok();
+    let only = std::env::var("SHARESTREAM_INTEROP_ONLY").ok();
+    let mut rows = Vec::new();
+    let mut failures = Vec::new();
+    for (i, sc) in scenarios(&bootstrap).into_iter().enumerate() {
+        if let Some(o) = &only
+            && !sc.client.contains(o.as_str())
+        {
+            continue;
+        }
+        let missing_tool = match sc.runner {
+            Runner::Python if python.is_none() => {
+                Some("SHARESTREAM_INTEROP_PYTHON not set (confluent-kafka not installed)")
+            }
+            Runner::Kcat if kcat.is_none() => Some("kcat not installed"),
+            _ => None,
+        };
+        let started = Instant::now();
+        let (status, detail, result) = if let Some(why) = missing_tool {
+            ("skip", why.to_string(), Value::Null)
+        } else {
+            let log = out_dir.join(format!("logs/{name}-{i:02}-{}.log", sc.client));
+            let v = run(&sc, &log).await;
+            match (sc.verify)(&v) {
+                Ok(()) => ("pass", String::new(), v),
+                Err(e) => {
+                    let missing: Vec<String> = sc
+                        .needs
+                        .iter()
+                        .filter(|k| !apis.contains(k))
+                        .map(|k| format!("{} (key {k})", api_name(*k)))
+                        .collect();
+                    if !missing.is_empty() {
+                        let why = format!("broker does not serve {}", missing.join(", "));
+                        ("gap", format!("{why}; client saw: {e}"), v)
+                    } else if let (true, Some(why)) = (embedded, sc.embedded_gap) {
+                        ("gap", format!("{why}; client saw: {e}"), v)
+                    } else {
+                        failures.push(format!("{} / {}: {e}", sc.client, sc.feature));
+                        ("fail", e, v)
+                    }
+                }
+            }
+        };
+        let secs = started.elapsed().as_secs_f64();
+        println!(
+            "interop [{name}] {status:4} {} / {} ({secs:.1}s) {detail}",
+            sc.client, sc.feature
+        );
+        rows.push(json!({
+            "client": sc.client,
+            "feature": sc.feature,
+            "status": status,
+            "detail": detail,
+            "seconds": (secs * 10.0).round() / 10.0,
+            "result": result,
+        }));
+    }
+    if let Some(h) = handle {
+        h.shutdown().await;
+    }
+    let matrix = json!({
+        "backend": name,
+        "advertised_api_keys": apis,
+        "rows": rows,
+    });
+    if only.is_none() {
+        std::fs::write(
+            out_dir.join(format!("matrix-{name}.json")),
+            serde_json::to_string_pretty(&matrix).unwrap(),
+        )
+        .unwrap();
+    }
+    assert!(
+        failures.is_empty(),
+        "interop failures against {name}:\n{}",
+        failures.join("\n")
+    );
+}

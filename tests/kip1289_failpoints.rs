@@ -1,0 +1,193 @@
+//! KIP-1289 corner cases that need injected faults (the `failpoints`
+//! feature, enabled by the test command). Failpoints are process-wide, so
+//! these tests run one at a time and live in their own test binary.
+#![cfg(feature = "failpoints")]
+
+mod common;
+
+use std::time::Duration;
+
+use common::RawClient;
+use common::kip::*;
+use sharestream::broker::share::RecordState;
+use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
+use sharestream::failpoints;
+use sharestream::protocol::ErrorCode;
+use uuid::Uuid;
+
+#[global_allocator]
+static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+const ACCEPT: i8 = 1;
+const N: i64 = 10;
+
+/// Disarms every failpoint when a test ends, even by panic.
+struct Disarm;
+impl Drop for Disarm {
+    fn drop(&mut self) {
+        failpoints::disarm("txn.persist");
+        failpoints::disarm("txn.share_marker");
+    }
+}
+
+async fn env(config: BrokerConfig) -> (BrokerHandle, RawClient, Uuid, i32) {
+    let b = Broker::start(config).await.unwrap();
+    let mut c = RawClient::connect(b.local_addr()).await;
+    let input = create_topic(&mut c, INPUT, 1).await;
+    produce_plain(&mut c, INPUT, 0, N as usize).await;
+    earliest(&mut c, GROUP).await;
+    let epoch = join(&mut c, "m1").await;
+    assert_eq!(
+        acquire(&mut c, "m1", input, &[0], 0).await,
+        vec![(0, 0, N - 1)]
+    );
+    (b, c, input, epoch)
+}
+
+fn all(b: &BrokerHandle, input: Uuid) -> Vec<Seen> {
+    states(b, input, 0, 0..=N - 1)
+}
+
+fn uniform(s: Seen) -> Vec<Seen> {
+    vec![s; N as usize]
+}
+
+async fn wait_for(b: &BrokerHandle, input: Uuid, want: Seen) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while all(b, input) != uniform(want) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still {:?}, wanted {want:?}",
+            all(b, input)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn corner_case_02_coordinator_registration_fails_and_nothing_is_staged() {
+    let _serial = SERIAL.lock().await;
+    let _disarm = Disarm;
+    let (b, mut c, input, epoch) = env(BrokerConfig::in_memory()).await;
+    let (pid, pe) = init_pid(&mut c, "t", 60_000).await;
+    let req = stage_req("t", pid, pe, "m1", epoch, input, &[(0, 0, N - 1, ACCEPT)]);
+    // Registering the share participant cannot be made durable.
+    failpoints::arm("txn.persist", Some(1));
+    let r = stage(&mut c, &req).await;
+    assert_eq!(r.error_code, ErrorCode::COORDINATOR_NOT_AVAILABLE.0);
+    assert!(ErrorCode(r.error_code).is_retriable());
+    assert_eq!(all(&b, input), uniform(Seen::State(RecordState::Acquired)));
+    // The client retries: it stages now.
+    let r = stage(&mut c, &req).await;
+    assert_eq!(partition_errors(&r), vec![(0, 0)]);
+    assert_eq!(end_txn(&mut c, "t", pid, pe, true).await.error_code, 0);
+    assert_eq!(all(&b, input), uniform(Seen::Terminal));
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn corner_case_13_markers_that_do_not_arrive_are_retried_until_acknowledged() {
+    let _serial = SERIAL.lock().await;
+    let _disarm = Disarm;
+    let (b, mut c, input, epoch) = env(BrokerConfig::in_memory()).await;
+    let (pid, pe) = init_pid(&mut c, "t", 60_000).await;
+    let req = stage_req("t", pid, pe, "m1", epoch, input, &[(0, 0, N - 1, ACCEPT)]);
+    assert_eq!(partition_errors(&stage(&mut c, &req).await), vec![(0, 0)]);
+    failpoints::arm("txn.share_marker", None);
+    // The commit is decided; its marker does not reach the share partition.
+    assert_eq!(end_txn(&mut c, "t", pid, pe, true).await.error_code, 0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(all(&b, input), uniform(Seen::State(RecordState::TxPending)));
+    // Meanwhile the transactional id cannot start anew.
+    let r = c
+        .send(
+            &kafka_protocol::messages::InitProducerIdRequest::default()
+                .with_transactional_id(Some(kafka_protocol::messages::TransactionalId(s("t"))))
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(kafka_protocol::messages::ProducerId(-1))
+                .with_producer_epoch(-1),
+            5,
+        )
+        .await;
+    assert_eq!(r.error_code, ErrorCode::CONCURRENT_TRANSACTIONS.0);
+    // Delivery recovers: the coordinator's retry resolves the records.
+    failpoints::disarm("txn.share_marker");
+    wait_for(&b, input, Seen::Terminal).await;
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn corner_case_13_pending_markers_are_resent_after_a_broker_restart() {
+    let _serial = SERIAL.lock().await;
+    let _disarm = Disarm;
+    let dir = tempfile::tempdir().unwrap();
+    let (b, mut c, input, epoch) = env(BrokerConfig::with_data_dir(dir.path())).await;
+    let (pid, pe) = init_pid(&mut c, "t", 60_000).await;
+    let req = stage_req("t", pid, pe, "m1", epoch, input, &[(0, 0, N - 1, ACCEPT)]);
+    assert_eq!(partition_errors(&stage(&mut c, &req).await), vec![(0, 0)]);
+    failpoints::arm("txn.share_marker", None);
+    assert_eq!(end_txn(&mut c, "t", pid, pe, true).await.error_code, 0);
+    drop(c);
+    b.kill().await;
+    failpoints::disarm("txn.share_marker");
+    // Recovery finds the transaction in PrepareCommit and sends its markers.
+    let b = Broker::start(BrokerConfig::with_data_dir(dir.path()))
+        .await
+        .unwrap();
+    wait_for(&b, input, Seen::Terminal).await;
+    assert_eq!(b.core().txn_pending_records(), 0);
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn corner_case_14_the_newer_epoch_cannot_stage_records_still_pending_for_the_older() {
+    let _serial = SERIAL.lock().await;
+    let _disarm = Disarm;
+    let (b, mut c, input, epoch) = env(BrokerConfig::in_memory()).await;
+    let (pid, older) = init_pid(&mut c, "t", 60_000).await;
+    let req = stage_req(
+        "t",
+        pid,
+        older,
+        "m1",
+        epoch,
+        input,
+        &[(0, 0, N - 1, ACCEPT)],
+    );
+    assert_eq!(partition_errors(&stage(&mut c, &req).await), vec![(0, 0)]);
+    // The fencing abort's marker is held back: the records stay TX_PENDING
+    // for the older epoch, and the newer instance must wait.
+    failpoints::arm("txn.share_marker", None);
+    let r = c
+        .send(
+            &kafka_protocol::messages::InitProducerIdRequest::default()
+                .with_transactional_id(Some(kafka_protocol::messages::TransactionalId(s("t"))))
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(kafka_protocol::messages::ProducerId(-1))
+                .with_producer_epoch(-1),
+            5,
+        )
+        .await;
+    assert_eq!(r.error_code, ErrorCode::CONCURRENT_TRANSACTIONS.0);
+    assert_eq!(all(&b, input), uniform(Seen::State(RecordState::TxPending)));
+    // Once the abort lands, the newer epoch gets in and stages them.
+    failpoints::disarm("txn.share_marker");
+    wait_for(&b, input, Seen::State(RecordState::Acquired)).await;
+    let (_, newer) = init_pid(&mut c, "t", 60_000).await;
+    assert!(newer > older);
+    let req = stage_req(
+        "t",
+        pid,
+        newer,
+        "m1",
+        epoch,
+        input,
+        &[(0, 0, N - 1, ACCEPT)],
+    );
+    assert_eq!(partition_errors(&stage(&mut c, &req).await), vec![(0, 0)]);
+    assert_eq!(end_txn(&mut c, "t", pid, newer, true).await.error_code, 0);
+    assert_eq!(all(&b, input), uniform(Seen::Terminal));
+    b.shutdown().await;
+}
