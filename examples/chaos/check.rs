@@ -166,8 +166,11 @@ impl CommittedReader {
                         {
                             let off = base + i64::from(r.offset_delta);
                             if off >= from {
-                                self.records
-                                    .push((p as i32, off, r.value.clone().unwrap_or_default()));
+                                self.records.push((
+                                    p as i32,
+                                    off,
+                                    r.value.clone().unwrap_or_default(),
+                                ));
                             }
                         }
                     }

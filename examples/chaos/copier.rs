@@ -33,7 +33,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sharestream::client::share_consumer::{AcknowledgementMode, TransactionOutcome};
-use sharestream::client::{Producer, ProducerConfig, ProducerRecord, ShareConsumer, ShareConsumerConfig};
+use sharestream::client::{
+    Producer, ProducerConfig, ProducerRecord, ShareConsumer, ShareConsumerConfig,
+};
 use sharestream::eos::AcknowledgeType;
 
 /// Delivery guarantee of the copier.
@@ -148,7 +150,9 @@ pub async fn run(a: CopyArgs) {
             .transactional_id(format!("chaos-copier-{}", a.id))
             .transaction_timeout(Duration::from_secs(20));
     }
-    let producer_config = builder.build().unwrap_or_else(|e| fail("producer config", e));
+    let producer_config = builder
+        .build()
+        .unwrap_or_else(|e| fail("producer config", e));
     let producer = bounded("producer", 30, Producer::new(producer_config))
         .await
         .unwrap_or_else(|e| fail("producer", e));
@@ -206,7 +210,9 @@ pub async fn run(a: CopyArgs) {
                 }
                 window("staged", a.window_pause_ms).await;
                 let committed = match staged {
-                    Ok(()) => bounded("commit_transaction", 60, producer.commit_transaction()).await,
+                    Ok(()) => {
+                        bounded("commit_transaction", 60, producer.commit_transaction()).await
+                    }
                     Err(e) => Err(e),
                 };
                 match committed {
@@ -229,7 +235,8 @@ pub async fn run(a: CopyArgs) {
                 }
             }
             Guarantee::AtLeastOnce => {
-                let deliveries: Vec<_> = records.iter().map(|r| producer.send(outputs(r))).collect();
+                let deliveries: Vec<_> =
+                    records.iter().map(|r| producer.send(outputs(r))).collect();
                 for d in deliveries {
                     bounded("delivery", 60, d)
                         .await
@@ -241,9 +248,13 @@ pub async fn run(a: CopyArgs) {
                         .acknowledge(r, AcknowledgeType::Accept)
                         .unwrap_or_else(|e| fail("acknowledge", e));
                 }
-                let results = bounded("commit_sync", 60, consumer.commit_sync(Duration::from_secs(30)))
-                    .await
-                    .unwrap_or_else(|e| fail("commit_sync", e));
+                let results = bounded(
+                    "commit_sync",
+                    60,
+                    consumer.commit_sync(Duration::from_secs(30)),
+                )
+                .await
+                .unwrap_or_else(|e| fail("commit_sync", e));
                 if let Some((tp, Err(e))) = results.iter().find(|(_, r)| r.is_err()) {
                     // The records come back after their lock expires: more
                     // duplicates, no loss.

@@ -229,7 +229,12 @@ struct Copier {
 
 type Line = (u32, u32, String);
 
-fn spawn_copier(args: &RunArgs, slot: u32, generation: u32, lines: &mpsc::UnboundedSender<Line>) -> Child {
+fn spawn_copier(
+    args: &RunArgs,
+    slot: u32,
+    generation: u32,
+    lines: &mpsc::UnboundedSender<Line>,
+) -> Child {
     let exe = std::env::current_exe().expect("current exe");
     let mut child = Command::new(exe)
         .arg("copy")
@@ -283,10 +288,22 @@ async fn setup(bootstrap: &str, partitions: i32) -> Result<uuid::Uuid, String> {
         .incremental_alter_group_config(
             "chaos-copier",
             &[
-                ("share.auto.offset.reset", AlterConfigOp::Set("earliest".into())),
-                ("share.isolation.level", AlterConfigOp::Set("read_committed".into())),
-                ("share.delivery.count.limit", AlterConfigOp::Set("10".into())),
-                ("share.record.lock.duration.ms", AlterConfigOp::Set("15000".into())),
+                (
+                    "share.auto.offset.reset",
+                    AlterConfigOp::Set("earliest".into()),
+                ),
+                (
+                    "share.isolation.level",
+                    AlterConfigOp::Set("read_committed".into()),
+                ),
+                (
+                    "share.delivery.count.limit",
+                    AlterConfigOp::Set("10".into()),
+                ),
+                (
+                    "share.record.lock.duration.ms",
+                    AlterConfigOp::Set("15000".into()),
+                ),
             ],
         )
         .await
@@ -369,7 +386,10 @@ async fn run(args: RunArgs) -> Result<bool, String> {
         {
             events.pop();
             if is_broker {
-                eprintln!("chaos: SIGKILL broker at {:.1} s", chaos_start.elapsed().as_secs_f64());
+                eprintln!(
+                    "chaos: SIGKILL broker at {:.1} s",
+                    chaos_start.elapsed().as_secs_f64()
+                );
                 broker.kill().await;
                 faults.broker_kills += 1;
                 tokio::time::sleep(Duration::from_millis(rng.random_range(200..2000))).await;
@@ -393,7 +413,11 @@ async fn run(args: RunArgs) -> Result<bool, String> {
             let mut fire = mode == KillMode::Random || now >= deadline;
             if !fire {
                 while let Ok((s, g, line)) = rx.try_recv() {
-                    let want = if mode == KillMode::AfterSend { "window sent" } else { "window staged" };
+                    let want = if mode == KillMode::AfterSend {
+                        "window sent"
+                    } else {
+                        "window staged"
+                    };
                     if s == slot && g == c.generation && line == want {
                         fire = true;
                         break;
@@ -414,7 +438,8 @@ async fn run(args: RunArgs) -> Result<bool, String> {
                         "chaos: SIGKILL copier {slot} ({mode:?}) at {:.1} s",
                         chaos_start.elapsed().as_secs_f64()
                     );
-                    c.restart_at = Some(Instant::now() + Duration::from_millis(rng.random_range(100..1500)));
+                    c.restart_at =
+                        Some(Instant::now() + Duration::from_millis(rng.random_range(100..1500)));
                 }
                 pending_kill = None;
             }
@@ -527,25 +552,41 @@ async fn run(args: RunArgs) -> Result<bool, String> {
         notes.push("an output partition still had an open transaction at the end (LSO < HW)");
     }
     broker.stop().await;
-    let share_state =
-        check::offline_share_state(&args.workdir.join("data"), "chaos-copier", topic_id, &log_ends)?;
+    let share_state = check::offline_share_state(
+        &args.workdir.join("data"),
+        "chaos-copier",
+        topic_id,
+        &log_ends,
+    )?;
     let output = check::analyse(&final_reader.records, seeded.committed);
 
     let mut failures = Vec::new();
     if output.lost > 0 {
-        failures.push(format!("{} records lost (e.g. seq {:?})", output.lost, output.lost_sample));
+        failures.push(format!(
+            "{} records lost (e.g. seq {:?})",
+            output.lost, output.lost_sample
+        ));
     }
     if output.aborted_seen > 0 {
-        failures.push(format!("{} records of aborted transactions in the output", output.aborted_seen));
+        failures.push(format!(
+            "{} records of aborted transactions in the output",
+            output.aborted_seen
+        ));
     }
     if output.unparsable > 0 {
         failures.push(format!("{} unparsable output records", output.unparsable));
     }
     if share_state.non_terminal > 0 {
-        failures.push(format!("{} input records not in a terminal state", share_state.non_terminal));
+        failures.push(format!(
+            "{} input records not in a terminal state",
+            share_state.non_terminal
+        ));
     }
     if share_state.tx_pending > 0 {
-        failures.push(format!("{} records left TX_PENDING", share_state.tx_pending));
+        failures.push(format!(
+            "{} records left TX_PENDING",
+            share_state.tx_pending
+        ));
     }
     if args.guarantee == Guarantee::ExactlyOnce && output.duplicated > 0 {
         failures.push(format!(

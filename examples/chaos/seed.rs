@@ -132,7 +132,8 @@ pub async fn seed(a: &SeedArgs, pace: Duration) -> Result<SeedReport, String> {
     let mut aborted_seq = ABORTED_SEQ_BASE;
     let mut failures = 0u32;
     while seq < a.records {
-        let due = started + pace.mul_f64(report.committed_transactions as f64 / transactions as f64);
+        let due =
+            started + pace.mul_f64(report.committed_transactions as f64 / transactions as f64);
         tokio::time::sleep_until(due).await;
         let end = (seq + a.txn_size).min(a.records);
         let payloads: Vec<Payload> = (seq..end)
