@@ -202,8 +202,7 @@ async fn end_to_end() {
         .unwrap();
     let (pid, mut epoch) = (init.producer_id.0, init.producer_epoch);
     let (mut stage_lat, mut commit_lat) = (Vec::new(), Vec::new());
-    let mut session_epoch = 0;
-    for _ in 0..ROUNDS {
+    for session_epoch in 0..ROUNDS as i32 {
         let f = c
             .send(
                 &ShareFetchRequest::default()
@@ -225,7 +224,6 @@ async fn end_to_end() {
             )
             .await
             .unwrap();
-        session_epoch += 1;
         let ranges: Vec<(i64, i64)> = f
             .responses
             .iter()
