@@ -61,7 +61,9 @@ async fn setup(config: BrokerConfig, n: usize, group: &str) -> Env {
         )
         .await
         .unwrap();
-    let p = Producer::new(producer_config(&broker).build().unwrap())
+    // Small batches: the broker acquires whole batches, so consumers
+    // sharing the partition get to split it.
+    let p = Producer::new(producer_config(&broker).batch_size(256).build().unwrap())
         .await
         .unwrap();
     let sends: Vec<_> = (0..n)
@@ -537,6 +539,18 @@ async fn two_consumers_share_one_partition() {
     let env = setup(BrokerConfig::in_memory(), N, "g-two").await;
     let mut a = consumer(&env.broker, "g-two", 10);
     let mut b = consumer(&env.broker, "g-two", 10);
+    // Both members hold the partition before anyone fetches.
+    for c in [&mut a, &mut b] {
+        let mut assigned = !c.assignment().is_empty();
+        for _ in 0..100 {
+            if assigned {
+                break;
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(100), c.membership_changed()).await;
+            assigned = !c.assignment().is_empty();
+        }
+        assert!(assigned, "no assignment");
+    }
     let mut got_a: Vec<i64> = Vec::new();
     let mut got_b: Vec<i64> = Vec::new();
     for _ in 0..400 {
