@@ -423,7 +423,11 @@ async fn fenced_producer_fails_fatally_at_commit() {
 
 #[tokio::test]
 async fn stale_member_epoch_is_abortable_at_commit() {
-    let env = setup(BrokerConfig::in_memory(), 5, "g-stale").await;
+    // Short heartbeats, so the first member learns the new epoch quickly.
+    let mut config = BrokerConfig::in_memory();
+    config.share_groups.min_heartbeat_interval_ms = 50;
+    config.share_groups.heartbeat_interval_ms = 50;
+    let env = setup(config, 5, "g-stale").await;
     let mut c = consumer(&env.broker, "g-stale", 5);
     let p = txn_producer(&env.broker, "stale-1").await;
     let batch = poll_some(&mut c).await;
