@@ -17,13 +17,13 @@ use kafka_protocol::messages::{FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use sharestream::broker::share::RecordState;
 use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
+use sharestream::client::ProducerRecord;
 use sharestream::client::admin::{AdminClient, AlterConfigOp, NewTopic};
 use sharestream::client::producer::TransactionState;
 use sharestream::client::share_consumer::{
     AcknowledgementMode, ShareConsumer, ShareConsumerConfig, ShareRecord, TransactionOutcome,
 };
 use sharestream::client::{ClientError, ConnectionConfig, Producer, ProducerConfig, ProducerError};
-use sharestream::client::{Metadata, ProducerRecord};
 use sharestream::eos::AcknowledgeType;
 use sharestream::protocol::ErrorCode;
 use sharestream::protocol::records::RecordBatchView;
@@ -95,15 +95,18 @@ async fn txn_producer(b: &BrokerHandle, id: &str) -> Producer {
     p
 }
 
-fn consumer(b: &BrokerHandle, group: &str, max_poll: usize) -> ShareConsumer {
-    let cfg = ShareConsumerConfig::builder(group)
+fn consumer_config(b: &BrokerHandle, group: &str, max_poll: usize) -> ShareConsumerConfig {
+    ShareConsumerConfig::builder(group)
         .bootstrap_servers([b.bootstrap_servers()])
         .acknowledgement_mode(AcknowledgementMode::Explicit)
         .max_poll_records(max_poll)
         .fetch_max_wait(Duration::from_millis(50))
         .build()
-        .unwrap();
-    let mut c = ShareConsumer::new(cfg).unwrap();
+        .unwrap()
+}
+
+fn consumer(b: &BrokerHandle, group: &str, max_poll: usize) -> ShareConsumer {
+    let mut c = ShareConsumer::new(consumer_config(b, group, max_poll)).unwrap();
     c.subscribe(["in"]).unwrap();
     c
 }
@@ -253,8 +256,14 @@ async fn process_once(c: &mut ShareConsumer, p: &Producer) -> Vec<String> {
 async fn kip_loop_commits_outputs_and_acknowledgements_atomically() {
     const N: usize = 50;
     let env = setup(BrokerConfig::in_memory(), N, "g-loop").await;
-    let mut c = consumer(&env.broker, "g-loop", 7);
     let p = txn_producer(&env.broker, "loop-1").await;
+    // The consumer shares the producer's metadata cache.
+    let mut c = ShareConsumer::with_metadata(
+        consumer_config(&env.broker, "g-loop", 7),
+        p.metadata().clone(),
+    )
+    .unwrap();
+    c.subscribe(["in"]).unwrap();
     let mut seen = Vec::new();
     while seen.len() < N {
         seen.extend(process_once(&mut c, &p).await);
@@ -583,9 +592,5 @@ async fn two_consumers_share_one_partition() {
     assert_all_acknowledged(&env, "g-two", N as i64);
     a.close(Duration::from_secs(5)).await.unwrap();
     b.close(Duration::from_secs(5)).await.unwrap();
-    let _ = Metadata::new(
-        vec![env.broker.bootstrap_servers()],
-        ConnectionConfig::default(),
-    );
     env.broker.shutdown().await;
 }
