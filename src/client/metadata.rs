@@ -371,6 +371,24 @@ impl Metadata {
         Ok(())
     }
 
+    /// Refreshes the metadata of every topic of the cluster (Metadata with
+    /// a null topic list, no auto-creation): the way to learn topics known
+    /// only by id (a share group's assignment).
+    pub async fn refresh_all(&self) -> Result<(), ClientError> {
+        let _guard = self.refresh_lock.lock().await;
+        let req = MetadataRequest::default()
+            .with_topics(None)
+            .with_allow_auto_topic_creation(false);
+        let resp = self.send_any(&req).await?;
+        ClientError::check("Metadata", resp.error_code, None)?;
+        let next = self.cluster.read().apply(&resp, None);
+        self.stale.lock().clear();
+        let ids: BTreeSet<i32> = next.brokers.keys().copied().collect();
+        *self.cluster.write() = next;
+        self.pool.retain(|id| id < 0 || ids.contains(&id));
+        Ok(())
+    }
+
     /// The metadata of `topic` with a leader for every partition, refreshing
     /// as needed until `timeout`. Retriable topic errors (unknown topic,
     /// leader not available) are retried with backoff; others are returned.

@@ -22,7 +22,15 @@
 //!   `send_share_acknowledgements_to_transaction`.
 //! - [`admin`]: [`AdminClient`]: topics, cluster, group configs, features.
 //! - [`share_consumer`]: [`ShareConsumer`], the share group consumer (KIP-932)
-//!   with the transaction hooks of KIP-1289.
+//!   with the transaction hooks of KIP-1289; its lookups go through its own
+//!   bootstrap lookup or, with [`ShareConsumer::with_metadata`], the shared
+//!   [`Metadata`] cache.
+//!
+//! End to end against the embedded broker (`tests/client_kip1289.rs`): the
+//! KIP-1289 loop (poll, produce, `acknowledge_in_transaction`,
+//! `send_share_acknowledgements_to_transaction`, commit) is atomic; abort,
+//! fencing, a stale member epoch and `share.version < 3` behave as the KIP
+//! says.
 //!
 //! Not built yet: TLS and SASL.
 

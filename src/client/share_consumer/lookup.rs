@@ -3,8 +3,10 @@
 //! topic names and partition leaders (Metadata for all topics, filtered by
 //! id; share consumers never auto-create topics).
 //!
-//! It sits behind the [`ClusterLookup`] trait so that the shared metadata
-//! cache can replace it later without touching the consumer.
+//! It sits behind the [`ClusterLookup`] trait, which the shared metadata
+//! cache ([`Metadata`]) also implements:
+//! [`ShareConsumer::with_metadata`](super::ShareConsumer::with_metadata)
+//! builds a consumer over a cache shared with a producer or admin client.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use uuid::Uuid;
 
 use crate::client::broker_connection::{BrokerConnection, BrokerPool};
 use crate::client::error::ClientError;
+use crate::client::metadata::{Cluster, Metadata};
 
 /// A broker's node id and `host:port`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -223,6 +226,77 @@ impl ClusterLookup for BootstrapLookup {
                 );
             }
             Ok(view)
+        })
+    }
+}
+
+/// The view of `topic_ids` in a [`Cluster`] snapshot; `None` when one of
+/// them is unknown or has a partition without a leader.
+fn view_of(cluster: &Cluster, topic_ids: &[Uuid]) -> (ClusterView, bool) {
+    let mut view = ClusterView {
+        brokers: cluster
+            .brokers
+            .iter()
+            .map(|(id, b)| (*id, b.address()))
+            .collect(),
+        ..ClusterView::default()
+    };
+    let mut complete = true;
+    for id in topic_ids {
+        match cluster.topic_by_id(*id) {
+            Some(t) if t.error.is_ok() => {
+                complete &= t.partitions.iter().all(|p| p.leader_id >= 0);
+                view.topics.insert(
+                    *id,
+                    TopicInfo {
+                        name: t.name.clone(),
+                        leaders: t
+                            .partitions
+                            .iter()
+                            .map(|p| (p.partition, p.leader_id))
+                            .collect(),
+                    },
+                );
+            }
+            _ => complete = false,
+        }
+    }
+    (view, complete)
+}
+
+/// The shared metadata cache as the consumer's lookup: the coordinator
+/// through [`Metadata::find_coordinator`] (retried within the request
+/// timeout of the cache's connections), topics from the cache, refreshed
+/// (all topics) when an assigned id is unknown or leaderless.
+impl ClusterLookup for Metadata {
+    fn find_coordinator<'a>(
+        &'a self,
+        group_id: &'a str,
+    ) -> BoxFuture<'a, Result<BrokerAddress, ClientError>> {
+        Box::pin(async move {
+            let timeout = self
+                .any_broker()
+                .map(|b| b.config().request_timeout)
+                .unwrap_or(std::time::Duration::from_secs(30));
+            let b = Metadata::find_coordinator(self, 0, group_id, timeout).await?;
+            Ok(BrokerAddress {
+                node_id: b.node_id(),
+                address: b.address().to_string(),
+            })
+        })
+    }
+
+    fn describe_topics<'a>(
+        &'a self,
+        topic_ids: &'a [Uuid],
+    ) -> BoxFuture<'a, Result<ClusterView, ClientError>> {
+        Box::pin(async move {
+            let (view, complete) = view_of(&self.cluster(), topic_ids);
+            if complete {
+                return Ok(view);
+            }
+            self.refresh_all().await?;
+            Ok(view_of(&self.cluster(), topic_ids).0)
         })
     }
 }

@@ -20,7 +20,9 @@
 //! mode refuses to poll while some are not acknowledged), then hands out
 //! records of aborted transactions (see below), then fetches: the topic ids
 //! of the assignment are resolved to names and leaders
-//! ([`lookup::ClusterLookup`]), and one ShareFetch goes to every leader at
+//! ([`lookup::ClusterLookup`]: the consumer's own [`BootstrapLookup`], or
+//! the shared [`Metadata`](crate::client::Metadata) cache with
+//! [`ShareConsumer::with_metadata`]), and one ShareFetch goes to every leader at
 //! once, each in its own share session ([`state::ShareSession`]: epoch 0
 //! opens, then it increments; -1 closes). A request lists the partitions
 //! new to the session and those carrying acknowledgements, and forgets the
@@ -304,6 +306,19 @@ impl ShareConsumer {
             config.bootstrap_servers.clone(),
         ));
         Self::with_parts(config, pool, lookup)
+    }
+
+    /// A consumer whose coordinator and leader lookups go through the
+    /// shared metadata cache `metadata` (e.g. the one of a
+    /// [`Producer`](crate::client::Producer), so both see the same
+    /// cluster); fetches use the consumer's own connections. Must be called
+    /// inside a tokio runtime.
+    pub fn with_metadata(
+        config: ShareConsumerConfig,
+        metadata: Arc<crate::client::metadata::Metadata>,
+    ) -> Result<Self, ConsumerError> {
+        let pool = Arc::new(BrokerPool::tcp(config.connection_config()));
+        Self::with_parts(config, pool, metadata)
     }
 
     /// A consumer over a given broker pool and cluster lookup (tests, or the
