@@ -317,6 +317,15 @@ impl SharePartitionManager {
         inner
             .coordinator
             .alter_configs(group_id, ops, validate_only)?;
+        if !validate_only {
+            // Existing share partitions of the group follow the new values.
+            let config = partition_config(&inner.coordinator.group_config(group_id));
+            for (k, e) in inner.partitions.iter_mut() {
+                if k.group_id == group_id {
+                    e.sp.set_config(config.clone());
+                }
+            }
+        }
         inner.persist_coordinator();
         Ok(())
     }

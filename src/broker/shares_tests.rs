@@ -466,3 +466,38 @@ fn the_state_log_is_compacted() {
     let m = SharePartitionManager::open(Some(dir.path()), Default::default(), T0).unwrap();
     assert!(m.partition_offsets("g", tid(), 0).is_some());
 }
+
+#[test]
+fn changed_group_configs_reach_existing_share_partitions() {
+    let m = manager();
+    let log = new_log();
+    append(&log, 4, None);
+    join(&m, "m1", T0);
+    // The share partition exists with the default 30 s lock.
+    acquire(&m, &log, "m1", T0);
+    let before = m.record_info("g", tid(), 0, 0).unwrap();
+    assert_eq!(before.lock_deadline_ms, Some(T0 + 30_000));
+    m.acknowledge(
+        "g",
+        "m1",
+        tid(),
+        0,
+        &[crate::broker::share::AcknowledgementBatch {
+            first_offset: 0,
+            last_offset: 3,
+            acknowledge_types: vec![AcknowledgeType::Release as i8],
+        }],
+        T0,
+    )
+    .unwrap();
+    m.alter_group_configs(
+        "g",
+        &[("share.record.lock.duration.ms", Some("15000"))],
+        false,
+    )
+    .unwrap();
+    acquire(&m, &log, "m1", T0 + 1);
+    let after = m.record_info("g", tid(), 0, 0).unwrap();
+    assert_eq!(after.state, RecordState::Acquired);
+    assert_eq!(after.lock_deadline_ms, Some(T0 + 1 + 15_000));
+}

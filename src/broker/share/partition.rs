@@ -254,6 +254,13 @@ impl SharePartition {
         &self.config
     }
 
+    /// Applies a changed group configuration. Every setting is read when it
+    /// is used, so the new values govern the next acquisition, lock and
+    /// delivery-count decision; locks already running keep their deadline.
+    pub fn set_config(&mut self, config: SharePartitionConfig) {
+        self.config = config;
+    }
+
     /// The share-partition start offset (SPSO).
     pub fn start_offset(&self) -> i64 {
         self.start_offset
