@@ -322,7 +322,7 @@ impl SharePartitionManager {
             let config = partition_config(&inner.coordinator.group_config(group_id));
             for (k, e) in inner.partitions.iter_mut() {
                 if k.group_id == group_id {
-                    e.sp.set_config(config.clone());
+                    e.sp.set_config(config);
                 }
             }
         }
