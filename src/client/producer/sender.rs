@@ -548,17 +548,14 @@ async fn enqueue_job(
     conn: &BrokerConnection,
     job: Job,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Completion> + Send>> {
-    let Job {
-        req,
-        acks,
-        batches,
-    } = job;
-    let failed = |batches, e| -> std::pin::Pin<Box<dyn std::future::Future<Output = Completion> + Send>> {
-        Box::pin(std::future::ready(Completion {
-            batches,
-            result: Err(e),
-        }))
-    };
+    let Job { req, acks, batches } = job;
+    let failed =
+        |batches, e| -> std::pin::Pin<Box<dyn std::future::Future<Output = Completion> + Send>> {
+            Box::pin(std::future::ready(Completion {
+                batches,
+                result: Err(e),
+            }))
+        };
     let c = match conn.connection().await {
         Ok(c) => c,
         Err(e) => return failed(batches, e),
