@@ -498,3 +498,109 @@ async fn transactions_v1_brokers_are_refused_and_unknown_topics_time_out() {
     idem.send(ProducerRecord::new("t", "y")).await.unwrap();
     b.shutdown().await;
 }
+
+/// Regression: under load, a later Produce request could reach the wire
+/// before an earlier one with batches of the same partition (the dispatcher
+/// polled whole `send` futures concurrently, and a freed in-flight slot went
+/// to whichever was polled first), and the broker refused it with
+/// OUT_OF_ORDER_SEQUENCE_NUMBER. Many small batches over four partitions of
+/// one leader, more Produce requests ready than the connection has
+/// in-flight slots, on a multi-threaded runtime: every delivery succeeds and
+/// each partition's log holds its records in send order with contiguous
+/// sequences. (With one partition and as many connection slots as batches
+/// in flight per partition, no request ever waits for a slot and the race
+/// cannot happen.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotent_producer_keeps_sequence_order_with_many_batches_in_flight() {
+    const N: usize = 50_000;
+    const PARTITIONS: usize = 4;
+    let (b, admin) = broker(BrokerConfig::in_memory()).await;
+    admin
+        .create_topic(NewTopic::new("ordered", PARTITIONS as i32))
+        .await
+        .unwrap();
+    let mut config = producer_config(&b)
+        .linger(Duration::from_micros(100))
+        .batch_size(256)
+        .delivery_timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    // Five batches in flight per partition but two requests per connection:
+    // Produce requests queue for in-flight slots, as with many partitions on
+    // one leader.
+    assert_eq!(config.max_in_flight_per_partition, 5);
+    config.connection.max_in_flight_requests = 2;
+    let p = Producer::new(config).await.unwrap();
+    let (pid, _) = p.producer_id_and_epoch();
+    let futures: Vec<_> = (0..N)
+        .map(|i| {
+            p.send(
+                ProducerRecord::new("ordered", format!("{i}"))
+                    .with_partition((i % PARTITIONS) as i32),
+            )
+        })
+        .collect();
+    for (i, f) in futures.into_iter().enumerate() {
+        match f.await {
+            Ok(md) => assert_eq!(md.offset, (i / PARTITIONS) as i64, "record {i}"),
+            Err(e) => panic!("delivery of record {i}: {e:?}"),
+        }
+    }
+    p.close().await;
+
+    let mut c = RawClient::connect(b.local_addr()).await;
+    let mut batches = 0;
+    for partition in 0..PARTITIONS {
+        let mut offset = 0i64;
+        let mut next_seq = 0i32;
+        let mut values = Vec::with_capacity(N / PARTITIONS);
+        while values.len() < N / PARTITIONS {
+            let req = FetchRequest::default()
+                .with_max_wait_ms(0)
+                .with_min_bytes(0)
+                .with_max_bytes(4 << 20)
+                .with_session_epoch(-1)
+                .with_topics(vec![
+                    FetchTopic::default()
+                        .with_topic(TopicName(StrBytes::from_static_str("ordered")))
+                        .with_partitions(vec![
+                            FetchPartition::default()
+                                .with_partition(partition as i32)
+                                .with_fetch_offset(offset)
+                                .with_partition_max_bytes(1 << 20),
+                        ]),
+                ]);
+            let mut r = c.send(&req, 12).await;
+            let data = r.responses.remove(0).partitions.remove(0);
+            let fetched = RecordBatchView::parse_all(data.records.unwrap_or_default()).unwrap();
+            assert!(
+                !fetched.is_empty(),
+                "partition {partition} ends at {offset}"
+            );
+            for batch in &fetched {
+                assert_eq!(batch.producer_id(), pid);
+                assert_eq!(batch.base_offset(), offset);
+                assert_eq!(
+                    batch.base_sequence(),
+                    next_seq,
+                    "partition {partition}, batch at offset {offset}"
+                );
+                let records = batch.records(1 << 20).unwrap();
+                for r in &records {
+                    values.push(String::from_utf8(r.value.clone().unwrap().to_vec()).unwrap());
+                }
+                next_seq += records.len() as i32;
+                offset += records.len() as i64;
+                batches += 1;
+            }
+        }
+        let want: Vec<String> = (0..N)
+            .skip(partition)
+            .step_by(PARTITIONS)
+            .map(|i| i.to_string())
+            .collect();
+        assert!(values == want, "partition {partition}: out of send order");
+    }
+    assert!(batches > 400, "only {batches} batches: too few in flight");
+    b.shutdown().await;
+}

@@ -20,6 +20,20 @@
 //! and wire order are the same. A response must carry the correlation id of
 //! the oldest entry; anything else means the stream is out of sync.
 //!
+//! # Two-phase sends and wire order
+//!
+//! [`Connection::enqueue`] does the first half of a send: it waits for an
+//! in-flight slot, takes a correlation id and queues the frame for the
+//! writer, then returns a [`PendingResponse`] to await the answer with.
+//! Requests enqueued one after the other are therefore written in call
+//! order, even when their responses are awaited concurrently. Plain
+//! [`Connection::send`] is `enqueue` followed by awaiting the response; many
+//! concurrent `send` futures (in a `join_all` or `FuturesUnordered`) reach
+//! the wire in the order they happen to be polled and get slots, which is
+//! not their creation order. Callers whose requests must stay in order on
+//! the wire (the idempotent producer's Produce requests) await `enqueue`
+//! sequentially.
+//!
 //! # Poisoning
 //!
 //! Any of the following poisons the connection: a framing error (negative or
@@ -43,9 +57,10 @@
 //!
 //! # Cancellation
 //!
-//! Dropping the future of a [`Connection::send`] at any point is safe. Before
-//! the request is queued nothing has happened. Once it is queued, a drop
-//! guard marks its entry *abandoned*: the entry stays in the queue so that
+//! Dropping the future of a [`Connection::send`] (or of `enqueue`, or a
+//! [`PendingResponse`]) at any point is safe. Before the request is queued
+//! nothing has happened. Once it is queued, a drop guard marks its entry
+//! *abandoned*: the entry stays in the queue so that
 //! ordering holds, its response is read and discarded when it arrives, and
 //! its deadline is still enforced. No entry leaks and no response reaches
 //! the wrong caller.
@@ -61,7 +76,10 @@
 //! with [`ClientError::UnsupportedVersion`] before a single byte is written.
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -291,13 +309,13 @@ impl Shared {
 
 /// Marks a queued request abandoned if the caller's future is dropped before
 /// its response arrived.
-struct AbandonGuard<'a> {
-    shared: &'a Shared,
+struct AbandonGuard {
+    shared: Arc<Shared>,
     correlation_id: i32,
     armed: bool,
 }
 
-impl Drop for AbandonGuard<'_> {
+impl Drop for AbandonGuard {
     fn drop(&mut self) {
         if !self.armed {
             return;
@@ -311,6 +329,113 @@ impl Drop for AbandonGuard<'_> {
             entry.reply = None;
         }
     }
+}
+
+/// Decodes a response body at the version the request went out with.
+type DecodeFn<T> = fn(&mut Bytes, i16) -> Result<T, ProtocolError>;
+
+/// The second half of a two-phase send: a request already queued for the
+/// writer (see [`Connection::enqueue`]), waiting for its response.
+///
+/// It resolves to the decoded response, or to the error the request failed
+/// with: a timeout (the deadline started when the request was queued and is
+/// enforced by the connection, whether or not this future is polled), a
+/// poisoned or closed connection, or a response that cannot be decoded
+/// (which poisons the connection). Dropping it abandons the request: its
+/// response is read and discarded when it arrives, as when a
+/// [`Connection::send`] future is dropped.
+#[must_use = "dropping a PendingResponse abandons the request's response"]
+pub struct PendingResponse<T> {
+    shared: Arc<Shared>,
+    rx: oneshot::Receiver<Result<Bytes, ClientError>>,
+    guard: AbandonGuard,
+    api_key: i16,
+    api_version: i16,
+    decode: DecodeFn<T>,
+}
+
+impl<T> std::fmt::Debug for PendingResponse<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingResponse")
+            .field("api", &api_name(self.api_key))
+            .field("api_version", &self.api_version)
+            .field("correlation_id", &self.guard.correlation_id)
+            .finish()
+    }
+}
+
+impl<T> PendingResponse<T> {
+    /// The correlation id the request was sent with.
+    pub fn correlation_id(&self) -> i32 {
+        self.guard.correlation_id
+    }
+}
+
+impl<T> Future for PendingResponse<T> {
+    type Output = Result<T, ClientError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let res = ready!(Pin::new(&mut this.rx).poll(cx));
+        this.guard.armed = false;
+        let correlation_id = this.guard.correlation_id;
+        Poll::Ready(match res {
+            Ok(Ok(mut body)) => (this.decode)(&mut body, this.api_version).map_err(|e| {
+                poison_on_decode_error(&this.shared, this.api_key, correlation_id, &e);
+                ClientError::Protocol(e)
+            }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(this.shared.poison_error().unwrap_or(ClientError::Closed)),
+        })
+    }
+}
+
+/// The second half of [`Connection::enqueue_no_response`]: resolves once the
+/// frame is written, or fails (and poisons the connection) if writing takes
+/// longer than the request timeout.
+#[must_use = "a PendingWrite does nothing unless awaited"]
+pub struct PendingWrite {
+    shared: Arc<Shared>,
+    rx: oneshot::Receiver<()>,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    api_key: i16,
+}
+
+impl std::fmt::Debug for PendingWrite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingWrite")
+            .field("api", &api_name(self.api_key))
+            .finish()
+    }
+}
+
+impl Future for PendingWrite {
+    type Output = Result<(), ClientError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if let Poll::Ready(res) = Pin::new(&mut this.rx).poll(cx) {
+            return Poll::Ready(match res {
+                Ok(()) => Ok(()),
+                Err(_) => Err(this.shared.poison_error().unwrap_or(ClientError::Closed)),
+            });
+        }
+        ready!(this.deadline.as_mut().poll(cx));
+        let reason = format!(
+            "writing a {} request timed out; the connection is closed",
+            api_name(this.api_key)
+        );
+        this.shared.poison(Poison::Broken(reason.clone()));
+        Poll::Ready(Err(ClientError::Poisoned(reason)))
+    }
+}
+
+fn poison_on_decode_error(shared: &Shared, api_key: i16, correlation_id: i32, e: &ProtocolError) {
+    let reason = format!(
+        "cannot decode the response to {} (correlation id {correlation_id}): {e}",
+        api_name(api_key)
+    );
+    shared.poison(Poison::Broken(reason));
 }
 
 /// A negotiated, pipelined connection to one broker.
@@ -436,9 +561,29 @@ impl Connection {
 
     /// Sends `req` at the highest version both sides support and waits for
     /// its response, up to the request timeout.
+    ///
+    /// Concurrent `send`s may reach the wire in any order; callers that need
+    /// a wire order (Produce batches of one partition) use
+    /// [`Connection::enqueue`] one request after the other.
     pub async fn send<R: ApiRequest>(&self, req: &R) -> Result<R::Response, ClientError> {
+        self.enqueue(req).await?.await
+    }
+
+    /// First half of a two-phase send: waits for an in-flight slot
+    /// (`max.in.flight.requests.per.connection`), then gives `req` its
+    /// correlation id and queues its frame for the writer, and returns. The
+    /// response is awaited through the returned [`PendingResponse`].
+    ///
+    /// Requests enqueued one after the other (each `enqueue` awaited before
+    /// the next starts) are written in that order, whatever order their
+    /// responses are awaited in, so a caller can pipeline requests whose
+    /// order matters. The request timeout starts when `enqueue` returns.
+    pub async fn enqueue<R: ApiRequest>(
+        &self,
+        req: &R,
+    ) -> Result<PendingResponse<R::Response>, ClientError> {
         let version = self.versions.version_for(R::API_KEY)?;
-        self.send_at(req, version, self.request_timeout).await
+        self.enqueue_at(req, version, self.request_timeout).await
     }
 
     /// Like [`Connection::send`] with its own timeout (e.g. a fetch's
@@ -449,7 +594,7 @@ impl Connection {
         timeout: Duration,
     ) -> Result<R::Response, ClientError> {
         let version = self.versions.version_for(R::API_KEY)?;
-        self.send_at(req, version, timeout).await
+        self.enqueue_at(req, version, timeout).await?.await
     }
 
     /// Sends `req` at an explicit `version`, which both this build and the
@@ -460,12 +605,26 @@ impl Connection {
         version: i16,
     ) -> Result<R::Response, ClientError> {
         self.check_version::<R>(version)?;
-        self.send_at(req, version, self.request_timeout).await
+        self.enqueue_at(req, version, self.request_timeout)
+            .await?
+            .await
     }
 
     /// Sends a request the broker does not answer (Produce with `acks=0`).
     /// Returns once the frame is written; nothing enters the in-flight queue.
     pub async fn send_no_response<R: ApiRequest>(&self, req: &R) -> Result<(), ClientError> {
+        self.enqueue_no_response(req).await?.await
+    }
+
+    /// First half of [`Connection::send_no_response`]: waits for an
+    /// in-flight slot and queues the frame for the writer, then returns a
+    /// [`PendingWrite`] that resolves once the frame is written. As with
+    /// [`Connection::enqueue`], frames enqueued one after the other are
+    /// written in that order.
+    pub async fn enqueue_no_response<R: ApiRequest>(
+        &self,
+        req: &R,
+    ) -> Result<PendingWrite, ClientError> {
         let version = self.versions.version_for(R::API_KEY)?;
         let frame = self.encode(req, version)?;
         let slot = self.acquire_slot().await?;
@@ -495,18 +654,12 @@ impl Connection {
                     .map_or(ClientError::Closed, Poison::error));
             }
         }
-        match tokio::time::timeout(self.request_timeout, rx).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(_)) => Err(self.shared.poison_error().unwrap_or(ClientError::Closed)),
-            Err(_) => {
-                let reason = format!(
-                    "writing a {} request timed out; the connection is closed",
-                    api_name(R::API_KEY)
-                );
-                self.shared.poison(Poison::Broken(reason.clone()));
-                Err(ClientError::Poisoned(reason))
-            }
-        }
+        Ok(PendingWrite {
+            shared: self.shared.clone(),
+            rx,
+            deadline: Box::pin(tokio::time::sleep(self.request_timeout)),
+            api_key: R::API_KEY,
+        })
     }
 
     fn check_version<R: ApiRequest>(&self, version: i16) -> Result<(), ClientError> {
@@ -550,38 +703,34 @@ impl Connection {
             .map_err(|_| self.shared.poison_error().unwrap_or(ClientError::Closed))
     }
 
-    async fn send_at<R: ApiRequest>(
+    async fn enqueue_at<R: ApiRequest>(
         &self,
         req: &R,
         version: i16,
         timeout: Duration,
-    ) -> Result<R::Response, ClientError> {
+    ) -> Result<PendingResponse<R::Response>, ClientError> {
         let frame = self.encode(req, version)?;
-        let (correlation_id, mut body) =
-            self.round_trip(R::API_KEY, version, frame, timeout).await?;
-        R::decode_response(&mut body, version).map_err(|e| {
-            self.poison_on_decode_error(R::API_KEY, correlation_id, &e);
-            ClientError::Protocol(e)
+        let (guard, rx) = self.queue(R::API_KEY, version, frame, timeout).await?;
+        Ok(PendingResponse {
+            shared: self.shared.clone(),
+            rx,
+            guard,
+            api_key: R::API_KEY,
+            api_version: version,
+            decode: R::decode_response,
         })
     }
 
-    fn poison_on_decode_error(&self, api_key: i16, correlation_id: i32, e: &ProtocolError) {
-        let reason = format!(
-            "cannot decode the response to {} (correlation id {correlation_id}): {e}",
-            api_name(api_key)
-        );
-        self.shared.poison(Poison::Broken(reason));
-    }
-
-    /// Queues an encoded request frame and waits for its response body.
-    /// Returns the correlation id used and the body after the header.
-    async fn round_trip(
+    /// Waits for an in-flight slot and queues an encoded request frame.
+    /// Returns the armed abandon guard (holding the correlation id used) and
+    /// the receiver of the response body after the header.
+    async fn queue(
         &self,
         api_key: i16,
         api_version: i16,
         frame: BytesMut,
         timeout: Duration,
-    ) -> Result<(i32, Bytes), ClientError> {
+    ) -> Result<(AbandonGuard, oneshot::Receiver<Result<Bytes, ClientError>>), ClientError> {
         let slot = self.acquire_slot().await?;
         let (tx, rx) = oneshot::channel();
         // Id allocation, queue entry and writer hand-off under one lock:
@@ -620,18 +769,12 @@ impl Connection {
             correlation_id
         };
         self.shared.queued.notify_one();
-        let mut guard = AbandonGuard {
-            shared: &self.shared,
+        let guard = AbandonGuard {
+            shared: self.shared.clone(),
             correlation_id,
             armed: true,
         };
-        let res = rx.await;
-        guard.armed = false;
-        match res {
-            Ok(Ok(body)) => Ok((correlation_id, body)),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(self.shared.poison_error().unwrap_or(ClientError::Closed)),
-        }
+        Ok((guard, rx))
     }
 
     /// ApiVersions v3, falling back to the broker's highest version on
@@ -668,9 +811,17 @@ impl Connection {
         }
         let key = ApiVersionsRequest::API_KEY;
         let frame = self.encode(&req, version)?;
-        let (correlation_id, mut body) = self
-            .round_trip(key, version, frame, self.request_timeout)
+        let (mut guard, rx) = self
+            .queue(key, version, frame, self.request_timeout)
             .await?;
+        let correlation_id = guard.correlation_id;
+        let res = rx.await;
+        guard.armed = false;
+        let mut body = match res {
+            Ok(Ok(body)) => body,
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(self.shared.poison_error().unwrap_or(ClientError::Closed)),
+        };
         // A broker that does not know our version answers UNSUPPORTED_VERSION
         // in a v0 body; the error code leads the body in every version.
         let decode_version = if body.len() >= 2
@@ -681,7 +832,7 @@ impl Connection {
             version
         };
         ApiVersionsRequest::decode_response(&mut body, decode_version).map_err(|e| {
-            self.poison_on_decode_error(key, correlation_id, &e);
+            poison_on_decode_error(&self.shared, key, correlation_id, &e);
             ClientError::Protocol(e)
         })
     }
@@ -1279,6 +1430,131 @@ mod tests {
             .map(|r| answered_topic(&r.unwrap()))
             .collect();
         assert_eq!(topics, ["a", "b", "c"]);
+    }
+
+    /// A dispatcher awaiting `enqueue` one request after the other, with
+    /// the in-flight slots exhausted and freed two at a time while other
+    /// callers compete for them: its requests reach the wire in call order,
+    /// and each response reaches its own `PendingResponse`.
+    #[tokio::test(start_paused = true)]
+    async fn enqueued_requests_hit_the_wire_in_call_order_when_slots_run_out() {
+        use futures::StreamExt;
+        let cfg = config().with_max_in_flight_requests(2);
+        let (conn, mut peer) = connected(&cfg).await;
+        const OURS: usize = 8;
+        const OTHERS: usize = 6;
+        let dispatcher = async {
+            let mut pending = futures::stream::FuturesOrdered::new();
+            for i in 0..OURS {
+                let req = metadata_for(&format!("p{i}"));
+                pending.push_back(conn.enqueue(&req).await.expect("enqueue"));
+                // Let the competitors get polled between our enqueues.
+                tokio::task::yield_now().await;
+            }
+            pending.collect::<Vec<_>>().await
+        };
+        let others: Vec<String> = (0..OTHERS).map(|i| format!("x{i}")).collect();
+        let others: Vec<&str> = others.iter().map(String::as_str).collect();
+        let competitors = send_all(&conn, &others);
+        let script = async {
+            let mut wire = Vec::new();
+            while wire.len() < OURS + OTHERS {
+                // Both slots taken: nothing else is written until answers.
+                let a = peer.recv().await;
+                let b = peer.recv().await;
+                assert!(peer.stays_silent(Duration::from_millis(10)).await);
+                for r in [a, b] {
+                    let topic = r.metadata_topic();
+                    peer.answer_metadata(&r, &topic).await;
+                    wire.push((r.header.correlation_id, topic));
+                }
+            }
+            wire
+        };
+        let (ours, theirs, wire) = tokio::join!(dispatcher, competitors, script);
+        assert!(
+            wire.windows(2).all(|w| w[1].0 > w[0].0),
+            "correlation ids out of order on the wire: {wire:?}"
+        );
+        let our_wire: Vec<&str> = wire
+            .iter()
+            .map(|(_, t)| t.as_str())
+            .filter(|t| t.starts_with('p'))
+            .collect();
+        let expected: Vec<String> = (0..OURS).map(|i| format!("p{i}")).collect();
+        assert_eq!(our_wire, expected, "wire order: {wire:?}");
+        for (i, res) in ours.into_iter().enumerate() {
+            assert_eq!(answered_topic(&res.unwrap()), format!("p{i}"));
+        }
+        for (i, res) in theirs.into_iter().enumerate() {
+            assert_eq!(answered_topic(&res.unwrap()), format!("x{i}"));
+        }
+        assert_eq!(conn.in_flight(), 0);
+        assert!(!conn.is_poisoned());
+    }
+
+    /// The request timeout of an enqueued request runs whether or not its
+    /// `PendingResponse` is polled, and poisons the connection as `send` does.
+    #[tokio::test(start_paused = true)]
+    async fn pending_response_times_out_even_when_not_polled() {
+        let cfg = config().with_request_timeout(Duration::from_secs(2));
+        let (conn, mut peer) = connected(&cfg).await;
+        let pending = conn.enqueue(&metadata_for("slow")).await.unwrap();
+        let r = peer.recv().await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(conn.is_poisoned());
+        match pending.await {
+            Err(ClientError::Timeout {
+                api: "Metadata",
+                correlation_id,
+            }) => assert_eq!(correlation_id, r.header.correlation_id),
+            other => panic!("expected a timeout, got {other:?}"),
+        }
+        assert!(matches!(
+            conn.enqueue(&metadata_for("y")).await,
+            Err(ClientError::Poisoned(_))
+        ));
+    }
+
+    /// Dropping a `PendingResponse` abandons its request only: its response
+    /// is read and discarded, the next one reaches its caller.
+    #[tokio::test(start_paused = true)]
+    async fn dropping_a_pending_response_abandons_only_its_request() {
+        let (conn, mut peer) = connected(&config()).await;
+        let first = conn.enqueue(&metadata_for("dropped")).await.unwrap();
+        let second = conn.enqueue(&metadata_for("kept")).await.unwrap();
+        assert_eq!(second.correlation_id(), first.correlation_id() + 1);
+        drop(first);
+        let a = peer.recv().await;
+        let b = peer.recv().await;
+        peer.answer_metadata(&a, "dropped").await;
+        peer.answer_metadata(&b, "kept").await;
+        assert_eq!(answered_topic(&second.await.unwrap()), "kept");
+        assert_eq!(conn.in_flight(), 0);
+        assert!(!conn.is_poisoned());
+    }
+
+    /// A request without a response keeps its place in the call order too.
+    #[tokio::test(start_paused = true)]
+    async fn enqueue_no_response_keeps_call_order_with_other_requests() {
+        let (conn, mut peer) = connected(&config().with_max_in_flight_requests(1)).await;
+        let produce = ProduceRequest::default().with_acks(0);
+        let written = conn.enqueue_no_response(&produce).await.unwrap();
+        let script = async {
+            let p = peer.recv().await;
+            assert_eq!(p.header.api_key, 0);
+            let m = peer.recv().await;
+            assert_eq!(m.header.correlation_id, p.header.correlation_id + 1);
+            peer.answer_metadata(&m, "after").await;
+        };
+        let after = async {
+            // Waits for the slot the Produce holds until it is written.
+            let pending = conn.enqueue(&metadata_for("after")).await.unwrap();
+            pending.await
+        };
+        let (w, res, ()) = tokio::join!(written, after, script);
+        w.unwrap();
+        assert_eq!(answered_topic(&res.unwrap()), "after");
     }
 
     #[tokio::test(start_paused = true)]

@@ -8,9 +8,12 @@
 //! deadline.
 //!
 //! Requests to one broker go through that broker's dispatcher task, which
-//! hands them to the connection in order (the connection keeps wire order
-//! and pipelines up to `max.in.flight.requests.per.connection`), so batches
-//! of one partition reach the leader in sequence order.
+//! hands them to the connection one after the other with
+//! [`Connection::enqueue`](crate::client::connection::Connection::enqueue)
+//! (each is queued for the writer before the next is taken; the connection
+//! pipelines up to `max.in.flight.requests.per.connection`) and awaits only
+//! the responses concurrently, so batches of one partition reach the leader
+//! in sequence order.
 //!
 //! Response handling per partition:
 //! - success (or DUPLICATE_SEQUENCE_NUMBER, a retry of a batch already
@@ -391,18 +394,7 @@ impl Sender {
                 tokio::select! {
                     job = rx.recv() => {
                         let Some(job) = job else { break };
-                        let c = conn.connection().await;
-                        let fut: Fut = Box::pin(async move {
-                            let result = match c {
-                                Err(e) => Err(e),
-                                Ok(c) if job.acks == Acks::None => {
-                                    c.send_no_response(&job.req).await.map(|()| None)
-                                }
-                                Ok(c) => c.send(&job.req).await.map(Some),
-                            };
-                            Completion { batches: job.batches, result }
-                        });
-                        pending.push_back(fut);
+                        pending.push_back(enqueue_job(&conn, job).await);
                     }
                     Some(c) = pending.next(), if !pending.is_empty() => {
                         if done.send(c).is_err() { break; }
@@ -539,6 +531,55 @@ impl Sender {
         };
         self.txn.lock().record_error(err.clone());
         fail_batch(b, &err);
+    }
+}
+
+/// Hands a job's request to the broker's connection and returns the future
+/// of its completion.
+///
+/// The request is queued for the writer (in-flight slot, correlation id,
+/// frame) before this returns, and the dispatcher awaits it before taking the
+/// next job: the Produce requests of a broker hit the wire in job order, so
+/// the batches of a partition reach the leader in sequence order. Only the
+/// responses are awaited concurrently. (Polling whole `send` futures
+/// concurrently let a later request grab a freed in-flight slot first, and
+/// the broker refused the earlier batch with OUT_OF_ORDER_SEQUENCE_NUMBER.)
+async fn enqueue_job(
+    conn: &BrokerConnection,
+    job: Job,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Completion> + Send>> {
+    let Job { req, acks, batches } = job;
+    let failed =
+        |batches, e| -> std::pin::Pin<Box<dyn std::future::Future<Output = Completion> + Send>> {
+            Box::pin(std::future::ready(Completion {
+                batches,
+                result: Err(e),
+            }))
+        };
+    let c = match conn.connection().await {
+        Ok(c) => c,
+        Err(e) => return failed(batches, e),
+    };
+    if acks == Acks::None {
+        match c.enqueue_no_response(&req).await {
+            Ok(written) => Box::pin(async move {
+                Completion {
+                    batches,
+                    result: written.await.map(|()| None),
+                }
+            }),
+            Err(e) => failed(batches, e),
+        }
+    } else {
+        match c.enqueue(&req).await {
+            Ok(response) => Box::pin(async move {
+                Completion {
+                    batches,
+                    result: response.await.map(Some),
+                }
+            }),
+            Err(e) => failed(batches, e),
+        }
     }
 }
 
