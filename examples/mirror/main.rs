@@ -198,7 +198,7 @@ async fn main() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,sharestream::runtime=info".into()),
+                .unwrap_or_else(|_| "warn,sharestream::runtime::worker=warn,sharestream::runtime=info,sharestream::client::connection=error".into()),
         )
         .with_writer(std::io::stderr)
         .try_init();
