@@ -52,25 +52,60 @@ pub async fn read_committed(
     metadata: &Metadata,
     topic: &str,
 ) -> Result<Vec<CommittedRecord>, ClientError> {
-    let t = metadata
-        .wait_for_topic(topic, Duration::from_secs(10))
-        .await?;
-    let mut out = Vec::new();
-    for p in 0..t.partition_count() {
-        read_partition(metadata, topic, p, &mut out).await?;
+    let mut reader = CommittedReader::new(metadata, topic).await?;
+    reader.poll().await
+}
+
+/// An incremental read_committed reader of one topic: each
+/// [`poll`](Self::poll) returns the records that became stable since the
+/// previous one.
+#[derive(Debug)]
+pub struct CommittedReader<'a> {
+    metadata: &'a Metadata,
+    topic: String,
+    partitions: Vec<PartitionCursor>,
+}
+
+#[derive(Debug, Default)]
+struct PartitionCursor {
+    offset: i64,
+    skipping: Vec<i64>,
+}
+
+impl<'a> CommittedReader<'a> {
+    /// A reader from offset 0 of every partition of `topic`.
+    pub async fn new(metadata: &'a Metadata, topic: &str) -> Result<Self, ClientError> {
+        let t = metadata.wait_for_topic(topic, Duration::from_secs(10)).await?;
+        Ok(Self {
+            metadata,
+            topic: topic.to_string(),
+            partitions: (0..t.partition_count())
+                .map(|_| PartitionCursor::default())
+                .collect(),
+        })
     }
-    Ok(out)
+
+    /// The records committed since the last poll (up to each partition's
+    /// last stable offset).
+    pub async fn poll(&mut self) -> Result<Vec<CommittedRecord>, ClientError> {
+        let mut out = Vec::new();
+        for (p, cursor) in self.partitions.iter_mut().enumerate() {
+            read_partition(self.metadata, &self.topic, p as i32, cursor, &mut out).await?;
+        }
+        Ok(out)
+    }
 }
 
 async fn read_partition(
     metadata: &Metadata,
     topic: &str,
     partition: i32,
+    cursor: &mut PartitionCursor,
     out: &mut Vec<CommittedRecord>,
 ) -> Result<(), ClientError> {
-    let mut offset = 0i64;
-    let mut skipping: Vec<i64> = Vec::new();
+    let PartitionCursor { offset, skipping } = cursor;
     loop {
+        let offset_now = *offset;
         let leader = metadata
             .leader(topic, partition)
             .ok_or_else(|| ClientError::Poisoned(format!("no leader for {topic}-{partition}")))?;
@@ -86,7 +121,7 @@ async fn read_partition(
                     .with_partitions(vec![
                         FetchPartition::default()
                             .with_partition(partition)
-                            .with_fetch_offset(offset)
+                            .with_fetch_offset(offset_now)
                             .with_partition_max_bytes(4 << 20),
                     ]),
             ]);
@@ -117,7 +152,7 @@ async fn read_partition(
                 break;
             }
             progressed = true;
-            offset = b.last_offset() + 1;
+            *offset = b.last_offset() + 1;
             aborted.retain(|&(pid, first)| {
                 let starts = pid == b.producer_id() && first <= b.base_offset();
                 if starts {
@@ -147,7 +182,7 @@ async fn read_partition(
                 });
             }
         }
-        if !progressed || offset >= lso {
+        if !progressed || *offset >= lso {
             return Ok(());
         }
     }
