@@ -179,7 +179,7 @@ async fn main() {
             let sent = base_instant.elapsed().as_nanos() as u64;
             let mut v = sent.to_be_bytes().to_vec();
             v.resize(100, b'x');
-            drop(p.send(ProducerRecord::new("in-latency", v)));
+            drop(p.send(ProducerRecord::new("in-latency", v).with_key(format!("k{i}"))));
         }
         p.flush().await;
     });
