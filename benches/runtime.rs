@@ -27,11 +27,18 @@ static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAll
 
 async fn setup(b: &BrokerHandle, group: &str, input: &str, output: &str, partitions: i32) {
     let a = AdminClient::new(vec![b.bootstrap_servers()], ConnectionConfig::default());
-    a.create_topic(NewTopic::new(input, partitions)).await.unwrap();
-    a.create_topic(NewTopic::new(output, partitions)).await.unwrap();
+    a.create_topic(NewTopic::new(input, partitions))
+        .await
+        .unwrap();
+    a.create_topic(NewTopic::new(output, partitions))
+        .await
+        .unwrap();
     a.incremental_alter_group_config(
         group,
-        &[("share.auto.offset.reset", AlterConfigOp::Set("earliest".into()))],
+        &[(
+            "share.auto.offset.reset",
+            AlterConfigOp::Set("earliest".into()),
+        )],
     )
     .await
     .unwrap();
@@ -86,7 +93,11 @@ fn config(b: &BrokerHandle, app: &str, workers: usize, g: ProcessingGuarantee) -
 /// Runs `topology` until `n` source records are committed; records/s.
 async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> (f64, f64, f64) {
     let start = Instant::now();
-    let h = Runtime::builder(topology).config(cfg).start().await.unwrap();
+    let h = Runtime::builder(topology)
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
     let m = h.metrics().clone();
     while m.records_committed.load(Ordering::Relaxed) < n {
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -102,18 +113,27 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> (f64, f64,
 async fn main() {
     let total = Instant::now();
     let b = Broker::start(BrokerConfig::in_memory()).await.unwrap();
-    println!("## 1. exactly_once vs at_least_once (4 partitions, 4 workers, commit.interval.ms=100)\n");
+    println!(
+        "## 1. exactly_once vs at_least_once (4 partitions, 4 workers, commit.interval.ms=100)\n"
+    );
     println!("| value | guarantee | records | records/s | MB/s | commit p50 | commit p99 |");
     println!("|---|---|---|---|---|---|---|");
     let mut eos_100 = 0.0;
     for (size, n) in [(100usize, 100_000usize), (1024, 40_000)] {
-        for g in [ProcessingGuarantee::ExactlyOnce, ProcessingGuarantee::AtLeastOnce] {
+        for g in [
+            ProcessingGuarantee::ExactlyOnce,
+            ProcessingGuarantee::AtLeastOnce,
+        ] {
             let tag = format!("{}-{size}", g.name());
             let (input, output) = (format!("in-{tag}"), format!("out-{tag}"));
             setup(&b, &tag, &input, &output, 4).await;
             produce(&b, &input, n, size).await;
-            let (rate, p50, p99) =
-                run_until(forward(&tag, &input, &output), config(&b, &tag, 4, g), n as u64).await;
+            let (rate, p50, p99) = run_until(
+                forward(&tag, &input, &output),
+                config(&b, &tag, 4, g),
+                n as u64,
+            )
+            .await;
             if size == 100 && g == ProcessingGuarantee::ExactlyOnce {
                 eos_100 = rate;
             }
@@ -125,7 +145,9 @@ async fn main() {
         }
     }
 
-    println!("\n## 2. parallelism beyond the partition count (1 partition, 5 ms async work per record, exactly_once)\n");
+    println!(
+        "\n## 2. parallelism beyond the partition count (1 partition, 5 ms async work per record, exactly_once)\n"
+    );
     println!("| workers | records | records/s | % of linear |");
     println!("|---|---|---|---|");
     let mut base = 0.0;
@@ -150,10 +172,15 @@ async fn main() {
         if w == 1 {
             base = rate;
         }
-        println!("| {w} | {n} | {rate:.0} | {:.0}% |", 100.0 * rate / (base * w as f64));
+        println!(
+            "| {w} | {n} | {rate:.0} | {:.0}% |",
+            100.0 * rate / (base * w as f64)
+        );
     }
 
-    println!("\n## 3. end-to-end latency, produce -> read_committed visibility (100 B, 4 partitions, 4 workers, exactly_once)\n");
+    println!(
+        "\n## 3. end-to-end latency, produce -> read_committed visibility (100 B, 4 partitions, 4 workers, exactly_once)\n"
+    );
     let rate = (eos_100 / 2.0).max(100.0);
     let tag = "latency";
     setup(&b, tag, "in-latency", "out-latency", 4).await;
@@ -171,10 +198,10 @@ async fn main() {
         let start = Instant::now();
         for i in 0..n {
             let due = start + interval.mul_f64(i as f64);
-            if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                if wait > Duration::from_millis(1) {
-                    tokio::time::sleep(wait).await;
-                }
+            if let Some(wait) = due.checked_duration_since(Instant::now())
+                && wait > Duration::from_millis(1)
+            {
+                tokio::time::sleep(wait).await;
             }
             let sent = base_instant.elapsed().as_nanos() as u64;
             let mut v = sent.to_be_bytes().to_vec();
@@ -208,5 +235,8 @@ async fn main() {
         hist.max() as f64 / 1e3
     );
     b.shutdown().await;
-    println!("\n(total bench time {:.0} s)", total.elapsed().as_secs_f64());
+    println!(
+        "\n(total bench time {:.0} s)",
+        total.elapsed().as_secs_f64()
+    );
 }

@@ -32,7 +32,11 @@ async fn exactly_once_two_workers_every_input_once() {
     produce_inputs(&b, "in", 2, 300).await;
     let mut cfg = config(&b, "app1");
     cfg.num_workers = 2;
-    let h = Runtime::builder(topology("g1")).config(cfg).start().await.unwrap();
+    let h = Runtime::builder(topology("g1"))
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
     wait_committed(&h, 300).await;
     let m = h.metrics().clone();
     h.stop().await.unwrap();
@@ -40,7 +44,10 @@ async fn exactly_once_two_workers_every_input_once() {
     assert_exactly_once(&out, 300, |i| format!("out-v{i}"));
     // Keys, headers, timestamps and (2 partitions each side) partitions
     // come through the map_values topology.
-    let r = out.iter().find(|r| r.value.as_deref() == Some(&b"out-v7"[..])).unwrap();
+    let r = out
+        .iter()
+        .find(|r| r.value.as_deref() == Some(&b"out-v7"[..]))
+        .unwrap();
     assert_eq!(r.key.as_deref(), Some(&b"k7"[..]));
     assert_eq!(r.header_str("i").as_deref(), Some("7"));
     assert_group_drained(&b, "g1", ids[0], 2);
@@ -48,7 +55,10 @@ async fn exactly_once_two_workers_every_input_once() {
     assert!(m.transactions_committed.load(Ordering::Relaxed) >= 3);
     assert_eq!(m.transactions_aborted.load(Ordering::Relaxed), 0);
     let text = m.render_prometheus();
-    assert!(text.contains("sharestream_runtime_records_out_total 300"), "{text}");
+    assert!(
+        text.contains("sharestream_runtime_records_out_total 300"),
+        "{text}"
+    );
     b.shutdown().await;
 }
 
@@ -61,11 +71,15 @@ async fn wait_output(b: &sharestream::broker::BrokerHandle, topic: &str, n: usiz
         if committed(b, topic).await.len() >= n {
             return;
         }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {n} outputs");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {n} outputs"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
+#[cfg(feature = "failpoints")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_mid_batch_records_come_back_and_are_processed_once() {
     let _serial = SERIAL.lock().await;
@@ -91,6 +105,7 @@ async fn abort_mid_batch_records_come_back_and_are_processed_once() {
     b.shutdown().await;
 }
 
+#[cfg(feature = "failpoints")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_member_epoch_aborts_and_the_retry_commits() {
     let _serial = SERIAL.lock().await;
@@ -113,6 +128,7 @@ async fn stale_member_epoch_aborts_and_the_retry_commits() {
     b.shutdown().await;
 }
 
+#[cfg(feature = "failpoints")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_dropped_between_send_and_commit_then_restart() {
     let _serial = SERIAL.lock().await;
@@ -127,7 +143,10 @@ async fn worker_dropped_between_send_and_commit_then_restart() {
         .unwrap();
     let err = h.wait().await.unwrap_err();
     sharestream::failpoints::disarm("runtime.crash_before_commit");
-    assert!(matches!(err, RuntimeError::WorkerCrashed { worker: 0 }), "{err}");
+    assert!(
+        matches!(err, RuntimeError::WorkerCrashed { worker: 0 }),
+        "{err}"
+    );
     // Its outputs are in an open transaction: nothing visible yet.
     assert!(committed(&b, "out").await.is_empty());
     // The restarted process (same application.id) fences the zombie's
@@ -171,7 +190,10 @@ async fn fenced_producer_stops_the_zombie_with_a_clear_error() {
     // More input makes the zombie try again.
     produce_inputs(&b, "in", 1, 100).await;
     let err = h.wait().await.unwrap_err();
-    assert!(matches!(err, RuntimeError::Producer { worker: 0, .. }), "{err}");
+    assert!(
+        matches!(err, RuntimeError::Producer { worker: 0, .. }),
+        "{err}"
+    );
     assert!(err.to_string().contains("zombie"), "{err}");
     drop(usurper);
     // The new instance finishes the work: 200 inputs (the second batch

@@ -30,7 +30,9 @@ use sharestream::client::admin::{AdminClient, AlterConfigOp, NewTopic};
 use sharestream::client::{ConnectionConfig, Metadata, Producer, ProducerConfig, ProducerRecord};
 use sharestream::runtime::verify::read_committed;
 use sharestream::runtime::{Runtime, RuntimeConfig};
-use sharestream::topology::error::{DLQ_ERROR_KIND, DLQ_ERROR_MESSAGE, DLQ_ORIGINAL_OFFSET, DLQ_ORIGINAL_TOPIC};
+use sharestream::topology::error::{
+    DLQ_ERROR_KIND, DLQ_ERROR_MESSAGE, DLQ_ORIGINAL_OFFSET, DLQ_ORIGINAL_TOPIC,
+};
 use sharestream::topology::{ErrorPolicy, Serdes, StreamsBuilder, Topology};
 
 #[global_allocator]
@@ -122,7 +124,11 @@ fn topology(args: &Args) -> Topology {
                 Err(format!("attempts={}: {last}", a.max_attempts))
             }
         })
-        .to(args.output.clone(), Serdes::string(), Serdes::json::<Receipt>());
+        .to(
+            args.output.clone(),
+            Serdes::string(),
+            Serdes::json::<Receipt>(),
+        );
     b.build().expect("valid topology")
 }
 
@@ -169,17 +175,25 @@ async fn demo(args: Args) {
         args.transient_rate * 100.0,
         args.max_attempts
     );
-    let broker = Broker::start(BrokerConfig::in_memory()).await.expect("embedded broker");
+    let broker = Broker::start(BrokerConfig::in_memory())
+        .await
+        .expect("embedded broker");
     let servers = broker.bootstrap_servers();
     let admin = AdminClient::new(vec![servers.clone()], ConnectionConfig::default());
     for t in [&args.input, &args.output, &args.dlq] {
-        admin.create_topic(NewTopic::new(t.clone(), 4)).await.expect("create topic");
+        admin
+            .create_topic(NewTopic::new(t.clone(), 4))
+            .await
+            .expect("create topic");
     }
     let group = format!("{}-connector", args.input);
     admin
         .incremental_alter_group_config(
             &group,
-            &[("share.auto.offset.reset", AlterConfigOp::Set("earliest".into()))],
+            &[(
+                "share.auto.offset.reset",
+                AlterConfigOp::Set("earliest".into()),
+            )],
         )
         .await
         .expect("group config");
@@ -193,11 +207,16 @@ async fn demo(args: Args) {
     .expect("producer");
     let mut pending = Vec::new();
     for id in 0..args.records as u64 {
-        let p = Payment { id, amount_cents: 100 + id % 10_000 };
-        pending.push(producer.send(
-            ProducerRecord::new(args.input.clone(), serde_json::to_vec(&p).unwrap())
-                .with_key(format!("account-{}", id % 101)),
-        ));
+        let p = Payment {
+            id,
+            amount_cents: 100 + id % 10_000,
+        };
+        pending.push(
+            producer.send(
+                ProducerRecord::new(args.input.clone(), serde_json::to_vec(&p).unwrap())
+                    .with_key(format!("account-{}", id % 101)),
+            ),
+        );
     }
     for f in pending {
         f.await.expect("produce");
@@ -220,7 +239,8 @@ async fn demo(args: Args) {
             std::process::exit(1)
         });
     let m = handle.metrics().clone();
-    while m.records_committed.load(Ordering::Relaxed) < args.records as u64 && !handle.is_stopping() {
+    while m.records_committed.load(Ordering::Relaxed) < args.records as u64 && !handle.is_stopping()
+    {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let elapsed = started.elapsed();
@@ -230,16 +250,20 @@ async fn demo(args: Args) {
     }
 
     let md = Metadata::new(vec![servers.clone()], ConnectionConfig::default());
-    let out = read_committed(&md, &args.output).await.expect("read output");
+    let out = read_committed(&md, &args.output)
+        .await
+        .expect("read output");
     let dlq = read_committed(&md, &args.dlq).await.expect("read dlq");
     let mut seen: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
     for r in &out {
-        let receipt: Receipt = serde_json::from_slice(r.value.as_deref().unwrap_or_default()).expect("receipt");
+        let receipt: Receipt =
+            serde_json::from_slice(r.value.as_deref().unwrap_or_default()).expect("receipt");
         seen.entry(receipt.id).or_default().push("output");
     }
     let mut headers_ok = true;
     for r in &dlq {
-        let p: Payment = serde_json::from_slice(r.value.as_deref().unwrap_or_default()).expect("payment");
+        let p: Payment =
+            serde_json::from_slice(r.value.as_deref().unwrap_or_default()).expect("payment");
         seen.entry(p.id).or_default().push("dlq");
         headers_ok &= r.header_str(DLQ_ORIGINAL_TOPIC).as_deref() == Some(args.input.as_str())
             && r.header_str(DLQ_ORIGINAL_OFFSET).is_some()
@@ -254,7 +278,10 @@ async fn demo(args: Args) {
     if let Some(r) = dlq.first() {
         println!("  a dead-letter record's headers:");
         for h in &r.headers {
-            let v = h.value.as_ref().map(|v| String::from_utf8_lossy(v).into_owned());
+            let v = h
+                .value
+                .as_ref()
+                .map(|v| String::from_utf8_lossy(v).into_owned());
             println!("    {:<28} {}", h.key, v.unwrap_or_else(|| "null".into()));
         }
     }

@@ -146,7 +146,12 @@ async fn prepare(args: &Args, source: &str, target: &str) -> (Vec<String>, HashM
     let mut sources: Vec<String> = args.topics.clone();
     if let Some(re) = &args.topic_regex {
         let re = regex::Regex::new(&format!("^(?:{re})$")).expect("--topic-regex");
-        sources.extend(all_topics(&smd).await.into_iter().filter(|t| re.is_match(t)));
+        sources.extend(
+            all_topics(&smd)
+                .await
+                .into_iter()
+                .filter(|t| re.is_match(t)),
+        );
     }
     sources.sort();
     sources.dedup();
@@ -164,7 +169,9 @@ async fn prepare(args: &Args, source: &str, target: &str) -> (Vec<String>, HashM
             .expect("source topic")
             .partition_count();
         let t = target_name(args, s);
-        let _ = admin.create_topic(NewTopic::new(t.clone(), partitions)).await;
+        let _ = admin
+            .create_topic(NewTopic::new(t.clone(), partitions))
+            .await;
         let tp = tmd
             .wait_for_topic(&t, Duration::from_secs(10))
             .await
@@ -175,7 +182,10 @@ async fn prepare(args: &Args, source: &str, target: &str) -> (Vec<String>, HashM
     (sources, counts)
 }
 
-fn spawn_progress(metrics: Arc<RuntimeMetrics>, total: Option<usize>) -> tokio::task::JoinHandle<()> {
+fn spawn_progress(
+    metrics: Arc<RuntimeMetrics>,
+    total: Option<usize>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let start = Instant::now();
         loop {
@@ -210,10 +220,15 @@ async fn main() {
 }
 
 async fn run(args: Args, target: String) {
-    let source = args.source_bootstrap_server.clone().unwrap_or(target.clone());
+    let source = args
+        .source_bootstrap_server
+        .clone()
+        .unwrap_or(target.clone());
     let cross = source != target;
     let guarantee = if cross {
-        println!("source and target are different clusters: mirroring AT-LEAST-ONCE (a transaction cannot span two clusters)");
+        println!(
+            "source and target are different clusters: mirroring AT-LEAST-ONCE (a transaction cannot span two clusters)"
+        );
         ProcessingGuarantee::AtLeastOnce
     } else {
         println!("source and target are one cluster: mirroring EXACTLY-ONCE (KIP-1289)");
@@ -254,38 +269,58 @@ async fn run(args: Args, target: String) {
 
 /// Identity of a record for the verification: everything that must be
 /// preserved.
-type Fingerprint = (i32, Option<Bytes>, Option<Bytes>, Vec<(String, Option<Bytes>)>, i64);
+type Fingerprint = (
+    i32,
+    Option<Bytes>,
+    Option<Bytes>,
+    Vec<(String, Option<Bytes>)>,
+    i64,
+);
 
 fn fingerprint(r: &CommittedRecord) -> Fingerprint {
     (
         r.partition,
         r.key.clone(),
         r.value.clone(),
-        r.headers.iter().map(|h| (h.key.clone(), h.value.clone())).collect(),
+        r.headers
+            .iter()
+            .map(|h| (h.key.clone(), h.value.clone()))
+            .collect(),
         r.timestamp,
     )
 }
 
 async fn demo(mut args: Args) {
     println!("sharestream mirror demo: embedded broker, exactly-once");
-    let broker = Broker::start(BrokerConfig::in_memory()).await.expect("embedded broker");
+    let broker = Broker::start(BrokerConfig::in_memory())
+        .await
+        .expect("embedded broker");
     let servers = broker.bootstrap_servers();
     println!("  embedded broker on {servers}");
     let topic = "orders";
     args.topics = vec![topic.to_string()];
     let admin = AdminClient::new(vec![servers.clone()], ConnectionConfig::default());
-    admin.create_topic(NewTopic::new(topic, args.partitions)).await.expect("create topic");
+    admin
+        .create_topic(NewTopic::new(topic, args.partitions))
+        .await
+        .expect("create topic");
     admin
         .incremental_alter_group_config(
             &args.group,
-            &[("share.auto.offset.reset", AlterConfigOp::Set("earliest".into()))],
+            &[(
+                "share.auto.offset.reset",
+                AlterConfigOp::Set("earliest".into()),
+            )],
         )
         .await
         .expect("group config");
 
     // Sample records: keys, values, headers, timestamps, one in ten with a
     // null key.
-    print!("  producing {} records of {} B to '{topic}' ({} partitions)... ", args.records, args.record_size, args.partitions);
+    print!(
+        "  producing {} records of {} B to '{topic}' ({} partitions)... ",
+        args.records, args.record_size, args.partitions
+    );
     let _ = std::io::stdout().flush();
     let producer = Producer::new(
         ProducerConfig::builder()
@@ -319,7 +354,13 @@ async fn demo(mut args: Args) {
     println!("done");
 
     let (sources, counts) = prepare(&args, &servers, &servers).await;
-    println!("  mirroring {} -> {} with {} workers (share group '{}')", sources[0], target_name(&args, &sources[0]), args.workers, args.group);
+    println!(
+        "  mirroring {} -> {} with {} workers (share group '{}')",
+        sources[0],
+        target_name(&args, &sources[0]),
+        args.workers,
+        args.group
+    );
     let config = RuntimeConfig {
         application_id: args.group.clone(),
         bootstrap_servers: vec![servers.clone()],
@@ -340,7 +381,9 @@ async fn demo(mut args: Args) {
         });
     let metrics = handle.metrics().clone();
     let progress = spawn_progress(metrics.clone(), Some(args.records));
-    while metrics.records_committed.load(Ordering::Relaxed) < args.records as u64 && !handle.is_stopping() {
+    while metrics.records_committed.load(Ordering::Relaxed) < args.records as u64
+        && !handle.is_stopping()
+    {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let elapsed = started.elapsed();
@@ -355,7 +398,9 @@ async fn demo(mut args: Args) {
     // same partition, key, value, headers and timestamp.
     let md = Metadata::new(vec![servers.clone()], ConnectionConfig::default());
     let src = read_committed(&md, topic).await.expect("read source");
-    let dst = read_committed(&md, &target_name(&args, topic)).await.expect("read target");
+    let dst = read_committed(&md, &target_name(&args, topic))
+        .await
+        .expect("read target");
     let mut expected: BTreeMap<Fingerprint, usize> = BTreeMap::new();
     for r in &src {
         *expected.entry(fingerprint(r)).or_default() += 1;
@@ -364,15 +409,24 @@ async fn demo(mut args: Args) {
     for r in &dst {
         *seen.entry(fingerprint(r)).or_default() += 1;
     }
-    let missing = expected.iter().filter(|(k, n)| seen.get(*k).copied().unwrap_or(0) < **n).count();
-    let duplicated = seen.iter().filter(|(k, n)| expected.get(*k).copied().unwrap_or(0) < **n).count();
+    let missing = expected
+        .iter()
+        .filter(|(k, n)| seen.get(*k).copied().unwrap_or(0) < **n)
+        .count();
+    let duplicated = seen
+        .iter()
+        .filter(|(k, n)| expected.get(*k).copied().unwrap_or(0) < **n)
+        .count();
     let ok = missing == 0 && duplicated == 0 && src.len() == dst.len();
 
     let rate = args.records as f64 / elapsed.as_secs_f64();
     println!();
     println!("  records mirrored     {} -> {}", src.len(), dst.len());
     println!("  time                 {:.2} s", elapsed.as_secs_f64());
-    println!("  throughput           {rate:.0} records/s ({:.1} MB/s)", rate * args.record_size as f64 / 1e6);
+    println!(
+        "  throughput           {rate:.0} records/s ({:.1} MB/s)",
+        rate * args.record_size as f64 / 1e6
+    );
     println!(
         "  transactions         {} committed, {} aborted, {:.0} records each on average",
         metrics.transactions_committed.load(Ordering::Relaxed),

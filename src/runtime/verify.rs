@@ -75,7 +75,9 @@ struct PartitionCursor {
 impl<'a> CommittedReader<'a> {
     /// A reader from offset 0 of every partition of `topic`.
     pub async fn new(metadata: &'a Metadata, topic: &str) -> Result<Self, ClientError> {
-        let t = metadata.wait_for_topic(topic, Duration::from_secs(10)).await?;
+        let t = metadata
+            .wait_for_topic(topic, Duration::from_secs(10))
+            .await?;
         Ok(Self {
             metadata,
             topic: topic.to_string(),

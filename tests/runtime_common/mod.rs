@@ -21,8 +21,7 @@ pub async fn broker_with(share_version: i16) -> BrokerHandle {
     let _ = tracing_subscriber::fmt()
         .with_test_writer()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .try_init();
     let share_groups = ShareGroupBrokerConfig {
@@ -127,7 +126,9 @@ pub async fn wait_until(secs: u64, what: &str, mut done: impl FnMut() -> bool) {
 pub async fn wait_committed(h: &RuntimeHandle, n: u64) {
     let m = h.metrics().clone();
     wait_until(30, &format!("{n} committed records"), || {
-        m.records_committed.load(std::sync::atomic::Ordering::Relaxed) >= n
+        m.records_committed
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= n
     })
     .await;
 }
@@ -148,12 +149,24 @@ pub fn value_counts(records: &[CommittedRecord]) -> BTreeMap<String, usize> {
 }
 
 /// Asserts that `records` hold `expected(i)` for every `i < n`, each once.
-pub fn assert_exactly_once(records: &[CommittedRecord], n: usize, expected: impl Fn(usize) -> String) {
+pub fn assert_exactly_once(
+    records: &[CommittedRecord],
+    n: usize,
+    expected: impl Fn(usize) -> String,
+) {
     let counts = value_counts(records);
     let dupes: Vec<_> = counts.iter().filter(|(_, c)| **c > 1).collect();
     assert!(dupes.is_empty(), "duplicates: {dupes:?}");
-    let missing: Vec<String> = (0..n).map(&expected).filter(|v| !counts.contains_key(v)).collect();
-    assert!(missing.is_empty(), "missing {} records, e.g. {:?}", missing.len(), &missing[..missing.len().min(5)]);
+    let missing: Vec<String> = (0..n)
+        .map(&expected)
+        .filter(|v| !counts.contains_key(v))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "missing {} records, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
     assert_eq!(records.len(), n, "unexpected extra records");
 }
 
