@@ -6,11 +6,15 @@
 //! at-least-once batches), rejected, dead-lettered; transactions committed
 //! and aborted. Histograms: commit latency (from the first staged record's
 //! commit call to the end of EndTxn, microseconds) and batch size (source
-//! records per transaction). Gauges: records in flight (delivered, not yet
-//! committed) and lag, the records this process holds acquired and has not
-//! committed yet. The share-partition backlog (records not yet delivered)
-//! is a broker-side figure: the broker's own `/metrics` exposes it per
-//! share partition.
+//! records per transaction). Gauge: records in flight, the records this
+//! process holds acquired and has not committed yet.
+//!
+//! Lag in the share-group sense (records of the source partitions not yet
+//! acknowledged, the distance from the share-partition start offset to the
+//! log end) is not computed here: the client would need
+//! DescribeShareGroupOffsets, which the embedded broker does not serve yet.
+//! The broker's own `/metrics` exposes it per share partition (in-flight,
+//! available, acquired records).
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -150,7 +154,7 @@ impl RuntimeMetrics {
         let in_flight = self.records_in_flight.load(Ordering::Relaxed).max(0);
         let _ = writeln!(
             out,
-            "# HELP sharestream_runtime_lag_records Records acquired by this process and not yet committed.\n# TYPE sharestream_runtime_lag_records gauge\nsharestream_runtime_lag_records {in_flight}"
+            "# HELP sharestream_runtime_records_in_flight Records acquired by this process and not yet committed.\n# TYPE sharestream_runtime_records_in_flight gauge\nsharestream_runtime_records_in_flight {in_flight}"
         );
         histogram(
             &mut out,
@@ -285,6 +289,6 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("sharestream_runtime_batch_size_records_count 1"));
-        assert!(text.contains("# TYPE sharestream_runtime_lag_records gauge"));
+        assert!(text.contains("# TYPE sharestream_runtime_records_in_flight gauge"));
     }
 }
