@@ -22,9 +22,9 @@
 //! # Workers
 //!
 //! A process runs `num.workers` workers. Each is a member of the topology's
-//! share group (a [`ShareConsumer`](crate::client::ShareConsumer) in
+//! share group (a [`ShareConsumer`] in
 //! explicit acknowledgement mode, D12) with its own
-//! [`Producer`](crate::client::Producer) whose `transactional.id` is
+//! [`Producer`] whose `transactional.id` is
 //! `<application.id>-<worker index>`: stable across restarts, so that a
 //! restarted process fences the zombie it replaces (and aborts the
 //! transaction that zombie left open). More workers than partitions is the

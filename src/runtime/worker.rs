@@ -518,9 +518,10 @@ impl Worker {
 
 type BoxedProducerCall = Pin<Box<dyn Future<Output = Result<(), ProducerError>> + Send>>;
 
-// The producer's futures are Send, but the compiler cannot prove it for
-// every lifetime inside a spawned task (a known higher-ranked lifetime
-// limitation); boxing them with an owned handle settles it.
+// `send_share_acknowledgements_to_transaction`'s future is Send, but inside
+// a spawned task the compiler cannot prove it for every lifetime (the
+// higher-ranked lifetime limitation of rustc, rust-lang/rust#64552);
+// boxing it as `dyn Future + Send` over owned arguments settles it.
 fn stage(
     producer: Producer,
     acknowledgements: std::collections::BTreeMap<TopicIdPartition, Vec<AcknowledgementBatch>>,
