@@ -1,3 +1,519 @@
-//! The runtime that executes topologies: workers, batching, shutdown, metrics.
+//! The runtime that executes topologies: workers, transactions, batching,
+//! shutdown, metrics.
 //!
-//! Not built yet: reserved for the runtime issue.
+//! ```no_run
+//! # use sharestream::topology::*;
+//! # use sharestream::runtime::*;
+//! # async fn run(topology: Topology) -> Result<(), RuntimeError> {
+//! let handle = Runtime::builder(topology)
+//!     .config(RuntimeConfig {
+//!         application_id: "orders-app".into(),
+//!         bootstrap_servers: vec!["127.0.0.1:9092".into()],
+//!         num_workers: 4,
+//!         ..RuntimeConfig::default()
+//!     })
+//!     .handle_signals(true)
+//!     .start()
+//!     .await?;
+//! handle.wait().await
+//! # }
+//! ```
+//!
+//! # Workers
+//!
+//! A process runs `num.workers` workers. Each is a member of the topology's
+//! share group (a [`ShareConsumer`] in
+//! explicit acknowledgement mode, D12) with its own
+//! [`Producer`] whose `transactional.id` is
+//! `<application.id>-<worker index>`: stable across restarts, so that a
+//! restarted process fences the zombie it replaces (and aborts the
+//! transaction that zombie left open). More workers than partitions is the
+//! point of share groups: every worker gets records.
+//!
+//! # exactly_once (KIP-1289)
+//!
+//! ```text
+//! loop {
+//!     records = consumer.poll()
+//!     results = topology.process_batch(records)      // Outcome::Fail -> abort, stop
+//!     begin_transaction() if none is open
+//!     for each record: producer.send(outputs); consumer.acknowledge_in_transaction(ACCEPT|REJECT)
+//!     if commit.interval.ms passed or max.records.per.transaction reached:
+//!         acks = consumer.take_transaction_acknowledgements()
+//!         producer.send_share_acknowledgements_to_transaction(acks, consumer.share_group_metadata())
+//!         producer.commit_transaction()           -> consumer.transaction_outcome(Committed)
+//!         on an abortable error: abort_transaction -> consumer.transaction_outcome(Aborted)
+//! }
+//! ```
+//!
+//! After an abort the broker puts the records back to ACQUIRED for the same
+//! member (D6) and the consumer hands them out again on its next poll, so
+//! they are simply processed again. Offsets acquired without data (gaps)
+//! have nothing to make atomic: the share consumer acknowledges them as
+//! GAP outside the transaction (D5). Fatal producer errors (fenced,
+//! unsupported, authorization) stop the application with
+//! [`RuntimeError::Producer`]; so does [`Outcome::Fail`](crate::topology::Outcome)
+//! ([`RuntimeError::Processing`]), after aborting the transaction.
+//!
+//! At start-up, exactly_once checks that the cluster offers TxnShareAcknowledge
+//! (apiKey 95, D1/D2) and refuses to start otherwise, naming
+//! `processing.guarantee=at_least_once`. A share group on another cluster
+//! than the outputs (`source.bootstrap.servers`) is refused too: a
+//! transaction lives on one cluster (D11).
+//!
+//! # at_least_once
+//!
+//! For brokers without KIP-1289: per poll batch the outputs are sent and
+//! every delivery awaited, then the source records are acknowledged
+//! (RELEASE when an output could not be delivered, so the record comes
+//! back); the acknowledgements are committed with `commit_sync` every
+//! `commit.interval.ms`. Nothing is lost; a crash between produce and
+//! acknowledge produces duplicates.
+//!
+//! # Shutdown
+//!
+//! [`RuntimeHandle::shutdown`] (and SIGINT/SIGTERM with
+//! [`RuntimeBuilder::handle_signals`]) makes every worker finish its
+//! transaction in flight (commit), close its consumer (final
+//! acknowledgements, share sessions closed, group left) and close its
+//! producer. When one worker stops with an error, the others are shut
+//! down and [`RuntimeHandle::wait`] returns that error.
+//!
+//! # Metrics
+//!
+//! [`RuntimeMetrics`], in Prometheus text format on `metrics.listen`.
+//!
+//! # Fault injection
+//!
+//! With the `failpoints` feature: `runtime.abort_mid_batch` (a poll batch
+//! stops sending halfway and its transaction aborts),
+//! `runtime.stale_member_epoch` (acknowledgements are staged with the
+//! previous member epoch, as after a racing rebalance),
+//! `runtime.crash_before_commit` (the worker drops its clients between
+//! sending and committing, like a killed process).
+
+pub mod config;
+pub mod metrics;
+pub mod verify;
+mod worker;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use config::{ProcessingGuarantee, RuntimeConfig, RuntimeConfigError};
+pub use metrics::RuntimeMetrics;
+
+use crate::client::config::ProducerConfig;
+use crate::client::share_consumer::{
+    AcknowledgementMode, ConsumerError, ShareConsumer, ShareConsumerConfig,
+};
+use crate::client::{ClientError, ConnectionConfig, Metadata, Producer, ProducerError};
+use crate::protocol::txn_share_ack::TXN_SHARE_ACKNOWLEDGE_API_KEY;
+use crate::topology::{ProcessingError, Topology};
+use worker::Worker;
+
+/// Why the runtime did not start or stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// A setting is invalid.
+    #[error(transparent)]
+    Config(#[from] RuntimeConfigError),
+    /// The cluster lacks something the configuration needs.
+    #[error("{0}")]
+    Unsupported(String),
+    /// A client could not be created or reach the cluster at start-up.
+    #[error("start-up failed: {0}")]
+    Startup(String),
+    /// A fatal producer error (fenced by a newer instance, unsupported
+    /// version, authorization); the worker cannot continue.
+    #[error("worker {worker}: fatal producer error: {source}{hint}", hint = fatal_hint(source))]
+    Producer {
+        /// The worker.
+        worker: usize,
+        /// The error.
+        source: ProducerError,
+    },
+    /// The share consumer failed.
+    #[error("worker {worker}: share consumer error: {source}")]
+    Consumer {
+        /// The worker.
+        worker: usize,
+        /// The error.
+        source: ConsumerError,
+    },
+    /// A record's processing failed under `ErrorPolicy::Fail`; its
+    /// transaction was aborted and the record will be delivered again.
+    #[error(
+        "worker {worker}: processing {topic}-{partition}@{offset} failed: {error}; the transaction was aborted and the application stopped"
+    )]
+    Processing {
+        /// The worker.
+        worker: usize,
+        /// Source topic.
+        topic: String,
+        /// Source partition.
+        partition: i32,
+        /// Source offset.
+        offset: i64,
+        /// The error.
+        error: ProcessingError,
+    },
+    /// A worker was dropped without ending its transaction (fault
+    /// injection).
+    #[error("worker {worker} crashed between send and commit (injected)")]
+    WorkerCrashed {
+        /// The worker.
+        worker: usize,
+    },
+    /// A worker task panicked.
+    #[error("a worker panicked: {0}")]
+    Panicked(String),
+    /// The metrics listener could not be bound.
+    #[error("metrics.listen {addr}: {error}")]
+    Metrics {
+        /// The address.
+        addr: SocketAddr,
+        /// The error.
+        error: std::io::Error,
+    },
+}
+
+fn fatal_hint(e: &ProducerError) -> &'static str {
+    match e.code() {
+        Some(crate::protocol::ErrorCode::PRODUCER_FENCED)
+        | Some(crate::protocol::ErrorCode::INVALID_PRODUCER_EPOCH) => {
+            " (another instance with the same application.id and worker index took over: this one is a zombie)"
+        }
+        _ => "",
+    }
+}
+
+/// Entry point: [`Runtime::builder`].
+#[derive(Debug)]
+pub struct Runtime;
+
+impl Runtime {
+    /// A builder running `topology`.
+    pub fn builder(topology: Topology) -> RuntimeBuilder {
+        RuntimeBuilder {
+            topology,
+            config: RuntimeConfig::default(),
+            handle_signals: false,
+        }
+    }
+}
+
+/// Configures and starts a runtime.
+#[derive(Debug)]
+pub struct RuntimeBuilder {
+    topology: Topology,
+    config: RuntimeConfig,
+    handle_signals: bool,
+}
+
+impl RuntimeBuilder {
+    /// Replaces the configuration.
+    pub fn config(mut self, config: RuntimeConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Applies Kafka-style properties on top of the configuration.
+    pub fn properties<K: AsRef<str>, V: AsRef<str>>(
+        mut self,
+        props: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Self, RuntimeError> {
+        for (k, v) in props {
+            self.config.set(k.as_ref(), v.as_ref())?;
+        }
+        Ok(self)
+    }
+
+    /// Shuts down gracefully on SIGINT (Ctrl-C) and SIGTERM.
+    pub fn handle_signals(mut self, on: bool) -> Self {
+        self.handle_signals = on;
+        self
+    }
+
+    /// Checks the cluster, starts every worker (producers initialized,
+    /// consumers subscribed) and returns once they run.
+    pub async fn start(self) -> Result<RuntimeHandle, RuntimeError> {
+        let mut config = self.config;
+        config.validate()?;
+        if config.application_id.is_empty() {
+            config.application_id = self.topology.share_group().to_string();
+        }
+        let guarantee = config.processing_guarantee;
+        let connection = ConnectionConfig::default()
+            .with_client_id(config.application_id.clone())
+            .with_request_timeout(config.request_timeout);
+        if config.is_cross_cluster() {
+            tracing::warn!(
+                source = ?config.source_servers(),
+                target = ?config.bootstrap_servers,
+                "the share group and the outputs are on different clusters: processing is \
+                 at-least-once (a transaction cannot span two clusters)"
+            );
+        }
+        if guarantee == ProcessingGuarantee::ExactlyOnce {
+            check_txn_share_acknowledge(&config, &connection).await?;
+        }
+        tracing::info!(
+            application_id = %config.application_id,
+            share_group = %self.topology.share_group(),
+            workers = config.num_workers,
+            processing_guarantee = %guarantee,
+            commit_interval_ms = config.commit_interval.as_millis() as u64,
+            "starting"
+        );
+
+        let metrics = Arc::new(RuntimeMetrics::default());
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let metrics_addr = match config.metrics_listen {
+            Some(addr) => {
+                let listener = metrics::bind(addr)
+                    .await
+                    .map_err(|error| RuntimeError::Metrics { addr, error })?;
+                let local = listener.local_addr().ok();
+                tokio::spawn(metrics::serve(
+                    listener,
+                    metrics.clone(),
+                    shutdown_rx.clone(),
+                ));
+                local
+            }
+            None => None,
+        };
+
+        let config = Arc::new(config);
+        let compiled = self.topology.compile();
+        let topics: Vec<String> = self
+            .topology
+            .source_topics()
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let mut workers = Vec::with_capacity(config.num_workers);
+        for index in 0..config.num_workers {
+            let producer = start_producer(&config, &connection, index).await?;
+            let consumer_config = ShareConsumerConfig::builder(self.topology.share_group())
+                .client_id(format!("{}-{index}", config.application_id))
+                .bootstrap_servers(config.source_servers().iter().cloned())
+                .max_poll_records(
+                    config
+                        .max_poll_records
+                        .min(config.max_records_per_transaction),
+                )
+                .acknowledgement_mode(AcknowledgementMode::Explicit)
+                .fetch_max_wait(Duration::from_millis(100))
+                .request_timeout(config.request_timeout)
+                .build()
+                .map_err(|e| RuntimeError::Startup(e.to_string()))?;
+            let mut consumer =
+                ShareConsumer::new(consumer_config).map_err(|source| RuntimeError::Consumer {
+                    worker: index,
+                    source,
+                })?;
+            consumer
+                .subscribe(topics.iter().cloned())
+                .map_err(|source| RuntimeError::Consumer {
+                    worker: index,
+                    source,
+                })?;
+            workers.push(Worker {
+                index,
+                consumer,
+                producer,
+                topology: compiled.clone(),
+                metrics: metrics.clone(),
+                config: config.clone(),
+                shutdown: shutdown_rx.clone(),
+                txn_id: None,
+            });
+        }
+
+        let mut running: FuturesUnordered<JoinHandle<Result<(), RuntimeError>>> =
+            workers.into_iter().map(|w| tokio::spawn(w.run())).collect();
+        let stop = shutdown_tx.clone();
+        let supervisor = tokio::spawn(async move {
+            let mut first: Option<RuntimeError> = None;
+            while let Some(joined) = running.next().await {
+                let result = joined.unwrap_or_else(|e| Err(RuntimeError::Panicked(e.to_string())));
+                if let Err(e) = result {
+                    tracing::error!(error = %e, "worker stopped with an error; stopping the others");
+                    let _ = stop.send(true);
+                    first.get_or_insert(e);
+                }
+            }
+            let _ = stop.send(true);
+            match first {
+                Some(e) => Err(e),
+                None => Ok(()),
+            }
+        });
+
+        if self.handle_signals {
+            let stop = shutdown_tx.clone();
+            tokio::spawn(async move {
+                wait_for_signal().await;
+                tracing::info!(
+                    "signal received: finishing the transactions in flight and leaving the group"
+                );
+                let _ = stop.send(true);
+            });
+        }
+
+        Ok(RuntimeHandle {
+            shutdown: shutdown_tx,
+            supervisor,
+            metrics,
+            metrics_addr,
+            config,
+        })
+    }
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// D2: exactly_once needs apiKey 95 on the cluster.
+async fn check_txn_share_acknowledge(
+    config: &RuntimeConfig,
+    connection: &ConnectionConfig,
+) -> Result<(), RuntimeError> {
+    let md = Metadata::new(config.bootstrap_servers.clone(), connection.clone());
+    let conn = async { md.any_broker()?.connection().await }
+        .await
+        .map_err(|e: ClientError| {
+            RuntimeError::Startup(format!(
+                "cannot reach bootstrap.servers {:?}: {e}",
+                config.bootstrap_servers
+            ))
+        })?;
+    if conn
+        .versions()
+        .peer_range(TXN_SHARE_ACKNOWLEDGE_API_KEY)
+        .is_none()
+    {
+        return Err(RuntimeError::Unsupported(format!(
+            "processing.guarantee=exactly_once needs a broker with KIP-1289 \
+             (TxnShareAcknowledge, apiKey {TXN_SHARE_ACKNOWLEDGE_API_KEY}), and {:?} does not offer it \
+             (share.version < 3 or transaction.version < 2, or not a sharestream broker); \
+             set processing.guarantee=at_least_once to run against it",
+            config.bootstrap_servers
+        )));
+    }
+    Ok(())
+}
+
+async fn start_producer(
+    config: &RuntimeConfig,
+    connection: &ConnectionConfig,
+    index: usize,
+) -> Result<Producer, RuntimeError> {
+    let mut b = ProducerConfig::builder()
+        .bootstrap_servers(config.bootstrap_servers.join(","))
+        .client_id(format!("{}-{index}", config.application_id))
+        .linger(config.linger)
+        .request_timeout(config.request_timeout)
+        .transaction_timeout(config.transaction_timeout);
+    if config.processing_guarantee == ProcessingGuarantee::ExactlyOnce {
+        b = b.transactional_id(format!("{}-{index}", config.application_id));
+    }
+    let _ = connection;
+    let pc = b
+        .build()
+        .map_err(|e| RuntimeError::Startup(format!("producer settings: {e}")))?;
+    let producer = Producer::new(pc)
+        .await
+        .map_err(|source| RuntimeError::Producer {
+            worker: index,
+            source,
+        })?;
+    if config.processing_guarantee == ProcessingGuarantee::ExactlyOnce {
+        producer
+            .init_transactions()
+            .await
+            .map_err(|source| RuntimeError::Producer {
+                worker: index,
+                source,
+            })?;
+    }
+    Ok(producer)
+}
+
+/// A running runtime.
+#[derive(Debug)]
+pub struct RuntimeHandle {
+    shutdown: watch::Sender<bool>,
+    supervisor: JoinHandle<Result<(), RuntimeError>>,
+    metrics: Arc<RuntimeMetrics>,
+    metrics_addr: Option<SocketAddr>,
+    config: Arc<RuntimeConfig>,
+}
+
+impl RuntimeHandle {
+    /// Asks every worker to finish its transaction in flight and leave.
+    pub fn shutdown(&self) {
+        let _ = self.shutdown.send(true);
+    }
+
+    /// Whether a shutdown was asked for (or a worker failed).
+    pub fn is_stopping(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// Waits until every worker stopped; the first worker error, if any.
+    pub async fn wait(self) -> Result<(), RuntimeError> {
+        self.supervisor
+            .await
+            .unwrap_or_else(|e| Err(RuntimeError::Panicked(e.to_string())))
+    }
+
+    /// [`shutdown`](Self::shutdown) then [`wait`](Self::wait).
+    pub async fn stop(self) -> Result<(), RuntimeError> {
+        self.shutdown();
+        self.wait().await
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Arc<RuntimeMetrics> {
+        &self.metrics
+    }
+
+    /// Where `GET /metrics` is served, if `metrics.listen` is set.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// The configuration in effect.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+}

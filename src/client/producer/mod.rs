@@ -395,11 +395,19 @@ impl Producer {
     /// failures with backoff, and rediscovering the coordinator on
     /// NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE, until
     /// `transaction.timeout.ms`.
-    async fn coordinator_call<T>(
+    ///
+    /// `attempt` returns an owned future (not an async closure borrowing
+    /// its captures), so that the futures of `init_transactions`,
+    /// `commit_transaction` and `abort_transaction` are `Send` for every
+    /// lifetime and can run in spawned tasks.
+    async fn coordinator_call<T, Fut>(
         &self,
         api: &'static str,
-        mut attempt: impl AsyncFnMut(Arc<BrokerConnection>) -> Result<T, ClientError>,
-    ) -> Result<T, ProducerError> {
+        mut attempt: impl FnMut(Arc<BrokerConnection>) -> Fut,
+    ) -> Result<T, ProducerError>
+    where
+        Fut: Future<Output = Result<T, ClientError>>,
+    {
         let deadline = Instant::now() + self.inner.config.transaction_timeout;
         let mut backoff = Backoff::new(self.inner.config.retry_backoff);
         let mut refresh = false;
@@ -445,17 +453,20 @@ impl Producer {
             .unwrap_or_default();
         let timeout_ms = self.inner.config.transaction_timeout.as_millis() as i32;
         let resp = self
-            .coordinator_call("InitProducerId", async |c: Arc<BrokerConnection>| {
-                let req = InitProducerIdRequest::default()
-                    .with_transactional_id(Some(TransactionalId(StrBytes::from_string(
-                        tid.clone(),
-                    ))))
-                    .with_transaction_timeout_ms(timeout_ms)
-                    .with_producer_id(ProducerId(-1))
-                    .with_producer_epoch(-1);
-                let r = c.send(&req).await?;
-                ClientError::check("InitProducerId", r.error_code, None)?;
-                Ok(r)
+            .coordinator_call("InitProducerId", |c: Arc<BrokerConnection>| {
+                let tid = tid.clone();
+                async move {
+                    let req = InitProducerIdRequest::default()
+                        .with_transactional_id(Some(TransactionalId(StrBytes::from_string(
+                            tid.clone(),
+                        ))))
+                        .with_transaction_timeout_ms(timeout_ms)
+                        .with_producer_id(ProducerId(-1))
+                        .with_producer_epoch(-1);
+                    let r = c.send(&req).await?;
+                    ClientError::check("InitProducerId", r.error_code, None)?;
+                    Ok(r)
+                }
             })
             .await;
         match resp {
@@ -678,15 +689,18 @@ impl Producer {
             .clone()
             .unwrap_or_default();
         let result = self
-            .coordinator_call("EndTxn", async |c: Arc<BrokerConnection>| {
-                let req = EndTxnRequest::default()
-                    .with_transactional_id(TransactionalId(StrBytes::from_string(tid.clone())))
-                    .with_producer_id(ProducerId(pid))
-                    .with_producer_epoch(epoch)
-                    .with_committed(committed);
-                let r = c.connection().await?.send_with_version(&req, 5).await?;
-                ClientError::check("EndTxn", r.error_code, None)?;
-                Ok(r)
+            .coordinator_call("EndTxn", |c: Arc<BrokerConnection>| {
+                let tid = tid.clone();
+                async move {
+                    let req = EndTxnRequest::default()
+                        .with_transactional_id(TransactionalId(StrBytes::from_string(tid.clone())))
+                        .with_producer_id(ProducerId(pid))
+                        .with_producer_epoch(epoch)
+                        .with_committed(committed);
+                    let r = c.connection().await?.send_with_version(&req, 5).await?;
+                    ClientError::check("EndTxn", r.error_code, None)?;
+                    Ok(r)
+                }
             })
             .await;
         match result {

@@ -1,0 +1,322 @@
+//! [`RuntimeConfig`]: the runtime's settings, typed or from Kafka-style
+//! properties (`application.id`, `processing.guarantee`, ...), with errors
+//! that name the setting.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// `processing.guarantee`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ProcessingGuarantee {
+    /// `exactly_once`: outputs and share acknowledgements commit in one
+    /// transaction (KIP-1289; the broker must offer TxnShareAcknowledge).
+    #[default]
+    ExactlyOnce,
+    /// `at_least_once`: outputs are produced and flushed, then the source
+    /// records are acknowledged. Works with any broker that has share
+    /// groups; a crash between the two produces duplicates.
+    AtLeastOnce,
+}
+
+impl ProcessingGuarantee {
+    /// From the property value (`exactly_once`, `exactly_once_v2`,
+    /// `at_least_once`).
+    pub fn parse(value: &str) -> Option<Self> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "exactly_once" | "exactly_once_v2" => Some(Self::ExactlyOnce),
+            "at_least_once" => Some(Self::AtLeastOnce),
+            _ => None,
+        }
+    }
+
+    /// The property value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ExactlyOnce => "exactly_once",
+            Self::AtLeastOnce => "at_least_once",
+        }
+    }
+}
+
+impl std::fmt::Display for ProcessingGuarantee {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Settings of a [`Runtime`](super::Runtime).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuntimeConfig {
+    /// `application.id`: prefix of the transactional ids
+    /// (`<application.id>-<worker index>`, stable across restarts so that a
+    /// zombie is fenced) and of client ids. Empty: the topology's share
+    /// group.
+    pub application_id: String,
+    /// `bootstrap.servers` of the cluster the outputs go to (and the share
+    /// group lives on, unless `source.bootstrap.servers` says otherwise).
+    pub bootstrap_servers: Vec<String>,
+    /// `source.bootstrap.servers`: the cluster of the share group when it
+    /// is not the output cluster. Refused under exactly_once (D11).
+    pub source_bootstrap_servers: Option<Vec<String>>,
+    /// `num.workers` (default 1): workers in this process, each a share
+    /// group member with its own producer.
+    pub num_workers: usize,
+    /// `processing.guarantee` (default exactly_once).
+    pub processing_guarantee: ProcessingGuarantee,
+    /// `commit.interval.ms` (default 100 ms): a transaction (or an
+    /// at-least-once acknowledgement commit) ends at the latest this long
+    /// after its first record.
+    pub commit_interval: Duration,
+    /// `max.records.per.transaction` (default 1000): a transaction ends
+    /// once it holds this many source records.
+    pub max_records_per_transaction: usize,
+    /// `max.poll.records` (default 500).
+    pub max_poll_records: usize,
+    /// `transaction.timeout.ms` (default 60 s).
+    pub transaction_timeout: Duration,
+    /// `linger.ms` of the producers (default 1 ms).
+    pub linger: Duration,
+    /// `metrics.listen`: where `GET /metrics` is served (Prometheus text);
+    /// `None` = off.
+    pub metrics_listen: Option<SocketAddr>,
+    /// `shutdown.timeout.ms` (default 30 s): how long a graceful shutdown
+    /// may take to end the transaction in flight and leave the group.
+    pub shutdown_timeout: Duration,
+    /// `request.timeout.ms` of the clients (default 30 s).
+    pub request_timeout: Duration,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            application_id: String::new(),
+            bootstrap_servers: vec!["127.0.0.1:9092".into()],
+            source_bootstrap_servers: None,
+            num_workers: 1,
+            processing_guarantee: ProcessingGuarantee::ExactlyOnce,
+            commit_interval: Duration::from_millis(100),
+            max_records_per_transaction: 1000,
+            max_poll_records: 500,
+            transaction_timeout: Duration::from_secs(60),
+            linger: Duration::from_millis(1),
+            metrics_listen: None,
+            shutdown_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A refused setting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid configuration {setting}: {message}")]
+pub struct RuntimeConfigError {
+    /// The setting's name (as in properties).
+    pub setting: String,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+fn err(setting: &str, message: impl Into<String>) -> RuntimeConfigError {
+    RuntimeConfigError {
+        setting: setting.to_string(),
+        message: message.into(),
+    }
+}
+
+fn hosts(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+fn positive(setting: &str, v: &str) -> Result<u64, RuntimeConfigError> {
+    match v.trim().parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(err(setting, format!("{v:?} is not a positive integer"))),
+    }
+}
+
+impl RuntimeConfig {
+    /// The settings from Kafka-style properties; unknown names and bad
+    /// values are refused with an error naming the setting.
+    pub fn from_properties<K: AsRef<str>, V: AsRef<str>>(
+        props: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Self, RuntimeConfigError> {
+        let mut c = Self::default();
+        for (k, v) in props {
+            c.set(k.as_ref(), v.as_ref())?;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Sets one property.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<&mut Self, RuntimeConfigError> {
+        match name {
+            "application.id" => self.application_id = value.trim().to_string(),
+            "bootstrap.servers" => self.bootstrap_servers = hosts(value),
+            "source.bootstrap.servers" => {
+                let h = hosts(value);
+                self.source_bootstrap_servers = (!h.is_empty()).then_some(h);
+            }
+            "num.workers" => self.num_workers = positive(name, value)? as usize,
+            "processing.guarantee" => {
+                self.processing_guarantee = ProcessingGuarantee::parse(value).ok_or_else(|| {
+                    err(
+                        name,
+                        format!("{value:?}: expected exactly_once or at_least_once"),
+                    )
+                })?
+            }
+            "commit.interval.ms" => {
+                self.commit_interval = Duration::from_millis(positive(name, value)?)
+            }
+            "max.records.per.transaction" => {
+                self.max_records_per_transaction = positive(name, value)? as usize
+            }
+            "max.poll.records" => self.max_poll_records = positive(name, value)? as usize,
+            "transaction.timeout.ms" => {
+                self.transaction_timeout = Duration::from_millis(positive(name, value)?)
+            }
+            "linger.ms" => {
+                let ms = value
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| err(name, format!("{value:?} is not a number of ms")))?;
+                self.linger = Duration::from_millis(ms)
+            }
+            "metrics.listen" => {
+                self.metrics_listen = if value.trim().is_empty() {
+                    None
+                } else {
+                    Some(value.trim().parse().map_err(|_| {
+                        err(name, format!("{value:?} is not a host:port socket address"))
+                    })?)
+                }
+            }
+            "shutdown.timeout.ms" => {
+                self.shutdown_timeout = Duration::from_millis(positive(name, value)?)
+            }
+            "request.timeout.ms" => {
+                self.request_timeout = Duration::from_millis(positive(name, value)?)
+            }
+            other => return Err(err(other, "unknown setting")),
+        }
+        Ok(self)
+    }
+
+    /// Checks the settings together (D11: exactly_once needs the share
+    /// group and the outputs on one cluster).
+    pub fn validate(&self) -> Result<(), RuntimeConfigError> {
+        if self.bootstrap_servers.is_empty() {
+            return Err(err("bootstrap.servers", "at least one host:port is needed"));
+        }
+        if self.num_workers == 0 {
+            return Err(err("num.workers", "must be at least 1"));
+        }
+        if self.max_records_per_transaction == 0 {
+            return Err(err("max.records.per.transaction", "must be at least 1"));
+        }
+        if self.max_poll_records == 0 {
+            return Err(err("max.poll.records", "must be at least 1"));
+        }
+        if self.commit_interval.is_zero() {
+            return Err(err("commit.interval.ms", "must be positive"));
+        }
+        if self.processing_guarantee == ProcessingGuarantee::ExactlyOnce && self.is_cross_cluster()
+        {
+            return Err(err(
+                "source.bootstrap.servers",
+                "the share group is on another cluster than the outputs: a transaction lives \
+                 on one cluster, so exactly-once is impossible (D11); set \
+                 processing.guarantee=at_least_once",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether the share group lives on another cluster than the outputs.
+    pub fn is_cross_cluster(&self) -> bool {
+        match &self.source_bootstrap_servers {
+            None => false,
+            Some(s) => {
+                let mut a = s.clone();
+                let mut b = self.bootstrap_servers.clone();
+                a.sort();
+                b.sort();
+                a != b
+            }
+        }
+    }
+
+    /// The cluster the share group lives on.
+    pub fn source_servers(&self) -> &[String] {
+        self.source_bootstrap_servers
+            .as_deref()
+            .unwrap_or(&self.bootstrap_servers)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn properties_parse_and_errors_name_the_setting() {
+        let c = RuntimeConfig::from_properties([
+            ("application.id", "app"),
+            ("bootstrap.servers", "a:1, b:2"),
+            ("num.workers", "4"),
+            ("processing.guarantee", "at_least_once"),
+            ("commit.interval.ms", "250"),
+            ("max.records.per.transaction", "77"),
+            ("metrics.listen", "127.0.0.1:9464"),
+        ])
+        .unwrap();
+        assert_eq!(c.application_id, "app");
+        assert_eq!(c.bootstrap_servers, vec!["a:1", "b:2"]);
+        assert_eq!(c.num_workers, 4);
+        assert_eq!(c.processing_guarantee, ProcessingGuarantee::AtLeastOnce);
+        assert_eq!(c.commit_interval, Duration::from_millis(250));
+        assert_eq!(c.max_records_per_transaction, 77);
+        assert_eq!(c.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
+
+        let e = RuntimeConfig::from_properties([("num.workers", "0")]).unwrap_err();
+        assert_eq!(e.setting, "num.workers");
+        let e = RuntimeConfig::from_properties([("processing.guarantee", "twice")]).unwrap_err();
+        assert_eq!(e.setting, "processing.guarantee");
+        assert!(e.to_string().contains("at_least_once"), "{e}");
+        let e = RuntimeConfig::from_properties([("linger", "1")]).unwrap_err();
+        assert_eq!(e.setting, "linger");
+        let e = RuntimeConfig::from_properties([("metrics.listen", "nowhere")]).unwrap_err();
+        assert_eq!(e.setting, "metrics.listen");
+    }
+
+    #[test]
+    fn cross_cluster_source_is_refused_under_exactly_once() {
+        let e = RuntimeConfig::from_properties([
+            ("bootstrap.servers", "target:9092"),
+            ("source.bootstrap.servers", "source:9092"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.setting, "source.bootstrap.servers");
+        assert!(e.message.contains("processing.guarantee=at_least_once"));
+        let c = RuntimeConfig::from_properties([
+            ("bootstrap.servers", "target:9092"),
+            ("source.bootstrap.servers", "source:9092"),
+            ("processing.guarantee", "at_least_once"),
+        ])
+        .unwrap();
+        assert!(c.is_cross_cluster());
+        assert_eq!(c.source_servers(), ["source:9092"]);
+        // The same cluster named twice is not cross-cluster.
+        let c = RuntimeConfig::from_properties([
+            ("bootstrap.servers", "a:1,b:2"),
+            ("source.bootstrap.servers", "b:2,a:1"),
+        ])
+        .unwrap();
+        assert!(!c.is_cross_cluster());
+    }
+}

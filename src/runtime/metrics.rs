@@ -1,0 +1,294 @@
+//! [`RuntimeMetrics`]: counters, gauges and histograms of the runtime,
+//! rendered in Prometheus text format and served on `metrics.listen`.
+//!
+//! Counters: records in (delivered by the share consumer, redeliveries
+//! included), records out (produced by committed transactions or flushed
+//! at-least-once batches), rejected, dead-lettered; transactions committed
+//! and aborted. Histograms: commit latency (from the first staged record's
+//! commit call to the end of EndTxn, microseconds) and batch size (source
+//! records per transaction). Gauge: records in flight, the records this
+//! process holds acquired and has not committed yet.
+//!
+//! Lag in the share-group sense (records of the source partitions not yet
+//! acknowledged, the distance from the share-partition start offset to the
+//! log end) is not computed here: the client would need
+//! DescribeShareGroupOffsets, which the embedded broker does not serve yet.
+//! The broker's own `/metrics` exposes it per share partition (in-flight,
+//! available, acquired records).
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use parking_lot::Mutex;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+/// The runtime's metrics; shared by the workers (atomics, two locked
+/// histograms).
+#[derive(Debug)]
+pub struct RuntimeMetrics {
+    /// Source records delivered to the workers.
+    pub records_in: AtomicU64,
+    /// Output records produced (counted when their transaction committed,
+    /// or when their at-least-once batch was flushed).
+    pub records_out: AtomicU64,
+    /// Source records acknowledged REJECT without a dead-letter record.
+    pub records_rejected: AtomicU64,
+    /// Source records dead-lettered (REJECT plus a dead-letter record).
+    pub records_dead_lettered: AtomicU64,
+    /// Source records whose processing completed (committed).
+    pub records_committed: AtomicU64,
+    /// Transactions (or at-least-once commits) committed.
+    pub transactions_committed: AtomicU64,
+    /// Transactions aborted.
+    pub transactions_aborted: AtomicU64,
+    /// Records delivered and not yet committed or aborted.
+    pub records_in_flight: AtomicI64,
+    commit_latency_us: Mutex<Histogram<u64>>,
+    batch_size: Mutex<Histogram<u64>>,
+}
+
+impl Default for RuntimeMetrics {
+    fn default() -> Self {
+        Self {
+            records_in: AtomicU64::new(0),
+            records_out: AtomicU64::new(0),
+            records_rejected: AtomicU64::new(0),
+            records_dead_lettered: AtomicU64::new(0),
+            records_committed: AtomicU64::new(0),
+            transactions_committed: AtomicU64::new(0),
+            transactions_aborted: AtomicU64::new(0),
+            records_in_flight: AtomicI64::new(0),
+            commit_latency_us: Mutex::new(Histogram::new_with_bounds(1, 600_000_000, 3).unwrap()),
+            batch_size: Mutex::new(Histogram::new_with_bounds(1, 10_000_000, 3).unwrap()),
+        }
+    }
+}
+
+/// The upper bounds of the Prometheus buckets of the commit latency
+/// histogram, in seconds.
+const LATENCY_BUCKETS: [f64; 12] = [
+    0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0,
+];
+/// The upper bounds of the batch size buckets, in records.
+const BATCH_BUCKETS: [f64; 10] = [
+    1.0, 5.0, 10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 5000.0, 10000.0,
+];
+
+impl RuntimeMetrics {
+    /// Records one commit that took `latency` for `records` source records.
+    pub fn record_commit(&self, latency: Duration, records: u64) {
+        let us = (latency.as_micros() as u64).clamp(1, 600_000_000);
+        let _ = self.commit_latency_us.lock().record(us);
+        if records > 0 {
+            let _ = self.batch_size.lock().record(records.min(10_000_000));
+        }
+    }
+
+    /// A quantile (0..=1) of the commit latency.
+    pub fn commit_latency_quantile(&self, q: f64) -> Duration {
+        Duration::from_micros(self.commit_latency_us.lock().value_at_quantile(q))
+    }
+
+    /// The mean batch size (source records per commit).
+    pub fn mean_batch_size(&self) -> f64 {
+        self.batch_size.lock().mean()
+    }
+
+    /// A counter by field, for tests and summaries.
+    pub fn get(&self, c: &AtomicU64) -> u64 {
+        c.load(Ordering::Relaxed)
+    }
+
+    /// Prometheus text exposition (version 0.0.4).
+    pub fn render_prometheus(&self) -> String {
+        let mut out = String::new();
+        let counters: [(&str, &str, &AtomicU64); 7] = [
+            (
+                "sharestream_runtime_records_in_total",
+                "Source records delivered to the workers.",
+                &self.records_in,
+            ),
+            (
+                "sharestream_runtime_records_out_total",
+                "Output records produced (committed).",
+                &self.records_out,
+            ),
+            (
+                "sharestream_runtime_records_rejected_total",
+                "Source records rejected without a dead-letter record.",
+                &self.records_rejected,
+            ),
+            (
+                "sharestream_runtime_records_dead_lettered_total",
+                "Source records sent to a dead-letter topic.",
+                &self.records_dead_lettered,
+            ),
+            (
+                "sharestream_runtime_records_committed_total",
+                "Source records whose processing was committed.",
+                &self.records_committed,
+            ),
+            (
+                "sharestream_runtime_transactions_committed_total",
+                "Transactions (or at-least-once commits) committed.",
+                &self.transactions_committed,
+            ),
+            (
+                "sharestream_runtime_transactions_aborted_total",
+                "Transactions aborted.",
+                &self.transactions_aborted,
+            ),
+        ];
+        for (name, help, c) in counters {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                c.load(Ordering::Relaxed)
+            );
+        }
+        let in_flight = self.records_in_flight.load(Ordering::Relaxed).max(0);
+        let _ = writeln!(
+            out,
+            "# HELP sharestream_runtime_records_in_flight Records acquired by this process and not yet committed.\n# TYPE sharestream_runtime_records_in_flight gauge\nsharestream_runtime_records_in_flight {in_flight}"
+        );
+        histogram(
+            &mut out,
+            "sharestream_runtime_commit_latency_seconds",
+            "Time to commit a transaction (stage acknowledgements, flush, EndTxn).",
+            &self.commit_latency_us.lock(),
+            &LATENCY_BUCKETS,
+            1e-6,
+        );
+        histogram(
+            &mut out,
+            "sharestream_runtime_batch_size_records",
+            "Source records per committed transaction.",
+            &self.batch_size.lock(),
+            &BATCH_BUCKETS,
+            1.0,
+        );
+        out
+    }
+}
+
+fn histogram(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    h: &Histogram<u64>,
+    buckets: &[f64],
+    scale: f64,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+    for le in buckets {
+        let limit = (le / scale) as u64;
+        let count: u64 = h
+            .iter_recorded()
+            .filter(|v| v.value_iterated_to() <= limit)
+            .map(|v| v.count_at_value())
+            .sum();
+        let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {count}");
+    }
+    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", h.len());
+    let sum: f64 = h
+        .iter_recorded()
+        .map(|v| v.value_iterated_to() as f64 * v.count_at_value() as f64)
+        .sum::<f64>()
+        * scale;
+    let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {}", h.len());
+}
+
+/// Serves `GET /metrics` from `listener` until `shutdown` turns true.
+pub async fn serve(
+    listener: TcpListener,
+    metrics: std::sync::Arc<RuntimeMetrics>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(_) => continue,
+            },
+            _ = shutdown.changed() => return,
+        };
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(5), answer(stream, &metrics)).await;
+        });
+    }
+}
+
+async fn answer(mut stream: TcpStream, metrics: &RuntimeMetrics) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(512);
+    let mut chunk = [0u8; 512];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if buf.len() > 8192 {
+            return reply(&mut stream, "400 Bad Request", "request too large\n").await;
+        }
+    }
+    let first = buf.split(|b| *b == b'\r').next().unwrap_or_default();
+    let first = String::from_utf8_lossy(first);
+    let mut words = first.split_whitespace();
+    match (words.next(), words.next()) {
+        (Some("GET"), Some("/metrics")) => {
+            reply(&mut stream, "200 OK", &metrics.render_prometheus()).await
+        }
+        (Some("GET"), _) => reply(&mut stream, "404 Not Found", "see /metrics\n").await,
+        _ => reply(&mut stream, "400 Bad Request", "only GET /metrics\n").await,
+    }
+}
+
+async fn reply(stream: &mut TcpStream, status: &str, body: &str) -> std::io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body.as_bytes()).await?;
+    stream.shutdown().await
+}
+
+/// Binds `addr` for [`serve`].
+pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prometheus_text_has_counters_and_histograms() {
+        let m = RuntimeMetrics::default();
+        m.records_in.fetch_add(3, Ordering::Relaxed);
+        m.transactions_committed.fetch_add(1, Ordering::Relaxed);
+        m.record_commit(Duration::from_millis(3), 3);
+        let text = m.render_prometheus();
+        assert!(
+            text.contains("sharestream_runtime_records_in_total 3"),
+            "{text}"
+        );
+        assert!(text.contains("sharestream_runtime_transactions_committed_total 1"));
+        assert!(
+            text.contains("sharestream_runtime_commit_latency_seconds_bucket{le=\"0.002\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sharestream_runtime_commit_latency_seconds_bucket{le=\"0.005\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("sharestream_runtime_batch_size_records_count 1"));
+        assert!(text.contains("# TYPE sharestream_runtime_records_in_flight gauge"));
+    }
+}

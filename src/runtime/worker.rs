@@ -1,0 +1,535 @@
+//! One worker: a share group member (explicit acknowledgement, D12) with
+//! its own producer, running the exactly-once or the at-least-once loop.
+//! See the module docs of [`runtime`](super) for the loops.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::RuntimeError;
+use super::config::{ProcessingGuarantee, RuntimeConfig};
+use super::metrics::RuntimeMetrics;
+use crate::client::producer::{DeliveryFuture, Producer, ProducerError, ProducerRecord};
+use crate::client::share_consumer::{
+    ShareConsumer, ShareRecord, ShareRecords, TransactionAcknowledgementsId, TransactionOutcome,
+};
+use crate::eos::{AcknowledgeType, AcknowledgementBatch, ShareGroupMetadata, TopicIdPartition};
+use crate::failpoints;
+use crate::topology::{CompiledTopology, Outcome, OutputRecord, SourceRecord};
+
+/// How long a poll waits when no transaction is open (bounds how late a
+/// shutdown request is noticed).
+const IDLE_POLL: Duration = Duration::from_millis(100);
+
+/// The source records of the open transaction (or at-least-once commit
+/// window) and what they produced.
+#[derive(Debug)]
+pub(crate) struct OpenBatch {
+    started: Instant,
+    records: u64,
+    out: u64,
+    rejected: u64,
+    dead_lettered: u64,
+}
+
+impl OpenBatch {
+    fn new(now: Instant) -> Self {
+        Self {
+            started: now,
+            records: 0,
+            out: 0,
+            rejected: 0,
+            dead_lettered: 0,
+        }
+    }
+
+    /// Whether the batch must end now: `commit.interval.ms` after its first
+    /// record, or once it holds `max.records.per.transaction`.
+    pub(crate) fn due(&self, now: Instant, interval: Duration, max_records: usize) -> bool {
+        self.records >= max_records as u64
+            || now.saturating_duration_since(self.started) >= interval
+    }
+
+    /// How long the next poll may wait without overrunning the interval.
+    fn poll_timeout(&self, now: Instant, interval: Duration) -> Duration {
+        interval
+            .saturating_sub(now.saturating_duration_since(self.started))
+            .max(Duration::from_millis(1))
+    }
+}
+
+/// What went wrong inside one transaction.
+enum TxnFailure {
+    /// Abort, the records come back, carry on.
+    Abortable(ProducerError),
+    /// Stop the application.
+    Fatal(RuntimeError),
+}
+
+pub(crate) struct Worker {
+    pub index: usize,
+    pub consumer: ShareConsumer,
+    pub producer: Producer,
+    pub topology: CompiledTopology,
+    pub metrics: Arc<RuntimeMetrics>,
+    pub config: Arc<RuntimeConfig>,
+    pub shutdown: watch::Receiver<bool>,
+    /// The acknowledgements staged in the open transaction.
+    pub txn_id: Option<TransactionAcknowledgementsId>,
+}
+
+pub(crate) fn to_source(r: &ShareRecord) -> SourceRecord {
+    SourceRecord {
+        topic: r.topic.clone(),
+        partition: r.partition,
+        offset: r.offset,
+        delivery_count: r.delivery_count,
+        key: r.key.clone(),
+        value: r.value.clone(),
+        headers: r.headers.clone(),
+        timestamp: r.timestamp,
+    }
+}
+
+pub(crate) fn to_producer_record(o: OutputRecord) -> ProducerRecord {
+    ProducerRecord {
+        topic: o.topic,
+        partition: o.partition,
+        key: o.key,
+        value: o.value,
+        headers: o.headers,
+        timestamp: o.timestamp,
+    }
+}
+
+impl Worker {
+    pub(crate) async fn run(mut self) -> Result<(), RuntimeError> {
+        let result = match self.config.processing_guarantee {
+            ProcessingGuarantee::ExactlyOnce => self.run_exactly_once().await,
+            ProcessingGuarantee::AtLeastOnce => self.run_at_least_once().await,
+        };
+        match result {
+            Err(RuntimeError::WorkerCrashed { .. }) => {
+                // Injected crash: drop everything without a goodbye, like a
+                // killed process.
+                result
+            }
+            r => {
+                let t = self.config.shutdown_timeout;
+                match tokio::time::timeout(t, self.consumer.close(t)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        tracing::warn!(worker = self.index, error = %e, "leaving the share group failed")
+                    }
+                    Err(_) => {
+                        tracing::warn!(worker = self.index, "leaving the share group timed out")
+                    }
+                }
+                self.producer.clone().close().await;
+                tracing::info!(worker = self.index, "worker stopped");
+                r
+            }
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    async fn poll(&mut self, timeout: Duration) -> Result<ShareRecords, RuntimeError> {
+        let records =
+            self.consumer
+                .poll(timeout)
+                .await
+                .map_err(|source| RuntimeError::Consumer {
+                    worker: self.index,
+                    source,
+                })?;
+        let n = records.len() as u64;
+        self.metrics.records_in.fetch_add(n, Ordering::Relaxed);
+        self.metrics
+            .records_in_flight
+            .fetch_add(n as i64, Ordering::Relaxed);
+        Ok(records)
+    }
+
+    /// Processes a poll batch; `Err` carries the first `Outcome::Fail`.
+    fn process(
+        &self,
+        records: &ShareRecords,
+    ) -> impl Future<Output = Result<Vec<crate::topology::ProcessResult>, RuntimeError>> + Send + 'static
+    {
+        let sources: Vec<SourceRecord> = records.iter().map(to_source).collect();
+        let topology = self.topology.clone();
+        let index = self.index;
+        let coords: Vec<(String, i32, i64)> = records
+            .iter()
+            .map(|r| (r.topic.clone(), r.partition, r.offset))
+            .collect();
+        async move { process_batch(index, topology, sources, coords).await }
+    }
+}
+
+async fn process_batch(
+    index: usize,
+    topology: CompiledTopology,
+    sources: Vec<SourceRecord>,
+    coords: Vec<(String, i32, i64)>,
+) -> Result<Vec<crate::topology::ProcessResult>, RuntimeError> {
+    let results = topology.process_batch(sources).await;
+    for ((topic, partition, offset), res) in coords.into_iter().zip(&results) {
+        if let Outcome::Fail { error } = &res.outcome {
+            return Err(RuntimeError::Processing {
+                worker: index,
+                topic,
+                partition,
+                offset,
+                error: error.clone(),
+            });
+        }
+    }
+    Ok(results)
+}
+
+impl Worker {
+    fn count_outcome(b: &mut OpenBatch, outcome: &Outcome, outputs: usize) {
+        b.records += 1;
+        b.out += outputs as u64;
+        match outcome {
+            Outcome::Reject { .. } => b.rejected += 1,
+            Outcome::DeadLetter { .. } => b.dead_lettered += 1,
+            _ => {}
+        }
+    }
+
+    fn on_committed(&self, b: &OpenBatch, latency: Duration) {
+        let m = &self.metrics;
+        m.records_out.fetch_add(b.out, Ordering::Relaxed);
+        m.records_rejected.fetch_add(b.rejected, Ordering::Relaxed);
+        m.records_dead_lettered
+            .fetch_add(b.dead_lettered, Ordering::Relaxed);
+        m.records_committed.fetch_add(b.records, Ordering::Relaxed);
+        m.transactions_committed.fetch_add(1, Ordering::Relaxed);
+        m.records_in_flight
+            .fetch_sub(b.records as i64, Ordering::Relaxed);
+        m.record_commit(latency, b.records);
+    }
+
+    fn on_aborted(&self, records: u64) {
+        self.metrics
+            .transactions_aborted
+            .fetch_add(1, Ordering::Relaxed);
+        self.metrics
+            .records_in_flight
+            .fetch_sub(records as i64, Ordering::Relaxed);
+    }
+
+    fn fatal_producer(&self, source: ProducerError) -> RuntimeError {
+        RuntimeError::Producer {
+            worker: self.index,
+            source,
+        }
+    }
+
+    // ---------------------------------------------------------------- EOS
+
+    async fn run_exactly_once(&mut self) -> Result<(), RuntimeError> {
+        let interval = self.config.commit_interval;
+        let max = self.config.max_records_per_transaction;
+        let mut open: Option<OpenBatch> = None;
+        loop {
+            if self.stopping() {
+                // Finish the transaction in flight, then leave.
+                if let Some(b) = open.take() {
+                    self.end_transaction(b).await?;
+                }
+                return Ok(());
+            }
+            let now = Instant::now();
+            let timeout = open
+                .as_ref()
+                .map_or(IDLE_POLL, |b| b.poll_timeout(now, interval));
+            let records = self.poll(timeout).await?;
+            if !records.is_empty() {
+                if open.is_none() {
+                    self.producer
+                        .begin_transaction()
+                        .map_err(|e| self.fatal_producer(e))?;
+                    open = Some(OpenBatch::new(Instant::now()));
+                }
+                let b = open.as_mut().expect("opened above");
+                match self.process(&records).await {
+                    Ok(results) => {
+                        if let Err(injected) = self.stage_batch(&records, results, b) {
+                            tracing::warn!(worker = self.index, error = %injected, "aborting the transaction");
+                            let b = open.take().expect("open");
+                            self.abort(b).await?;
+                            continue;
+                        }
+                    }
+                    Err(e) => {
+                        // Stop: nothing of this transaction is produced or
+                        // acknowledged; the records will be delivered again.
+                        let mut b = open.take().expect("open");
+                        b.records += records.len() as u64;
+                        if let Err(abort_err) = self.abort(b).await {
+                            tracing::error!(worker = self.index, error = %abort_err, "abort failed");
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+            if open
+                .as_ref()
+                .is_some_and(|b| b.due(Instant::now(), interval, max))
+            {
+                let b = open.take().expect("checked");
+                self.end_transaction(b).await?;
+            }
+        }
+    }
+
+    /// Sends the outputs of a processed poll batch and takes its records
+    /// into the transaction. An injected failure (`runtime.abort_mid_batch`)
+    /// stops sending halfway and reports an abortable error.
+    fn stage_batch(
+        &mut self,
+        records: &ShareRecords,
+        results: Vec<crate::topology::ProcessResult>,
+        b: &mut OpenBatch,
+    ) -> Result<(), ProducerError> {
+        let inject = failpoints::hit("runtime.abort_mid_batch");
+        let half = records.len() / 2;
+        for (i, (rec, res)) in records.iter().zip(results).enumerate() {
+            let ty = res.outcome.acknowledge_type().expect("Fail handled before");
+            Self::count_outcome(b, &res.outcome, res.records.len());
+            if !(inject && i >= half) {
+                for out in res.records {
+                    // Errors surface at commit_transaction.
+                    drop(self.producer.send(to_producer_record(out)));
+                }
+            }
+            if let Err(e) = self.consumer.acknowledge_in_transaction(rec, ty) {
+                // A record of this poll can always be taken; anything else
+                // is a bug worth stopping for, but the transaction is
+                // simply aborted here and the record comes back.
+                return Err(ProducerError::InvalidTxnState(format!(
+                    "acknowledge_in_transaction failed: {e}"
+                )));
+            }
+        }
+        if inject {
+            return Err(ProducerError::Abortable(Box::new(
+                ProducerError::InvalidTxnState("injected failure (runtime.abort_mid_batch)".into()),
+            )));
+        }
+        Ok(())
+    }
+
+    /// The KIP's commit: stage the accumulated acknowledgements with
+    /// `send_share_acknowledgements_to_transaction`, then
+    /// `commit_transaction`; on an abortable error abort (the records come
+    /// back on the next poll, D6).
+    async fn end_transaction(&mut self, b: OpenBatch) -> Result<(), RuntimeError> {
+        let started = Instant::now();
+        match self.stage_and_commit().await {
+            Ok(id) => {
+                if let Some(id) = id {
+                    let _ = self
+                        .consumer
+                        .transaction_outcome(id, TransactionOutcome::Committed);
+                }
+                self.on_committed(&b, started.elapsed());
+                Ok(())
+            }
+            Err(TxnFailure::Abortable(e)) => {
+                tracing::warn!(worker = self.index, error = %e, "transaction failed; aborting, the records will be processed again");
+                self.abort(b).await
+            }
+            Err(TxnFailure::Fatal(e)) => {
+                self.hand_back();
+                Err(e)
+            }
+        }
+    }
+
+    async fn stage_and_commit(
+        &mut self,
+    ) -> Result<Option<TransactionAcknowledgementsId>, TxnFailure> {
+        let taken = self.consumer.take_transaction_acknowledgements();
+        if let Some(t) = &taken {
+            self.txn_id = Some(t.id);
+        }
+        let classify = |this: &Self, e: ProducerError| {
+            if e.is_fatal() {
+                TxnFailure::Fatal(this.fatal_producer(e))
+            } else {
+                TxnFailure::Abortable(e)
+            }
+        };
+        if let Some(t) = taken {
+            let mut group = self.consumer.share_group_metadata();
+            if failpoints::hit("runtime.stale_member_epoch") {
+                group = ShareGroupMetadata::new(
+                    group.group_id(),
+                    group.member_id(),
+                    group.member_epoch() - 1,
+                );
+            }
+            if let Err(e) = stage(
+                self.producer.clone(),
+                t.acknowledgements.to_batches(),
+                group,
+            )
+            .await
+            {
+                return Err(classify(self, e));
+            }
+        }
+        if failpoints::hit("runtime.crash_before_commit") {
+            return Err(TxnFailure::Fatal(RuntimeError::WorkerCrashed {
+                worker: self.index,
+            }));
+        }
+        match self.producer.commit_transaction().await {
+            Ok(()) => Ok(self.txn_id.take()),
+            Err(e) => Err(classify(self, e)),
+        }
+    }
+
+    /// Aborts the open transaction; its records come back on the next poll.
+    async fn abort(&mut self, b: OpenBatch) -> Result<(), RuntimeError> {
+        let r = self.producer.abort_transaction().await;
+        self.hand_back();
+        self.on_aborted(b.records);
+        r.map_err(|e| self.fatal_producer(e))
+    }
+
+    /// Tells the consumer that the open transaction did not commit.
+    fn hand_back(&mut self) {
+        if let Some(t) = self.consumer.take_transaction_acknowledgements() {
+            let _ = self
+                .consumer
+                .transaction_outcome(t.id, TransactionOutcome::Aborted);
+        }
+        if let Some(id) = self.txn_id.take() {
+            let _ = self
+                .consumer
+                .transaction_outcome(id, TransactionOutcome::Aborted);
+        }
+    }
+
+    // ---------------------------------------------------------------- ALOS
+
+    /// At-least-once: per poll batch, send the outputs and wait for every
+    /// delivery, then acknowledge (RELEASE if a delivery failed, so the
+    /// record comes back); the acknowledgements ride on the next ShareFetch
+    /// and are committed with `commit_sync` every `commit.interval.ms` or
+    /// `max.records.per.transaction` records.
+    async fn run_at_least_once(&mut self) -> Result<(), RuntimeError> {
+        let interval = self.config.commit_interval;
+        let max = self.config.max_records_per_transaction;
+        let mut open: Option<OpenBatch> = None;
+        loop {
+            let stopping = self.stopping();
+            if stopping
+                || open
+                    .as_ref()
+                    .is_some_and(|b| b.due(Instant::now(), interval, max))
+            {
+                if let Some(b) = open.take() {
+                    let started = Instant::now();
+                    match self.consumer.commit_sync(self.config.request_timeout).await {
+                        Ok(results) => {
+                            for (tp, r) in results.iter() {
+                                if let Err(e) = r {
+                                    tracing::warn!(worker = self.index, partition = ?tp, error = %e, "acknowledgement commit failed; the records will be delivered again");
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(worker = self.index, error = %e, "acknowledgement commit failed; the records will be delivered again")
+                        }
+                    }
+                    self.on_committed(&b, started.elapsed());
+                }
+                if stopping {
+                    return Ok(());
+                }
+            }
+            let records = self.poll(IDLE_POLL.min(interval)).await?;
+            if records.is_empty() {
+                continue;
+            }
+            let results = self.process(&records).await?;
+            let b = open.get_or_insert_with(|| OpenBatch::new(Instant::now()));
+            let mut deliveries: Vec<(usize, DeliveryFuture)> = Vec::new();
+            let mut types = Vec::with_capacity(records.len());
+            for (i, res) in results.into_iter().enumerate() {
+                types.push(res.outcome.acknowledge_type().expect("Fail handled before"));
+                Self::count_outcome(b, &res.outcome, res.records.len());
+                for out in res.records {
+                    deliveries.push((i, self.producer.send(to_producer_record(out))));
+                }
+            }
+            let mut fatal = None;
+            let outcomes = futures::future::join_all(
+                deliveries
+                    .into_iter()
+                    .map(|(i, f)| async move { (i, f.await) }),
+            )
+            .await;
+            for (i, r) in outcomes {
+                if let Err(e) = r {
+                    if types[i] != AcknowledgeType::Release {
+                        tracing::warn!(worker = self.index, error = %e, "output not delivered; releasing the source record");
+                        b.out = b.out.saturating_sub(1);
+                    }
+                    types[i] = AcknowledgeType::Release;
+                    if e.is_fatal() && fatal.is_none() {
+                        fatal = Some(e);
+                    }
+                }
+            }
+            for (rec, ty) in records.iter().zip(types) {
+                if ty == AcknowledgeType::Release {
+                    b.records = b.records.saturating_sub(1);
+                    self.metrics
+                        .records_in_flight
+                        .fetch_sub(1, Ordering::Relaxed);
+                }
+                self.consumer
+                    .acknowledge(rec, ty)
+                    .map_err(|source| RuntimeError::Consumer {
+                        worker: self.index,
+                        source,
+                    })?;
+            }
+            if let Some(e) = fatal {
+                return Err(self.fatal_producer(e));
+            }
+        }
+    }
+}
+
+type BoxedProducerCall = Pin<Box<dyn Future<Output = Result<(), ProducerError>> + Send>>;
+
+// `send_share_acknowledgements_to_transaction`'s future is Send, but inside
+// a spawned task the compiler cannot prove it for every lifetime (the
+// higher-ranked lifetime limitation of rustc, rust-lang/rust#64552);
+// boxing it as `dyn Future + Send` over owned arguments settles it.
+fn stage(
+    producer: Producer,
+    acknowledgements: std::collections::BTreeMap<TopicIdPartition, Vec<AcknowledgementBatch>>,
+    group: ShareGroupMetadata,
+) -> BoxedProducerCall {
+    Box::pin(async move {
+        producer
+            .send_share_acknowledgements_to_transaction(acknowledgements, &group)
+            .await
+    })
+}

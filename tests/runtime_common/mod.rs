@@ -1,0 +1,200 @@
+//! Shared helpers of the runtime tests: an embedded broker with short
+//! share-group timers, topics, inputs, waiting, and checks.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use sharestream::broker::group::ShareGroupBrokerConfig;
+use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
+use sharestream::client::admin::{AdminClient, AlterConfigOp, NewTopic};
+use sharestream::client::{ConnectionConfig, Metadata, Producer, ProducerConfig, ProducerRecord};
+use sharestream::protocol::records::RecordHeader;
+use sharestream::runtime::verify::{CommittedRecord, read_committed};
+use sharestream::runtime::{RuntimeConfig, RuntimeHandle};
+use uuid::Uuid;
+
+/// A broker whose share groups time out members and locks in about a
+/// second, so that a dropped worker's records come back quickly.
+pub async fn broker_with(share_version: i16) -> BrokerHandle {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .try_init();
+    let share_groups = ShareGroupBrokerConfig {
+        session_timeout_ms: 1_500,
+        min_session_timeout_ms: 1_000,
+        heartbeat_interval_ms: 200,
+        min_heartbeat_interval_ms: 100,
+        record_lock_duration_ms: 1_500,
+        min_record_lock_duration_ms: 1_000,
+        ..ShareGroupBrokerConfig::default()
+    };
+    Broker::start(BrokerConfig {
+        share_version,
+        share_groups,
+        ..BrokerConfig::in_memory()
+    })
+    .await
+    .unwrap()
+}
+
+pub async fn broker() -> BrokerHandle {
+    broker_with(3).await
+}
+
+pub fn admin(b: &BrokerHandle) -> AdminClient {
+    AdminClient::new(vec![b.bootstrap_servers()], ConnectionConfig::default())
+}
+
+/// Creates `topics` (name, partitions) and makes `group` start at the
+/// earliest offset. Returns the topic ids.
+pub async fn setup(b: &BrokerHandle, group: &str, topics: &[(&str, i32)]) -> Vec<Uuid> {
+    let a = admin(b);
+    let mut ids = Vec::new();
+    for (t, p) in topics {
+        ids.push(a.create_topic(NewTopic::new(*t, *p)).await.unwrap());
+    }
+    a.incremental_alter_group_config(
+        group,
+        &[(
+            "share.auto.offset.reset",
+            AlterConfigOp::Set("earliest".into()),
+        )],
+    )
+    .await
+    .unwrap();
+    ids
+}
+
+/// Produces `n` records `k{i}` / `v{i}` with a header `i`, round-robin
+/// over `partitions`.
+pub async fn produce_inputs(b: &BrokerHandle, topic: &str, partitions: i32, n: usize) {
+    let p = Producer::new(
+        ProducerConfig::builder()
+            .bootstrap_servers(b.bootstrap_servers())
+            .linger(Duration::from_millis(2))
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let mut futures = Vec::new();
+    for i in 0..n {
+        let mut r = ProducerRecord::new(topic, format!("v{i}"))
+            .with_key(format!("k{i}"))
+            .with_partition(i as i32 % partitions);
+        r.headers = vec![RecordHeader::new("i", Some(Bytes::from(i.to_string())))];
+        r.timestamp = Some(1_700_000_000_000 + i as i64);
+        futures.push(p.send(r));
+    }
+    for f in futures {
+        f.await.unwrap();
+    }
+    p.close().await;
+}
+
+pub fn config(b: &BrokerHandle, app: &str) -> RuntimeConfig {
+    RuntimeConfig {
+        application_id: app.into(),
+        bootstrap_servers: vec![b.bootstrap_servers()],
+        commit_interval: Duration::from_millis(50),
+        max_records_per_transaction: 100,
+        max_poll_records: 50,
+        transaction_timeout: Duration::from_secs(10),
+        shutdown_timeout: Duration::from_secs(5),
+        request_timeout: Duration::from_secs(5),
+        ..RuntimeConfig::default()
+    }
+}
+
+/// Waits until `done()` or panics after `secs`.
+pub async fn wait_until(secs: u64, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until the runtime committed `n` source records.
+pub async fn wait_committed(h: &RuntimeHandle, n: u64) {
+    let m = h.metrics().clone();
+    wait_until(30, &format!("{n} committed records"), || {
+        m.records_committed
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= n
+    })
+    .await;
+}
+
+pub async fn committed(b: &BrokerHandle, topic: &str) -> Vec<CommittedRecord> {
+    let md = Metadata::new(vec![b.bootstrap_servers()], ConnectionConfig::default());
+    read_committed(&md, topic).await.unwrap()
+}
+
+/// Counts of each value in `records`.
+pub fn value_counts(records: &[CommittedRecord]) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for r in records {
+        let v = String::from_utf8(r.value.clone().unwrap().to_vec()).unwrap();
+        *m.entry(v).or_insert(0) += 1;
+    }
+    m
+}
+
+/// Asserts that `records` hold `expected(i)` for every `i < n`, each once.
+pub fn assert_exactly_once(
+    records: &[CommittedRecord],
+    n: usize,
+    expected: impl Fn(usize) -> String,
+) {
+    let counts = value_counts(records);
+    let dupes: Vec<_> = counts.iter().filter(|(_, c)| **c > 1).collect();
+    assert!(dupes.is_empty(), "duplicates: {dupes:?}");
+    let missing: Vec<String> = (0..n)
+        .map(&expected)
+        .filter(|v| !counts.contains_key(v))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "missing {} records, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    assert_eq!(records.len(), n, "unexpected extra records");
+}
+
+/// The share group has nothing left on `topic_id`: no record available,
+/// acquired or pending, and the start offset reached the log end.
+pub fn assert_group_drained(b: &BrokerHandle, group: &str, topic_id: Uuid, partitions: i32) {
+    for p in 0..partitions {
+        let runs = b.core().shares().record_runs(group, topic_id, p);
+        let (start, end) = b
+            .core()
+            .shares()
+            .partition_offsets(group, topic_id, p)
+            .unwrap_or((0, 0));
+        let log_end = b
+            .core()
+            .partition(topic_id, p)
+            .map(|l| l.lock().log_end_offset())
+            .unwrap();
+        let open: Vec<_> = runs
+            .iter()
+            .filter(|(_, _, info)| {
+                let s = format!("{:?}", info.state);
+                !(s.contains("Acknowledged") || s.contains("Archived"))
+            })
+            .collect();
+        assert!(
+            open.is_empty() && start.max(end) >= log_end,
+            "partition {p}: start {start} end {end} log end {log_end}, open runs {open:?}"
+        );
+    }
+}

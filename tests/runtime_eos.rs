@@ -1,0 +1,215 @@
+//! The runtime end to end on the embedded broker, exactly-once: every
+//! input in the output exactly once and nothing left in the share group,
+//! also with injected failures (abort mid-batch, a worker dropped between
+//! send and commit, a producer fenced, a stale member epoch).
+
+#[global_allocator]
+static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
+
+#[path = "runtime_common/mod.rs"]
+mod rt;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use rt::*;
+use sharestream::runtime::{Runtime, RuntimeError};
+use sharestream::topology::{Serdes, StreamsBuilder, Topology};
+
+fn topology(group: &str) -> Topology {
+    let b = StreamsBuilder::new(group);
+    b.stream::<String, String>("in", Serdes::string(), Serdes::string())
+        .map_values(|v| format!("out-{v}"))
+        .to("out", Serdes::string(), Serdes::string());
+    b.build().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_two_workers_every_input_once() {
+    let _serial = SERIAL.lock().await;
+    let b = broker().await;
+    let ids = setup(&b, "g1", &[("in", 2), ("out", 2)]).await;
+    produce_inputs(&b, "in", 2, 300).await;
+    let mut cfg = config(&b, "app1");
+    cfg.num_workers = 2;
+    let h = Runtime::builder(topology("g1"))
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    wait_committed(&h, 300).await;
+    let m = h.metrics().clone();
+    h.stop().await.unwrap();
+    let out = committed(&b, "out").await;
+    assert_exactly_once(&out, 300, |i| format!("out-v{i}"));
+    // Keys, headers, timestamps and (2 partitions each side) partitions
+    // come through the map_values topology.
+    let r = out
+        .iter()
+        .find(|r| r.value.as_deref() == Some(&b"out-v7"[..]))
+        .unwrap();
+    assert_eq!(r.key.as_deref(), Some(&b"k7"[..]));
+    assert_eq!(r.header_str("i").as_deref(), Some("7"));
+    assert_group_drained(&b, "g1", ids[0], 2);
+    assert_eq!(m.records_out.load(Ordering::Relaxed), 300);
+    assert!(m.transactions_committed.load(Ordering::Relaxed) >= 3);
+    assert_eq!(m.transactions_aborted.load(Ordering::Relaxed), 0);
+    let text = m.render_prometheus();
+    assert!(
+        text.contains("sharestream_runtime_records_out_total 300"),
+        "{text}"
+    );
+    b.shutdown().await;
+}
+
+/// Failpoints are process-wide: the fault tests run one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn wait_output(b: &sharestream::broker::BrokerHandle, topic: &str, n: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if committed(b, topic).await.len() >= n {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {n} outputs"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_mid_batch_records_come_back_and_are_processed_once() {
+    let _serial = SERIAL.lock().await;
+    let b = broker().await;
+    let ids = setup(&b, "g-abort", &[("in", 1), ("out", 1)]).await;
+    produce_inputs(&b, "in", 1, 200).await;
+    sharestream::failpoints::arm("runtime.abort_mid_batch", Some(3));
+    let h = Runtime::builder(topology("g-abort"))
+        .config(config(&b, "app-abort"))
+        .start()
+        .await
+        .unwrap();
+    wait_committed(&h, 200).await;
+    let m = h.metrics().clone();
+    h.stop().await.unwrap();
+    sharestream::failpoints::disarm("runtime.abort_mid_batch");
+    assert_eq!(m.transactions_aborted.load(Ordering::Relaxed), 3);
+    // The aborted records were delivered again, so more came in than
+    // the 200 inputs.
+    assert!(m.records_in.load(Ordering::Relaxed) > 200);
+    assert_exactly_once(&committed(&b, "out").await, 200, |i| format!("out-v{i}"));
+    assert_group_drained(&b, "g-abort", ids[0], 1);
+    b.shutdown().await;
+}
+
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_member_epoch_aborts_and_the_retry_commits() {
+    let _serial = SERIAL.lock().await;
+    let b = broker().await;
+    let ids = setup(&b, "g-stale", &[("in", 1), ("out", 1)]).await;
+    produce_inputs(&b, "in", 1, 100).await;
+    sharestream::failpoints::arm("runtime.stale_member_epoch", Some(2));
+    let h = Runtime::builder(topology("g-stale"))
+        .config(config(&b, "app-stale"))
+        .start()
+        .await
+        .unwrap();
+    wait_committed(&h, 100).await;
+    let m = h.metrics().clone();
+    h.stop().await.unwrap();
+    sharestream::failpoints::disarm("runtime.stale_member_epoch");
+    assert_eq!(m.transactions_aborted.load(Ordering::Relaxed), 2);
+    assert_exactly_once(&committed(&b, "out").await, 100, |i| format!("out-v{i}"));
+    assert_group_drained(&b, "g-stale", ids[0], 1);
+    b.shutdown().await;
+}
+
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_dropped_between_send_and_commit_then_restart() {
+    let _serial = SERIAL.lock().await;
+    let b = broker().await;
+    let ids = setup(&b, "g-crash", &[("in", 1), ("out", 1)]).await;
+    produce_inputs(&b, "in", 1, 150).await;
+    sharestream::failpoints::arm("runtime.crash_before_commit", Some(1));
+    let h = Runtime::builder(topology("g-crash"))
+        .config(config(&b, "app-crash"))
+        .start()
+        .await
+        .unwrap();
+    let err = h.wait().await.unwrap_err();
+    sharestream::failpoints::disarm("runtime.crash_before_commit");
+    assert!(
+        matches!(err, RuntimeError::WorkerCrashed { worker: 0 }),
+        "{err}"
+    );
+    // Its outputs are in an open transaction: nothing visible yet.
+    assert!(committed(&b, "out").await.is_empty());
+    // The restarted process (same application.id) fences the zombie's
+    // transaction; its records come back once the dead member's lock
+    // expires.
+    let h = Runtime::builder(topology("g-crash"))
+        .config(config(&b, "app-crash"))
+        .start()
+        .await
+        .unwrap();
+    wait_output(&b, "out", 150).await;
+    h.stop().await.unwrap();
+    assert_exactly_once(&committed(&b, "out").await, 150, |i| format!("out-v{i}"));
+    assert_group_drained(&b, "g-crash", ids[0], 1);
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_producer_stops_the_zombie_with_a_clear_error() {
+    let _serial = SERIAL.lock().await;
+    let b = broker().await;
+    let ids = setup(&b, "g-fence", &[("in", 1), ("out", 1)]).await;
+    produce_inputs(&b, "in", 1, 100).await;
+    let h = Runtime::builder(topology("g-fence"))
+        .config(config(&b, "app-fence"))
+        .start()
+        .await
+        .unwrap();
+    wait_committed(&h, 1).await;
+    // Another instance takes over worker 0's transactional.id.
+    let usurper = sharestream::client::Producer::new(
+        sharestream::client::ProducerConfig::builder()
+            .bootstrap_servers(b.bootstrap_servers())
+            .transactional_id("app-fence-0")
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    usurper.init_transactions().await.unwrap();
+    // More input makes the zombie try again.
+    produce_inputs(&b, "in", 1, 100).await;
+    let err = h.wait().await.unwrap_err();
+    assert!(
+        matches!(err, RuntimeError::Producer { worker: 0, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("zombie"), "{err}");
+    drop(usurper);
+    // The new instance finishes the work: 200 inputs (the second batch
+    // repeats values v0..v99), each exactly once.
+    let h = Runtime::builder(topology("g-fence"))
+        .config(config(&b, "app-fence"))
+        .start()
+        .await
+        .unwrap();
+    wait_output(&b, "out", 200).await;
+    h.stop().await.unwrap();
+    let out = committed(&b, "out").await;
+    assert_eq!(out.len(), 200);
+    let counts = value_counts(&out);
+    assert!(counts.values().all(|c| *c == 2), "{counts:?}");
+    assert_eq!(counts.len(), 100);
+    assert_group_drained(&b, "g-fence", ids[0], 1);
+    b.shutdown().await;
+}

@@ -1,0 +1,233 @@
+//! The runtime with other topologies and guarantees on the embedded
+//! broker: at-least-once (and its use against a broker without KIP-1289),
+//! the atomic dead-letter path, a topology using every kind of operator,
+//! a failing record under ErrorPolicy::Fail, refused settings and
+//! topologies.
+
+#[global_allocator]
+static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
+
+#[path = "runtime_common/mod.rs"]
+mod rt;
+
+use std::sync::atomic::Ordering;
+
+use rt::*;
+use sharestream::runtime::{ProcessingGuarantee, Runtime, RuntimeConfig, RuntimeError};
+use sharestream::topology::error::DLQ_ORIGINAL_OFFSET;
+use sharestream::topology::{ErrorPolicy, Serdes, SinkRecord, StreamsBuilder, TopologyError};
+
+fn mirror(group: &str) -> sharestream::topology::Topology {
+    let b = StreamsBuilder::new(group);
+    b.stream::<String, String>("in", Serdes::string(), Serdes::string())
+        .map_values(|v| format!("out-{v}"))
+        .to("out", Serdes::string(), Serdes::string());
+    b.build().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_is_refused_without_kip_1289_and_at_least_once_loses_nothing() {
+    // share.version 2: share groups, but no TxnShareAcknowledge.
+    let b = broker_with(2).await;
+    let ids = setup(&b, "g-old", &[("in", 2), ("out", 2)]).await;
+    produce_inputs(&b, "in", 2, 200).await;
+    let err = Runtime::builder(mirror("g-old"))
+        .config(config(&b, "app-old"))
+        .start()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RuntimeError::Unsupported(_)), "{err}");
+    assert!(
+        err.to_string()
+            .contains("processing.guarantee=at_least_once"),
+        "{err}"
+    );
+
+    let mut cfg = config(&b, "app-old");
+    cfg.processing_guarantee = ProcessingGuarantee::AtLeastOnce;
+    cfg.num_workers = 3;
+    let h = Runtime::builder(mirror("g-old"))
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    wait_committed(&h, 200).await;
+    h.stop().await.unwrap();
+    let out = committed(&b, "out").await;
+    let counts = value_counts(&out);
+    for i in 0..200 {
+        assert!(counts.contains_key(&format!("out-v{i}")), "lost v{i}");
+    }
+    assert_group_drained(&b, "g-old", ids[0], 2);
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letter_path_is_atomic_each_input_in_exactly_one_topic() {
+    let b = broker().await;
+    let ids = setup(&b, "g-dlq", &[("in", 1), ("out", 1), ("dlq", 1)]).await;
+    produce_inputs(&b, "in", 1, 120).await;
+    let mut sb = StreamsBuilder::new("g-dlq");
+    sb.error_policy(ErrorPolicy::dead_letter("dlq"));
+    sb.stream::<String, String>("in", Serdes::string(), Serdes::string())
+        .try_map_values(|v| {
+            let i: u32 = v[1..].parse().unwrap();
+            if i.is_multiple_of(3) {
+                Err(format!("{v} is a multiple of three"))
+            } else {
+                Ok(format!("out-{v}"))
+            }
+        })
+        .to("out", Serdes::string(), Serdes::string());
+    let h = Runtime::builder(sb.build().unwrap())
+        .config(config(&b, "app-dlq"))
+        .start()
+        .await
+        .unwrap();
+    wait_committed(&h, 120).await;
+    let m = h.metrics().clone();
+    h.stop().await.unwrap();
+    assert_eq!(m.records_dead_lettered.load(Ordering::Relaxed), 40);
+    let out = committed(&b, "out").await;
+    let dlq = committed(&b, "dlq").await;
+    assert_eq!(out.len() + dlq.len(), 120);
+    assert_eq!(dlq.len(), 40);
+    for r in &dlq {
+        let v = String::from_utf8(r.value.clone().unwrap().to_vec()).unwrap();
+        let i: i64 = v[1..].parse().unwrap();
+        assert_eq!(i % 3, 0);
+        assert_eq!(r.header_str(DLQ_ORIGINAL_OFFSET), Some(i.to_string()));
+    }
+    assert_exactly_once(&out, 80, |k| {
+        let i = (k / 2) * 3 + 1 + k % 2;
+        format!("out-v{i}")
+    });
+    assert_group_drained(&b, "g-dlq", ids[0], 1);
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_operator_through_the_runtime() {
+    let b = broker().await;
+    setup(
+        &b,
+        "g-ops",
+        &[("in", 1), ("in2", 1), ("even", 1), ("odd", 1), ("dyn", 3)],
+    )
+    .await;
+    produce_inputs(&b, "in", 1, 40).await;
+    produce_inputs(&b, "in2", 1, 10).await;
+    let sb = StreamsBuilder::new("g-ops");
+    let a = sb.stream::<String, String>("in", Serdes::string(), Serdes::string());
+    let c = sb.stream::<String, String>("in2", Serdes::string(), Serdes::string());
+    let n = |v: &String| v[1..].parse::<u64>().unwrap();
+    let mut branches = a
+        .filter(move |_, v| n(v) < 30)
+        .filter_not(|_, v| v == "v29")
+        .merge(c.map_values(|v| format!("v{}", 100 + v[1..].parse::<u64>().unwrap())))
+        .peek(|_, _| {})
+        .select_key(|_, v| v.clone())
+        .map(|k, v| (k, v.to_uppercase()))
+        .flat_map_values(|v| vec![v.clone(), format!("{v}-copy")])
+        .map_async(
+            4,
+            |v: String| async move { Ok::<_, String>(v.to_lowercase()) },
+        )
+        .split()
+        .branch("even", move |_, v| {
+            v.trim_end_matches("-copy")[1..].parse::<u64>().unwrap() % 2 == 0
+        })
+        .default_branch("odd");
+    branches
+        .take("even")
+        .unwrap()
+        .to("even", Serdes::string(), Serdes::string());
+    branches
+        .take("odd")
+        .unwrap()
+        .to_dynamic(Serdes::string(), Serdes::string(), |r| {
+            if r.value.ends_with("-copy") {
+                SinkRecord::topic("dyn").partition(2).header("copy", "yes")
+            } else {
+                SinkRecord::topic("odd")
+            }
+        });
+    let h = Runtime::builder(sb.build().unwrap())
+        .config(config(&b, "app-ops"))
+        .start()
+        .await
+        .unwrap();
+    wait_committed(&h, 50).await;
+    h.stop().await.unwrap();
+    // in: v0..v28 pass (29 values); in2: v100..v109 (10). Each twice.
+    let even = committed(&b, "even").await;
+    let odd = committed(&b, "odd").await;
+    let dynamic = committed(&b, "dyn").await;
+    let evens = (0..29).filter(|i| i % 2 == 0).count() + 5;
+    let odds = 39 - evens;
+    assert_eq!(even.len(), evens * 2);
+    assert_eq!(odd.len(), odds);
+    assert_eq!(dynamic.len(), odds);
+    assert!(
+        dynamic
+            .iter()
+            .all(|r| r.partition == 2 && r.header_str("copy").as_deref() == Some("yes"))
+    );
+    // select_key: the key is the value before upper/lower-casing.
+    let r = odd
+        .iter()
+        .find(|r| r.value.as_deref() == Some(&b"v7"[..]))
+        .unwrap();
+    assert_eq!(r.key.as_deref(), Some(&b"v7"[..]));
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_record_aborts_and_stops_with_its_coordinates() {
+    let b = broker().await;
+    setup(&b, "g-fail", &[("in", 1), ("out", 1)]).await;
+    produce_inputs(&b, "in", 1, 30).await;
+    let sb = StreamsBuilder::new("g-fail");
+    sb.stream::<String, String>("in", Serdes::string(), Serdes::string())
+        .try_map_values(|v| if v == "v13" { Err("bad record") } else { Ok(v) })
+        .to("out", Serdes::string(), Serdes::string());
+    let mut cfg = config(&b, "app-fail");
+    cfg.max_poll_records = 100;
+    cfg.max_records_per_transaction = 100;
+    let h = Runtime::builder(sb.build().unwrap())
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    let err = h.wait().await.unwrap_err();
+    assert!(
+        matches!(err, RuntimeError::Processing { offset: 13, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("in-0@13"), "{err}");
+    assert!(err.to_string().contains("bad record"), "{err}");
+    // v13's transaction was aborted: v13 is not in the output.
+    let out = committed(&b, "out").await;
+    assert!(!value_counts(&out).contains_key("v13"));
+    b.shutdown().await;
+}
+
+#[test]
+fn refused_topologies_and_settings_say_what_to_fix() {
+    let sb = StreamsBuilder::new("g");
+    let _unused = sb.stream::<String, String>("in", Serdes::string(), Serdes::string());
+    let err = sb.build().unwrap_err();
+    assert!(err.errors.contains(&TopologyError::NoSink), "{err}");
+    assert!(err.to_string().contains(".to("), "{err}");
+    let err = StreamsBuilder::new("g").build().unwrap_err();
+    assert!(err.errors.contains(&TopologyError::NoSource), "{err}");
+
+    let err = RuntimeConfig::from_properties([
+        ("bootstrap.servers", "a:9092"),
+        ("source.bootstrap.servers", "b:9092"),
+        ("processing.guarantee", "exactly_once"),
+    ])
+    .unwrap_err();
+    assert_eq!(err.setting, "source.bootstrap.servers");
+    assert!(err.to_string().contains("D11"), "{err}");
+}
