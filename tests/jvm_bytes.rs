@@ -1,0 +1,781 @@
+//! Byte equality with Apache Kafka's own codecs.
+//!
+//! One JVM runs `dev.sharestream.interop.Codec` (interop/java) for the whole
+//! test: kafka-clients' generated message classes, RequestHeaderData /
+//! ResponseHeaderData and MemoryRecords behind a line protocol. For every
+//! (API, version) that both our protocol layer and kafka-clients support,
+//! requests and responses filled with generated values (the version-aware
+//! generators of tests/support/gen_messages.rs, the same ones
+//! tests/protocol_roundtrip.rs uses) are encoded by our layer, header
+//! included; the JVM decodes them with Kafka's classes, must consume every
+//! byte, and re-encodes them. The two byte strings must be identical: Kafka
+//! and we agree on the layout of every field that is present, on the header
+//! version, on tagged fields (known and unknown) and on nullability.
+//!
+//! Record batches are compared both ways: our batches (every compression,
+//! with and without producer state, transactional, control, LogAppendTime)
+//! read by MemoryRecords must describe the same batch and records, and
+//! Kafka's MemoryRecordsBuilder must build from that description the very
+//! bytes we wrote when uncompressed; batches Kafka builds (every
+//! compression) must decode with our layer to the same description.
+//! Compressed bytes are not compared (compressors may differ legitimately).
+//!
+//! Gated like tests/interop_embedded.rs: without `SHARESTREAM_INTEROP_CP`
+//! (set by scripts/interop.sh) it prints why it is skipped and passes.
+//! `SHARESTREAM_CAPTURE_GOLDEN=1` additionally re-captures the golden frames
+//! of tests/golden/java (see tests/golden/java/README.md); the check of
+//! those frames runs without Java in tests/golden_frames.rs.
+
+#[path = "support/entropy.rs"]
+mod entropy;
+#[path = "support/gen_messages.rs"]
+mod gen_messages;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use bytes::{Bytes, BytesMut};
+use entropy::Entropy as G;
+use gen_messages as gm;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use sharestream::alloc::GuardedAlloc;
+use sharestream::protocol::ProtocolError;
+use sharestream::protocol::api::{
+    ApiRequest, Versions, codec_versions, encode_request_frame, encode_response_frame,
+    request_header_version, response_header_version,
+};
+use sharestream::protocol::records::{
+    BatchSpec, Compression, Record, RecordBatchView, TimestampType, control_batch, encode_batch,
+};
+use sharestream::protocol::txn_share_ack::TXN_SHARE_ACKNOWLEDGE_API_KEY;
+
+#[global_allocator]
+static GLOBAL: GuardedAlloc = GuardedAlloc::new();
+
+/// Generated values per (API, version) and side that must encode.
+const CASES_PER_PAIR: usize = 10;
+/// Attempts per pair (some generated values cannot be encoded at a version).
+const ATTEMPTS_PER_PAIR: usize = 60;
+/// Record batch cases, each direction.
+const BATCH_CASES: u64 = 120;
+
+/// The long-running codec JVM.
+struct Jvm {
+    child: Child,
+    stdin: BufWriter<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Jvm {
+    fn start(cp: &str) -> Jvm {
+        let mut cmd =
+            Command::new(std::env::var("SHARESTREAM_INTEROP_JAVA").unwrap_or("java".into()));
+        cmd.args(["-Xms32m", "-Xmx256m", "-XX:+UseSerialGC"]);
+        if let Ok(l) = std::env::var("SHARESTREAM_INTEROP_LOG4J") {
+            cmd.arg(format!("-Dlog4j2.configurationFile={l}"));
+        }
+        let mut child = cmd
+            .arg("-cp")
+            .arg(cp)
+            .arg("dev.sharestream.interop.Codec")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the codec JVM");
+        let stdin = BufWriter::new(child.stdin.take().expect("piped"));
+        let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        Jvm {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// One command, one answer: `Ok(rest)` for `ok rest`, `Err` otherwise.
+    fn ask(&mut self, line: &str) -> Result<String, String> {
+        writeln!(self.stdin, "{line}").expect("write to the codec JVM");
+        self.stdin.flush().expect("flush to the codec JVM");
+        let mut answer = String::new();
+        let n = self
+            .stdout
+            .read_line(&mut answer)
+            .expect("read from the codec JVM");
+        assert!(n > 0, "the codec JVM exited");
+        let answer = answer.trim_end();
+        match answer.strip_prefix("ok") {
+            Some(rest) => Ok(rest.trim_start().to_string()),
+            None => Err(answer.strip_prefix("err ").unwrap_or(answer).to_string()),
+        }
+    }
+}
+
+impl Drop for Jvm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).expect("hex from the JVM"))
+        .collect()
+}
+
+/// Deterministic entropy for the generators (splitmix64).
+fn entropy(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// Encodes a generated request or response (header + body, no length
+/// prefix); `None` when the generated value cannot be encoded at `v`.
+type Encode = fn(Vec<u8>, i16, Option<&str>) -> Option<Vec<u8>>;
+
+struct Api {
+    name: &'static str,
+    key: i16,
+    versions: Versions,
+    request: Encode,
+    response: Encode,
+}
+
+fn request_bytes<R: ApiRequest>(req: R, v: i16, client_id: Option<&str>) -> Option<Vec<u8>> {
+    let mut wire = BytesMut::new();
+    match encode_request_frame(&req, v, 0x0102_0304, client_id, &mut wire) {
+        Ok(()) => Some(wire[4..].to_vec()),
+        Err(ProtocolError::Encode { .. }) => None,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn response_bytes<R: ApiRequest>(resp: R::Response, v: i16) -> Option<Vec<u8>> {
+    let mut wire = BytesMut::new();
+    match encode_response_frame::<R>(&resp, v, -0x0102_0304, &mut wire) {
+        Ok(()) => Some(wire[4..].to_vec()),
+        Err(ProtocolError::Encode { .. }) => None,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+macro_rules! api {
+    ($req:ty, $gen_req:path, $gen_resp:path) => {
+        Api {
+            name: stringify!($req),
+            key: <$req as ApiRequest>::API_KEY,
+            versions: codec_versions(<$req as ApiRequest>::API_KEY).expect("known key"),
+            request: |data, v, client_id| {
+                let mut req = $gen_req(&mut G::new(data), v);
+                kafka_nullability(&mut req, v);
+                request_bytes(req, v, client_id)
+            },
+            response: |data, v, _| {
+                let mut resp = $gen_resp(&mut G::new(data), v);
+                kafka_nullability(&mut resp, v);
+                response_bytes::<$req>(resp, v)
+            },
+        }
+    };
+}
+
+/// Replaces the nulls Kafka's schemas forbid at version `v`.
+///
+/// kafka-protocol 0.18 types these fields `Option` at every version and
+/// encodes `None` as a null at versions where Kafka's schema (the
+/// `nullableVersions` of kafka-clients 4.4) does not allow null; Kafka's
+/// readers then refuse the message ("non-nullable field ... was serialized
+/// as null"). The generators follow kafka-protocol's types, so these nulls
+/// are turned into values here. This list is exactly what this test found;
+/// the broker never leaves these fields null (ShareFetch `records` defaults
+/// to empty, topic names are always set).
+fn kafka_nullability(msg: &mut dyn std::any::Any, v: i16) {
+    let name = || Some(TopicName(StrBytes::from_static_str("t")));
+    if let Some(m) = msg.downcast_mut::<MetadataRequest>() {
+        // Topics: nullable from v1; topic name: from v10.
+        if v < 1 && m.topics.is_none() {
+            m.topics = Some(Vec::new());
+        }
+        for t in m.topics.iter_mut().flatten() {
+            if v < 10 && t.name.is_none() {
+                t.name = name();
+            }
+        }
+    } else if let Some(m) = msg.downcast_mut::<MetadataResponse>() {
+        // Topic name: nullable from v12.
+        for t in &mut m.topics {
+            if v < 12 && t.name.is_none() {
+                t.name = name();
+            }
+        }
+    } else if let Some(m) = msg.downcast_mut::<DeleteTopicsResponse>() {
+        // Topic name: nullable from v6.
+        for t in &mut m.responses {
+            if v < 6 && t.name.is_none() {
+                t.name = name();
+            }
+        }
+    } else if let Some(m) = msg.downcast_mut::<ShareFetchResponse>() {
+        // Records: nullable in v0 only (a version neither side serves).
+        for p in m.responses.iter_mut().flat_map(|t| &mut t.partitions) {
+            if v >= 1 && p.records.is_none() {
+                p.records = Some(Bytes::new());
+            }
+        }
+    }
+}
+
+/// Every kafka-protocol API our layer uses (the list of
+/// tests/protocol_roundtrip.rs, without our own TxnShareAcknowledge).
+fn apis() -> Vec<Api> {
+    vec![
+        api!(
+            ApiVersionsRequest,
+            gm::api_versions_request__ApiVersionsRequest,
+            gm::api_versions_response__ApiVersionsResponse
+        ),
+        api!(
+            MetadataRequest,
+            gm::metadata_request__MetadataRequest,
+            gm::metadata_response__MetadataResponse
+        ),
+        api!(
+            CreateTopicsRequest,
+            gm::create_topics_request__CreateTopicsRequest,
+            gm::create_topics_response__CreateTopicsResponse
+        ),
+        api!(
+            DeleteTopicsRequest,
+            gm::delete_topics_request__DeleteTopicsRequest,
+            gm::delete_topics_response__DeleteTopicsResponse
+        ),
+        api!(
+            CreatePartitionsRequest,
+            gm::create_partitions_request__CreatePartitionsRequest,
+            gm::create_partitions_response__CreatePartitionsResponse
+        ),
+        api!(
+            ListOffsetsRequest,
+            gm::list_offsets_request__ListOffsetsRequest,
+            gm::list_offsets_response__ListOffsetsResponse
+        ),
+        api!(
+            ProduceRequest,
+            gm::produce_request__ProduceRequest,
+            gm::produce_response__ProduceResponse
+        ),
+        api!(
+            FetchRequest,
+            gm::fetch_request__FetchRequest,
+            gm::fetch_response__FetchResponse
+        ),
+        api!(
+            FindCoordinatorRequest,
+            gm::find_coordinator_request__FindCoordinatorRequest,
+            gm::find_coordinator_response__FindCoordinatorResponse
+        ),
+        api!(
+            InitProducerIdRequest,
+            gm::init_producer_id_request__InitProducerIdRequest,
+            gm::init_producer_id_response__InitProducerIdResponse
+        ),
+        api!(
+            AddPartitionsToTxnRequest,
+            gm::add_partitions_to_txn_request__AddPartitionsToTxnRequest,
+            gm::add_partitions_to_txn_response__AddPartitionsToTxnResponse
+        ),
+        api!(
+            AddOffsetsToTxnRequest,
+            gm::add_offsets_to_txn_request__AddOffsetsToTxnRequest,
+            gm::add_offsets_to_txn_response__AddOffsetsToTxnResponse
+        ),
+        api!(
+            EndTxnRequest,
+            gm::end_txn_request__EndTxnRequest,
+            gm::end_txn_response__EndTxnResponse
+        ),
+        api!(
+            WriteTxnMarkersRequest,
+            gm::write_txn_markers_request__WriteTxnMarkersRequest,
+            gm::write_txn_markers_response__WriteTxnMarkersResponse
+        ),
+        api!(
+            TxnOffsetCommitRequest,
+            gm::txn_offset_commit_request__TxnOffsetCommitRequest,
+            gm::txn_offset_commit_response__TxnOffsetCommitResponse
+        ),
+        api!(
+            DescribeConfigsRequest,
+            gm::describe_configs_request__DescribeConfigsRequest,
+            gm::describe_configs_response__DescribeConfigsResponse
+        ),
+        api!(
+            IncrementalAlterConfigsRequest,
+            gm::incremental_alter_configs_request__IncrementalAlterConfigsRequest,
+            gm::incremental_alter_configs_response__IncrementalAlterConfigsResponse
+        ),
+        api!(
+            DescribeClusterRequest,
+            gm::describe_cluster_request__DescribeClusterRequest,
+            gm::describe_cluster_response__DescribeClusterResponse
+        ),
+        api!(
+            UpdateFeaturesRequest,
+            gm::update_features_request__UpdateFeaturesRequest,
+            gm::update_features_response__UpdateFeaturesResponse
+        ),
+        api!(
+            ShareGroupHeartbeatRequest,
+            gm::share_group_heartbeat_request__ShareGroupHeartbeatRequest,
+            gm::share_group_heartbeat_response__ShareGroupHeartbeatResponse
+        ),
+        api!(
+            ShareGroupDescribeRequest,
+            gm::share_group_describe_request__ShareGroupDescribeRequest,
+            gm::share_group_describe_response__ShareGroupDescribeResponse
+        ),
+        api!(
+            ShareFetchRequest,
+            gm::share_fetch_request__ShareFetchRequest,
+            gm::share_fetch_response__ShareFetchResponse
+        ),
+        api!(
+            ShareAcknowledgeRequest,
+            gm::share_acknowledge_request__ShareAcknowledgeRequest,
+            gm::share_acknowledge_response__ShareAcknowledgeResponse
+        ),
+        api!(
+            SaslHandshakeRequest,
+            gm::sasl_handshake_request__SaslHandshakeRequest,
+            gm::sasl_handshake_response__SaslHandshakeResponse
+        ),
+        api!(
+            SaslAuthenticateRequest,
+            gm::sasl_authenticate_request__SaslAuthenticateRequest,
+            gm::sasl_authenticate_response__SaslAuthenticateResponse
+        ),
+        api!(
+            CreateAclsRequest,
+            gm::create_acls_request__CreateAclsRequest,
+            gm::create_acls_response__CreateAclsResponse
+        ),
+        api!(
+            DescribeAclsRequest,
+            gm::describe_acls_request__DescribeAclsRequest,
+            gm::describe_acls_response__DescribeAclsResponse
+        ),
+        api!(
+            DeleteAclsRequest,
+            gm::delete_acls_request__DeleteAclsRequest,
+            gm::delete_acls_response__DeleteAclsResponse
+        ),
+    ]
+}
+
+fn interop_cp() -> Option<String> {
+    match std::env::var("SHARESTREAM_INTEROP_CP") {
+        Ok(cp) => Some(cp),
+        Err(_) => {
+            println!(
+                "SKIP jvm_bytes: SHARESTREAM_INTEROP_CP is not set (run scripts/interop.sh, \
+                 which fetches Apache Kafka and builds interop/java)"
+            );
+            None
+        }
+    }
+}
+
+/// Versions kafka-clients knows per API key (`apis` command).
+fn java_versions(jvm: &mut Jvm) -> BTreeMap<i16, Versions> {
+    let answer = jvm.ask("apis").expect("apis");
+    answer
+        .split_whitespace()
+        .map(|t| {
+            let p: Vec<i16> = t.split(':').map(|x| x.parse().expect("number")).collect();
+            (
+                p[0],
+                Versions {
+                    min: p[1],
+                    max: p[2],
+                },
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn messages_are_byte_identical_to_kafka_clients() {
+    let Some(cp) = interop_cp() else { return };
+    let mut jvm = Jvm::start(&cp);
+    let java = java_versions(&mut jvm);
+    assert!(
+        !java.contains_key(&TXN_SHARE_ACKNOWLEDGE_API_KEY),
+        "kafka-clients now has apiKey 95: add TxnShareAcknowledge to this test"
+    );
+    println!(
+        "jvm_bytes: TxnShareAcknowledge (apiKey 95, KIP-1289) is not in kafka-clients; not compared"
+    );
+
+    let mut pairs = 0usize;
+    let mut cases = 0usize;
+    let mut mismatches: Vec<String> = Vec::new();
+    let mut excluded: Vec<String> = Vec::new();
+    let mut newer: Vec<String> = Vec::new();
+    for api in apis() {
+        let theirs = java[&api.key];
+        if theirs.max > api.versions.max || theirs.min < api.versions.min {
+            newer.push(format!(
+                "{} v{}-{} (ours v{}-{})",
+                api.name, theirs.min, theirs.max, api.versions.min, api.versions.max
+            ));
+        }
+        for v in api.versions.min..=api.versions.max {
+            if !theirs.contains(v) {
+                excluded.push(format!("{} v{v}", api.name));
+                continue;
+            }
+            pairs += 1;
+            for (side, encode) in [("request", api.request), ("response", api.response)] {
+                let mut done = 0;
+                for attempt in 0..ATTEMPTS_PER_PAIR {
+                    if done == CASES_PER_PAIR {
+                        break;
+                    }
+                    let seed = (api.key as u64) << 40 | (v as u64) << 24 | attempt as u64;
+                    let seed = if side == "request" { seed } else { !seed };
+                    let data = entropy(seed, 384);
+                    // Client ids: null, empty, and generated strings.
+                    let client_id = match attempt % 3 {
+                        0 => None,
+                        1 => Some(String::new()),
+                        _ => Some(G::new(entropy(seed ^ 1, 16)).string().to_string()),
+                    };
+                    let Some(ours) = encode(data, v, client_id.as_deref()) else {
+                        continue;
+                    };
+                    done += 1;
+                    cases += 1;
+                    let cmd = if side == "request" { "req" } else { "resp" };
+                    let want_hv = if side == "request" {
+                        request_header_version(api.key, v)
+                    } else {
+                        response_header_version(api.key, v)
+                    }
+                    .expect("known key");
+                    match jvm.ask(&format!("{cmd} {} {v} {}", api.key, hex(&ours))) {
+                        Err(e) => mismatches.push(format!(
+                            "{} v{v} {side} (seed {seed:#x}): kafka-clients cannot read our bytes: {e}\n  ours: {}",
+                            api.name,
+                            hex(&ours)
+                        )),
+                        Ok(answer) => {
+                            let (hv, theirs) = answer.split_once(' ').unwrap_or((&answer, ""));
+                            if hv != want_hv.to_string() {
+                                mismatches.push(format!(
+                                    "{} v{v} {side}: header version {want_hv}, kafka-clients uses {hv}",
+                                    api.name
+                                ));
+                            } else if theirs != hex(&ours) {
+                                mismatches.push(format!(
+                                    "{} v{v} {side} (seed {seed:#x}): bytes differ\n  ours:   {}\n  theirs: {theirs}",
+                                    api.name,
+                                    hex(&ours)
+                                ));
+                            }
+                        }
+                    }
+                }
+                assert!(
+                    done > 0,
+                    "{} v{v} {side}: no generated value could be encoded",
+                    api.name
+                );
+            }
+        }
+    }
+    println!(
+        "jvm_bytes: {pairs} (API, version) pairs, {cases} messages (requests and responses) \
+         compared byte for byte with kafka-clients"
+    );
+    if !excluded.is_empty() {
+        println!(
+            "jvm_bytes: versions our codec has but kafka-clients no longer reads (not compared): {}",
+            excluded.join(", ")
+        );
+    }
+    if !newer.is_empty() {
+        println!(
+            "jvm_bytes: kafka-clients has versions our codec lacks (not compared): {}",
+            newer.join(", ")
+        );
+    }
+    assert!(
+        mismatches.is_empty(),
+        "{} mismatches with kafka-clients:\n{}",
+        mismatches.len(),
+        mismatches
+            .iter()
+            .map(|m| m.lines().next().unwrap_or("").to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Record batches
+// ---------------------------------------------------------------------------
+
+fn hex_or_null(b: &Option<Bytes>) -> String {
+    b.as_ref().map_or("-".to_string(), |b| hex(b))
+}
+
+/// The canonical description of `Codec.batches` (see Codec.java), from our
+/// own decoding of `wire`.
+fn describe(wire: &Bytes) -> Result<String, String> {
+    let batches = RecordBatchView::parse_all(wire.clone()).map_err(|e| e.to_string())?;
+    let mut parts = Vec::new();
+    for b in batches {
+        b.verify_crc().map_err(|e| e.to_string())?;
+        parts.push(
+            [
+                "B".to_string(),
+                b.compression().name().to_string(),
+                b.base_offset().to_string(),
+                b.partition_leader_epoch().to_string(),
+                b.producer_id().to_string(),
+                b.producer_epoch().to_string(),
+                b.base_sequence().to_string(),
+                u8::from(b.is_transactional()).to_string(),
+                u8::from(b.is_control()).to_string(),
+                if b.is_log_append_time() { "L" } else { "C" }.to_string(),
+                b.max_timestamp().to_string(),
+                b.last_offset_delta().to_string(),
+            ]
+            .join(","),
+        );
+        for r in b.records(1 << 24).map_err(|e| e.to_string())? {
+            let headers: Vec<String> = r
+                .headers
+                .iter()
+                .map(|h| format!("{}.{}", hex(h.key.as_bytes()), hex_or_null(&h.value)))
+                .collect();
+            parts.push(
+                [
+                    "R".to_string(),
+                    r.offset_delta.to_string(),
+                    r.timestamp.to_string(),
+                    hex_or_null(&r.key),
+                    hex_or_null(&r.value),
+                    if headers.is_empty() {
+                        "_".to_string()
+                    } else {
+                        headers.join("/")
+                    },
+                ]
+                .join(","),
+            );
+        }
+    }
+    Ok(parts.join(";"))
+}
+
+const COMPRESSIONS: [Compression; 5] = [
+    Compression::None,
+    Compression::Gzip,
+    Compression::Snappy,
+    Compression::Lz4,
+    Compression::Zstd,
+];
+
+/// A generated batch Kafka's builder accepts: records with strictly
+/// increasing offsets and non-negative timestamps, producer state either
+/// absent or complete, equal timestamps for LogAppendTime (Kafka reports the
+/// batch's time for every record of such a batch).
+fn gen_batch(seed: u64) -> (BatchSpec, Vec<Record>) {
+    let mut g = G::new(entropy(seed, 2048));
+    let compression = COMPRESSIONS[seed as usize % COMPRESSIONS.len()];
+    if compression == Compression::None && g.i8() % 8 == 0 {
+        // A transaction marker, as the coordinator writes it.
+        let commit = g.bool();
+        let (pid, epoch) = (g.i64().rem_euclid(1 << 40), g.i16().rem_euclid(1000));
+        let b = control_batch(commit, pid, epoch, g.i32(), g.i64().rem_euclid(1 << 41));
+        let view = RecordBatchView::parse_all(b.clone()).unwrap().remove(0);
+        let spec = BatchSpec {
+            producer_id: pid,
+            producer_epoch: epoch,
+            transactional: true,
+            control: true,
+            ..BatchSpec::default()
+        };
+        return (spec, view.records(1 << 20).unwrap());
+    }
+    let with_producer = g.bool();
+    let log_append = g.i8() % 4 == 0;
+    let spec = BatchSpec {
+        base_offset: g.i64().rem_euclid(1 << 50),
+        partition_leader_epoch: g.i32().rem_euclid(1 << 20) - 1,
+        producer_id: if with_producer {
+            g.i64().rem_euclid(1 << 50)
+        } else {
+            -1
+        },
+        producer_epoch: if with_producer {
+            g.i16().rem_euclid(i16::MAX)
+        } else {
+            -1
+        },
+        base_sequence: if with_producer {
+            g.i32().rem_euclid(1 << 30)
+        } else {
+            -1
+        },
+        transactional: with_producer && g.bool(),
+        control: false,
+        timestamp_type: if log_append {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        },
+        compression,
+        last_offset_delta: None,
+    };
+    let n = 1 + (g.i8() as u8 % 5) as usize;
+    let base_ts = g.i64().rem_euclid(1 << 41);
+    let mut delta = 0;
+    let records = (0..n)
+        .map(|_| {
+            delta += 1 + (g.i8() as u8 % 3) as i32;
+            let ts = if log_append {
+                base_ts
+            } else {
+                base_ts + i64::from(g.i16())
+            };
+            let mut r = Record::new(
+                delta - 1,
+                ts.max(0),
+                g.opt(|g| g.bytes()),
+                g.opt(|g| g.bytes()),
+            );
+            for _ in 0..(g.i8() as u8 % 3) {
+                r = r.with_header(g.string().to_string(), g.opt(|g| g.bytes()));
+            }
+            r
+        })
+        .collect();
+    (spec, records)
+}
+
+#[test]
+fn record_batches_agree_with_kafka_clients() {
+    let Some(cp) = interop_cp() else { return };
+    let mut jvm = Jvm::start(&cp);
+    let mut mismatches: Vec<String> = Vec::new();
+    let mut compared_bytes = 0;
+    for case in 0..BATCH_CASES {
+        // Ours -> Kafka: one to three batches back to back.
+        let mut wire = BytesMut::new();
+        let mut uncompressed = Vec::new();
+        for i in 0..(1 + case % 3) {
+            let (spec, records) = gen_batch(case * 4 + i);
+            let b = encode_batch(&spec, &records).expect("generated batches encode");
+            let view = RecordBatchView::parse_all(b.clone()).unwrap().remove(0);
+            assert_eq!(
+                view.records(1 << 24).unwrap(),
+                records,
+                "our own round trip"
+            );
+            uncompressed.push((spec.compression == Compression::None).then(|| hex(&b)));
+            wire.extend_from_slice(&b);
+        }
+        let wire = wire.freeze();
+        let ours = describe(&wire).expect("our batches decode");
+        match jvm.ask(&format!("batch {}", hex(&wire))) {
+            Err(e) => mismatches.push(format!(
+                "case {case}: MemoryRecords cannot read our batches: {e}\n  ours: {}",
+                hex(&wire)
+            )),
+            Ok(answer) => {
+                let (desc, rebuilt) = answer.split_once(' ').unwrap_or((&answer, ""));
+                if desc != ours {
+                    mismatches.push(format!(
+                        "case {case}: batches read differently\n  ours:   {ours}\n  theirs: {desc}"
+                    ));
+                }
+                for (i, (mine, theirs)) in uncompressed.iter().zip(rebuilt.split(',')).enumerate() {
+                    if let Some(mine) = mine {
+                        compared_bytes += 1;
+                        if mine != theirs {
+                            mismatches.push(format!(
+                                "case {case} batch {i}: MemoryRecordsBuilder builds other bytes\n  ours:   {mine}\n  theirs: {theirs}"
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+
+        // Kafka -> ours: the builder's batch, every compression.
+        let (spec, records) = gen_batch(1_000_000 + case);
+        let b = encode_batch(&spec, &records).expect("generated batches encode");
+        let desc = describe(&b).expect("our batch decodes");
+        match jvm.ask(&format!("build {}", desc.replace(';', " "))) {
+            Err(e) => mismatches.push(format!(
+                "case {case}: MemoryRecordsBuilder refused {desc}: {e}"
+            )),
+            Ok(theirs) => {
+                let theirs = Bytes::from(unhex(&theirs));
+                match describe(&theirs) {
+                    Err(e) => mismatches.push(format!(
+                        "case {case}: we cannot read Kafka's {} batch: {e}\n  theirs: {}",
+                        spec.compression.name(),
+                        hex(&theirs)
+                    )),
+                    Ok(d) if d != desc => mismatches.push(format!(
+                        "case {case}: Kafka's batch reads differently\n  want: {desc}\n  got:  {d}"
+                    )),
+                    Ok(_) => {}
+                }
+                if spec.compression == Compression::None {
+                    compared_bytes += 1;
+                    if theirs != b {
+                        mismatches.push(format!(
+                            "case {case}: Kafka built other bytes\n  ours:   {}\n  theirs: {}",
+                            hex(&b),
+                            hex(&theirs)
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    println!(
+        "jvm_bytes: {} record batch cases each way, {compared_bytes} uncompressed batches compared byte for byte",
+        BATCH_CASES
+    );
+    assert!(
+        mismatches.is_empty(),
+        "{} record batch mismatches with kafka-clients:\n{}",
+        mismatches.len(),
+        mismatches
+            .iter()
+            .take(15)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
