@@ -779,3 +779,228 @@ fn record_batches_agree_with_kafka_clients() {
             .join("\n")
     );
 }
+
+// ---------------------------------------------------------------------------
+// Golden frames (capture only; checked by tests/golden_frames.rs)
+// ---------------------------------------------------------------------------
+
+/// Frames the clients sent, in arrival order.
+type Captured = std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>;
+
+/// A recording TCP proxy in front of the broker: forwards both ways and
+/// keeps every request frame (without its length prefix).
+async fn recording_proxy(
+    listener: tokio::net::TcpListener,
+    broker: std::net::SocketAddr,
+    out: Captured,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    loop {
+        let Ok((client, _)) = listener.accept().await else {
+            return;
+        };
+        let out = out.clone();
+        tokio::spawn(async move {
+            let Ok(upstream) = tokio::net::TcpStream::connect(broker).await else {
+                return;
+            };
+            let (mut cr, mut cw) = client.into_split();
+            let (mut ur, mut uw) = upstream.into_split();
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut ur, &mut cw).await;
+            });
+            let mut buf = Vec::new();
+            let mut chunk = vec![0u8; 64 * 1024];
+            loop {
+                let n = match cr.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => n,
+                };
+                buf.extend_from_slice(&chunk[..n]);
+                while buf.len() >= 4 {
+                    let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+                    if buf.len() < 4 + len {
+                        break;
+                    }
+                    out.lock().unwrap().push(buf[4..4 + len].to_vec());
+                    buf.drain(..4 + len);
+                }
+                if uw.write_all(&chunk[..n]).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+async fn run_check(cp: &str, args: &[&str]) {
+    let mut cmd = tokio::process::Command::new("java");
+    cmd.args(["-Xmx256m", "-XX:+UseSerialGC"]);
+    if let Ok(l) = std::env::var("SHARESTREAM_INTEROP_LOG4J") {
+        cmd.arg(format!("-Dlog4j2.configurationFile={l}"));
+    }
+    cmd.args(["-cp", cp, "dev.sharestream.interop.Check"]);
+    let out = cmd
+        .args(args)
+        .stderr(Stdio::null())
+        .output()
+        .await
+        .expect("run Check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let result = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("RESULT "))
+        .unwrap_or("no RESULT");
+    assert!(result.contains("\"ok\":true"), "Check {args:?}: {result}");
+}
+
+/// Re-captures tests/golden/java/*.hex: real request frames of Kafka's Java
+/// clients (kafka-clients of scripts/kafka/fetch.sh), recorded by a proxy in
+/// front of the embedded broker while the Check scenarios run. Only with
+/// `SHARESTREAM_CAPTURE_GOLDEN=1`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capture_golden_frames() {
+    if std::env::var("SHARESTREAM_CAPTURE_GOLDEN").is_err() {
+        return;
+    }
+    let Some(cp) = interop_cp() else { return };
+    use sharestream::broker::{Broker, BrokerConfig};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let broker = Broker::start(BrokerConfig {
+        auto_create_topics: true,
+        advertised_host: Some("127.0.0.1".into()),
+        advertised_port: Some(port),
+        ..BrokerConfig::in_memory()
+    })
+    .await
+    .unwrap();
+    let frames: Captured = Default::default();
+    tokio::spawn(recording_proxy(
+        listener,
+        broker.local_addr(),
+        frames.clone(),
+    ));
+    let b = format!("127.0.0.1:{port}");
+    let b = b.as_str();
+    for topic in ["golden", "golden-share"] {
+        run_check(
+            &cp,
+            &[
+                "admin",
+                "--topic",
+                topic,
+                "--partitions",
+                "1",
+                "--bootstrap",
+                b,
+            ],
+        )
+        .await;
+    }
+    let txn = [
+        "produce-txn",
+        "--topic",
+        "golden",
+        "--count",
+        "3",
+        "--txn-id",
+        "golden-txn",
+    ];
+    run_check(
+        &cp,
+        &[&txn[..], &["--prefix", "committed", "--bootstrap", b]].concat(),
+    )
+    .await;
+    run_check(
+        &cp,
+        &[
+            "consume",
+            "--topic",
+            "golden",
+            "--expect",
+            "3",
+            "--bootstrap",
+            b,
+        ],
+    )
+    .await;
+    run_check(
+        &cp,
+        &[
+            "share-consume",
+            "--topic",
+            "golden-share",
+            "--group",
+            "golden-share",
+            "--mode",
+            "explicit",
+            "--produce",
+            "5",
+            "--expect",
+            "5",
+            "--bootstrap",
+            b,
+        ],
+    )
+    .await;
+    broker.shutdown().await;
+
+    let frames = frames.lock().unwrap().clone();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/java");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for f in &frames {
+        let key = i16::from_be_bytes([f[0], f[1]]);
+        let version = i16::from_be_bytes([f[2], f[3]]);
+        println!(
+            "captured {} v{version} ({} bytes)",
+            sharestream::protocol::api::api_name(key),
+            f.len()
+        );
+        if !matches!(key, 0 | 1 | 22 | 26 | 76 | 78 | 79) {
+            continue;
+        }
+        let mut frame = Bytes::from(f.clone());
+        let h = sharestream::protocol::api::decode_request_header(&mut frame).unwrap();
+        let req = sharestream::protocol::api::decode_request(h.api_key, h.api_version, &mut frame)
+            .unwrap_or_else(|e| panic!("we cannot decode a Java client's frame: {e}"));
+        let sharestream::protocol::api::AnyRequest::Kafka(req) = req else {
+            continue;
+        };
+        // One frame per interesting shape, the first that has it.
+        let name = match *req {
+            RequestKind::ShareGroupHeartbeat(r) if r.member_epoch == 0 => "share_group_heartbeat",
+            RequestKind::ShareGroupHeartbeat(r) if r.member_epoch == -1 => {
+                "share_group_heartbeat_leave"
+            }
+            RequestKind::ShareFetch(r)
+                if r.topics.iter().any(|t| {
+                    t.partitions
+                        .iter()
+                        .any(|p| !p.acknowledgement_batches.is_empty())
+                }) =>
+            {
+                "share_fetch_acks"
+            }
+            RequestKind::ShareFetch(r) if r.share_session_epoch == 0 => "share_fetch",
+            RequestKind::ShareAcknowledge(r) if !r.topics.is_empty() => "share_acknowledge",
+            RequestKind::Produce(r) if r.transactional_id.is_some() => "produce_txn",
+            RequestKind::Fetch(r) if !r.topics.is_empty() => "fetch",
+            RequestKind::InitProducerId(r) if r.transactional_id.is_some() => {
+                "init_producer_id_txn"
+            }
+            RequestKind::EndTxn(_) => "end_txn",
+            _ => continue,
+        };
+        if seen.insert(name) {
+            let text: String = hex(f)
+                .as_bytes()
+                .chunks(64)
+                .map(|c| format!("{}\n", std::str::from_utf8(c).unwrap()))
+                .collect();
+            std::fs::write(dir.join(format!("{name}.hex")), text).unwrap();
+        }
+    }
+}
