@@ -75,6 +75,8 @@ rm -f target/interop/matrix-*.json
 status=0
 echo "==> interop: real clients against the embedded broker"
 cargo test --test interop_embedded -- --nocapture || status=1
+echo "==> interop: byte equality with kafka-clients' codecs"
+cargo test --test jvm_bytes -- --nocapture || status=1
 
 if ((!embedded_only)); then
   echo "==> interop: the same checks against Apache Kafka ${KAFKA_VERSION}"

@@ -54,6 +54,35 @@ GAPS = """\
   (tests/broker_list_offsets_versions.rs).
 """
 
+BYTES = """\
+## Byte equality with Kafka's own codecs
+
+`tests/jvm_bytes.rs` (run by `scripts/interop.sh` in its embedded part)
+keeps one JVM running `interop/java/.../Codec.java`, which wraps
+kafka-clients' generated message classes, RequestHeaderData /
+ResponseHeaderData and MemoryRecords. For each of the 138 (API, version)
+pairs of the 28 Kafka APIs our protocol layer codes that kafka-clients 4.4
+also reads, 10 generated requests and 10 generated responses (the generators
+of tests/protocol_roundtrip.rs, unknown tagged fields included) are encoded
+by our layer with their header; Kafka's classes must read every byte and
+re-encode the very same bytes. Record batches are compared both ways: ours
+(every compression, producer state, transactional, control, LogAppendTime)
+read by MemoryRecords must describe the same batches and records, and
+MemoryRecordsBuilder must rebuild our uncompressed batches byte for byte;
+batches Kafka builds with every codec must decode with our layer to the same
+records. Compressed bytes are not compared (compressor output may differ
+legitimately). Not compared: TxnShareAcknowledge (apiKey 95, KIP-1289), which
+kafka-clients 4.4 does not have, and versions only kafka-clients has (e.g.
+ShareFetch/ShareAcknowledge v2, ApiVersions v5), which our codec does not.
+Found: kafka-protocol 0.18 encodes a null in fields Kafka only allows null
+from some version on (Metadata topic names before v10/v12, Metadata request
+topics at v0, DeleteTopics response names before v6, ShareFetch response
+records from v1); Kafka refuses such frames. The broker never sends those
+nulls; the test lists the fields. Golden frames captured from the Java
+clients (tests/golden/java, see its README) are decoded without Java by
+tests/golden_frames.rs.
+"""
+
 USAGE = """\
 ## Running it
 
@@ -133,6 +162,7 @@ def main(paths):
                 out.append(f"- `{b}` {c} / {f}: **{v}**: {d}")
             out.append("")
     out.append(GAPS)
+    out.append(BYTES)
     out.append(USAGE)
     print("\n".join(out))
 
