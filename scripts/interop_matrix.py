@@ -71,7 +71,8 @@ read by MemoryRecords must describe the same batches and records, and
 MemoryRecordsBuilder must rebuild our uncompressed batches byte for byte;
 batches Kafka builds with every codec must decode with our layer to the same
 records. Compressed bytes are not compared (compressor output may differ
-legitimately). Not compared: TxnShareAcknowledge (apiKey 95, KIP-1289), which
+legitimately). The KIP-932 requests are also compared field by field with
+the JSON of kafka-clients' converters. Not compared: TxnShareAcknowledge (apiKey 95, KIP-1289), which
 kafka-clients 4.4 does not have, and versions only kafka-clients has (e.g.
 ShareFetch/ShareAcknowledge v2, ApiVersions v5), which our codec does not.
 Found: kafka-protocol 0.18 encodes a null in fields Kafka only allows null

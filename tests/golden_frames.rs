@@ -149,6 +149,12 @@ fn share_acknowledge_carries_explicit_acknowledgements() {
         .flat_map(|p| &p.acknowledgement_batches)
         .collect();
     assert!(!batches.is_empty());
+    // The scenario RELEASEs the first record it gets and ACCEPTs the rest.
+    let types: Vec<i8> = batches
+        .iter()
+        .flat_map(|b| b.acknowledge_types.clone())
+        .collect();
+    assert!(types.contains(&1) && types.contains(&2), "{types:?}");
     for b in batches {
         assert!(
             0 <= b.first_offset && b.first_offset <= b.last_offset,
