@@ -1136,7 +1136,11 @@ mod tests {
         ] {
             assert!(!rt.supported_operations().contains(&All));
         }
-        assert!(ResourceType::Cluster.supported_operations().contains(&IdempotentWrite));
+        assert!(
+            ResourceType::Cluster
+                .supported_operations()
+                .contains(&IdempotentWrite)
+        );
         assert!(!ResourceType::Group.supported_operations().contains(&Write));
     }
 

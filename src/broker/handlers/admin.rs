@@ -99,9 +99,7 @@ pub(crate) fn create_topics(
             results.push(
                 result
                     .with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0)
-                    .with_error_message(Some(s(format!(
-                        "Not authorized to create topic {name}"
-                    )))),
+                    .with_error_message(Some(s(format!("Not authorized to create topic {name}")))),
             );
             continue;
         }
@@ -406,7 +404,10 @@ pub(crate) fn describe_configs(
                     Some(Resource::topic(&name)),
                     ErrorCode::TOPIC_AUTHORIZATION_FAILED,
                 ),
-                RESOURCE_BROKER => (Some(Resource::cluster()), ErrorCode::CLUSTER_AUTHORIZATION_FAILED),
+                RESOURCE_BROKER => (
+                    Some(Resource::cluster()),
+                    ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+                ),
                 super::share::RESOURCE_GROUP => (
                     Some(Resource::group(&name)),
                     ErrorCode::GROUP_AUTHORIZATION_FAILED,
@@ -519,8 +520,12 @@ fn coordinator_denied(
         ),
         _ => return None,
     };
-    (!ctx.allowed(core, op, &resource))
-        .then(|| (code, format!("Not authorized to find the coordinator of {key}")))
+    (!ctx.allowed(core, op, &resource)).then(|| {
+        (
+            code,
+            format!("Not authorized to find the coordinator of {key}"),
+        )
+    })
 }
 
 fn coordinator_error(key: &str, key_type: i8) -> Option<(ErrorCode, String)> {

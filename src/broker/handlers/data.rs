@@ -499,7 +499,11 @@ pub(crate) fn list_offsets(
         .map(|t| {
             // Describe on the topic, else every partition is answered
             // TOPIC_AUTHORIZATION_FAILED (checked before existence).
-            if !ctx.allowed(core, AclOperation::Describe, &Resource::topic(t.name.0.as_str())) {
+            if !ctx.allowed(
+                core,
+                AclOperation::Describe,
+                &Resource::topic(t.name.0.as_str()),
+            ) {
                 let partitions = t
                     .partitions
                     .iter()

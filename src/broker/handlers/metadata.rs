@@ -191,13 +191,15 @@ pub(crate) fn handle(
     let with_topic_ops = version >= 8 && req.include_topic_authorized_operations;
     let topics = topics
         .into_iter()
-        .map(|(entry, described)| match (&entry.name, with_topic_ops && described) {
-            (Some(name), true) => {
-                let ops = ctx.authorized_operations(core, &Resource::topic(name.0.as_str()));
-                entry.with_topic_authorized_operations(ops)
-            }
-            _ => entry,
-        })
+        .map(
+            |(entry, described)| match (&entry.name, with_topic_ops && described) {
+                (Some(name), true) => {
+                    let ops = ctx.authorized_operations(core, &Resource::topic(name.0.as_str()));
+                    entry.with_topic_authorized_operations(ops)
+                }
+                _ => entry,
+            },
+        )
         .collect();
     let mut resp = MetadataResponse::default()
         .with_brokers(vec![broker_entry(core)])
