@@ -591,32 +591,13 @@ impl Authorizer {
             ));
         }
         use AclOperation::*;
-        let valid_ops: &[AclOperation] = match p.resource_type {
-            ResourceType::Topic => &[
-                All,
-                Read,
-                Write,
-                Create,
-                Delete,
-                Alter,
-                Describe,
-                DescribeConfigs,
-                AlterConfigs,
-            ],
-            ResourceType::Group => &[All, Read, Delete, Describe],
-            ResourceType::Cluster => &[
-                All,
-                Create,
-                Alter,
-                Describe,
-                ClusterAction,
-                DescribeConfigs,
-                AlterConfigs,
-                IdempotentWrite,
-            ],
-            ResourceType::TransactionalId => &[All, Write, Describe],
-        };
-        if !valid_ops.contains(&binding.operation) {
+        // Kafka's supported operations per type (groups have configs
+        // since share and consumer groups got them), and All.
+        let valid = binding.operation == All
+            || p.resource_type
+                .supported_operations()
+                .contains(&binding.operation);
+        if !valid {
             return Err(AclError::Invalid(format!(
                 "{:?} is not an operation on {:?}",
                 binding.operation, p.resource_type

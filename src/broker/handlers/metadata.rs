@@ -99,7 +99,9 @@ pub(crate) fn handle(
         }
         Some(list) => {
             for t in list {
-                match t.name {
+                // A topic id with no (or an empty) name asks by id.
+                let name = t.name.filter(|n| t.topic_id.is_nil() || !n.0.is_empty());
+                match name {
                     Some(name) => {
                         let name = name.0.to_string();
                         // Checked before existence, so that the answer does
