@@ -30,6 +30,7 @@ use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use sharestream::broker::BrokerHandle;
+use sharestream::broker::share::RecordState;
 use sharestream::protocol::ErrorCode;
 use sharestream::protocol::sasl::SaslMechanism;
 use uuid::Uuid;
@@ -1151,5 +1152,377 @@ async fn each_api_family_refuses_a_missing_permission_with_kafkas_error_and_serv
             );
         }
     }
+    e.b.shutdown().await;
+}
+
+// ----- KIP-1289 ----------------------------------------------------------------
+
+fn assert_held_by(e: &Env, member: &str, offsets: std::ops::RangeInclusive<i64>, deliveries: u16) {
+    for o in offsets {
+        let i = kip::info(&e.b, e.input, 0, o);
+        assert_eq!(
+            (
+                i.state,
+                i.member_id.as_deref(),
+                i.delivery_count,
+                i.producer
+            ),
+            (RecordState::Acquired, Some(member), deliveries, None),
+            "offset {o}"
+        );
+    }
+    assert_eq!(e.b.core().txn_pending_records(), 0, "nothing TX_PENDING");
+}
+
+#[tokio::test]
+async fn txn_share_acknowledge_authorization_errors_leave_every_record_as_it_was() {
+    let mut e = env(&["bob"]).await;
+    let member_epoch = kip::join(&mut e.admin, "m1").await;
+    let got = kip::acquire(&mut e.admin, "m1", e.input, &[0], 0).await;
+    assert_eq!(got, vec![(0, 0, 2)]);
+    let (pid, epoch) = kip::init_pid(&mut e.admin, "tx-1", 60_000).await;
+    let req = kip::stage_req(
+        "tx-1",
+        pid,
+        epoch,
+        "m1",
+        member_epoch,
+        e.input,
+        &[(0, 0, 2, 1)],
+    );
+    let mut bob = plain(&e.b, "bob", PW).await;
+    let bob_p = principal("bob");
+    // D14 order: the transactional id, then the group, then the topic;
+    // each refusal is top-level and stages nothing.
+    let steps: Vec<(Vec<AclCreation>, i16)> = vec![
+        (vec![], TIAF),
+        (vec![acl(TXN_ID, "tx-1", LITERAL, &bob_p, WRITE)], GAF),
+        (vec![acl(GROUP, SHARE_GROUP, LITERAL, &bob_p, READ)], TAF),
+    ];
+    for (grants, expected) in steps {
+        grant(&mut e.admin, grants).await;
+        let r = kip::stage(&mut bob, &req).await;
+        assert_eq!(r.error_code, expected, "{:?}", ErrorCode(r.error_code));
+        assert!(
+            r.responses.is_empty(),
+            "a top-level refusal has no partitions"
+        );
+        assert_held_by(&e, "m1", 0..=2, 1);
+    }
+    // With Read on the topic as well, the same request stages.
+    grant(&mut e.admin, vec![acl(TOPIC, INPUT, LITERAL, &bob_p, READ)]).await;
+    let r = kip::stage(&mut bob, &req).await;
+    assert_eq!(r.error_code, 0);
+    assert_eq!(kip::partition_errors(&r), vec![(0, 0)]);
+    assert_eq!(kip::info(&e.b, e.input, 0, 0).state, RecordState::TxPending);
+    // Aborting reverts them to the member (D6).
+    assert_eq!(
+        kip::end_txn(&mut e.admin, "tx-1", pid, epoch, false)
+            .await
+            .error_code,
+        0
+    );
+    assert_held_by(&e, "m1", 0..=2, 1);
+    e.b.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_principal_with_read_on_the_group_but_no_write_on_the_transactional_id_consumes_but_cannot_stage()
+ {
+    let mut e = env(&["alice"]).await;
+    let me = principal("alice");
+    grant(
+        &mut e.admin,
+        vec![
+            acl(GROUP, SHARE_GROUP, LITERAL, &me, READ),
+            acl(TOPIC, INPUT, LITERAL, &me, READ),
+        ],
+    )
+    .await;
+    let mut alice = plain(&e.b, "alice", PW).await;
+    // It consumes.
+    let member_epoch = kip::join(&mut alice, "m-a").await;
+    let got = kip::acquire(&mut alice, "m-a", e.input, &[0], 0).await;
+    assert_eq!(got, vec![(0, 0, 2)]);
+    assert_held_by(&e, "m-a", 0..=2, 1);
+    // It may not use the transactional id: neither find its coordinator,
+    // nor get a producer id, nor stage with one obtained elsewhere.
+    let r = alice
+        .send(
+            &FindCoordinatorRequest::default()
+                .with_key_type(1)
+                .with_coordinator_keys(vec![s("tx-a")]),
+            6,
+        )
+        .await;
+    assert_eq!(r.coordinators[0].error_code, TIAF);
+    let r = alice
+        .send(
+            &InitProducerIdRequest::default()
+                .with_transactional_id(Some(TransactionalId(s("tx-a"))))
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+            5,
+        )
+        .await;
+    assert_eq!(r.error_code, TIAF);
+    let (pid, epoch) = kip::init_pid(&mut e.admin, "tx-a", 60_000).await;
+    let req = kip::stage_req(
+        "tx-a",
+        pid,
+        epoch,
+        "m-a",
+        member_epoch,
+        e.input,
+        &[(0, 0, 2, 1)],
+    );
+    let r = kip::stage(&mut alice, &req).await;
+    assert_eq!(r.error_code, TIAF);
+    let r = alice
+        .send(
+            &EndTxnRequest::default()
+                .with_transactional_id(TransactionalId(s("tx-a")))
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_committed(true),
+            5,
+        )
+        .await;
+    assert_eq!(r.error_code, TIAF);
+    // Nothing changed: still ACQUIRED by the member, nothing TX_PENDING,
+    // and the refused requests did not even begin the transaction (no
+    // participant was registered): there is nothing to commit.
+    assert_held_by(&e, "m-a", 0..=2, 1);
+    assert_eq!(
+        kip::end_txn(&mut e.admin, "tx-a", pid, epoch, true)
+            .await
+            .error_code,
+        ErrorCode::INVALID_TXN_STATE.0
+    );
+    assert_held_by(&e, "m-a", 0..=2, 1);
+    // The member can still release them and they come back.
+    let r = alice
+        .send(&share_ack_req(SHARE_GROUP, "m-a", e.input, 1, 0, 2, 2), 1)
+        .await;
+    assert_eq!(share_ack_code(&r), 0);
+    assert_eq!(kip::info(&e.b, e.input, 0, 0).state, RecordState::Available);
+    let got = kip::acquire(&mut alice, "m-a", e.input, &[0], 2).await;
+    assert_eq!(got, vec![(0, 0, 2)]);
+    assert_held_by(&e, "m-a", 0..=2, 2);
+    e.b.shutdown().await;
+}
+
+// ----- the model end to end --------------------------------------------------------
+
+async fn fetch_code(c: &mut RawClient, topic: &str) -> i16 {
+    let r = c
+        .send(
+            &FetchRequest::default()
+                .with_max_wait_ms(0)
+                .with_min_bytes(0)
+                .with_max_bytes(1 << 20)
+                .with_session_epoch(-1)
+                .with_topics(vec![
+                    FetchTopic::default()
+                        .with_topic(TopicName(s(topic)))
+                        .with_partitions(vec![
+                            FetchPartition::default()
+                                .with_partition(0)
+                                .with_partition_max_bytes(1 << 20),
+                        ]),
+                ]),
+            12,
+        )
+        .await;
+    r.responses[0].partitions[0].error_code
+}
+
+#[tokio::test]
+async fn deny_wins_over_allow_prefixes_match_and_super_users_bypass_acls() {
+    let mut e = env(&["alice", "bob"]).await;
+    kip::create_topic(&mut e.admin, "secret-1", 1).await;
+    grant(
+        &mut e.admin,
+        vec![
+            acl(TOPIC, "*", LITERAL, "User:*", ALL),
+            deny(TOPIC, "secret", PREFIXED, &principal("alice"), READ),
+        ],
+    )
+    .await;
+    let mut alice = plain(&e.b, "alice", PW).await;
+    let mut bob = plain(&e.b, "bob", PW).await;
+    assert_eq!(fetch_code(&mut alice, INPUT).await, 0);
+    assert_eq!(fetch_code(&mut alice, "secret-1").await, TAF);
+    assert_eq!(fetch_code(&mut bob, "secret-1").await, 0);
+    // The deny is on Read only: Describe (implied by the allowed All) stays.
+    let r = alice
+        .send(&metadata_req(Some(vec![by_name("secret-1")])), 12)
+        .await;
+    assert_eq!(r.topics[0].error_code, 0);
+    // Deny All to everyone: super users are still allowed.
+    grant(&mut e.admin, vec![deny(TOPIC, "*", LITERAL, "User:*", ALL)]).await;
+    assert_eq!(fetch_code(&mut bob, INPUT).await, TAF);
+    assert_eq!(fetch_code(&mut e.admin, "secret-1").await, 0);
+    e.b.shutdown().await;
+}
+
+#[tokio::test]
+async fn metadata_lists_only_describable_topics_and_reports_authorized_operations() {
+    let mut e = env(&["alice"]).await;
+    kip::create_topic(&mut e.admin, "visible", 1).await;
+    kip::create_topic(&mut e.admin, "hidden", 1).await;
+    let me = principal("alice");
+    grant(
+        &mut e.admin,
+        vec![
+            acl(TOPIC, INPUT, LITERAL, &me, DESCRIBE),
+            acl(TOPIC, "visible", LITERAL, &me, READ),
+        ],
+    )
+    .await;
+    let mut alice = plain(&e.b, "alice", PW).await;
+    let all = |v: i16| {
+        MetadataRequest::default()
+            .with_topics(None)
+            .with_include_cluster_authorized_operations(v <= 10)
+            .with_include_topic_authorized_operations(true)
+    };
+    let r = alice.send(&all(10), 10).await;
+    let mut names: Vec<(String, i32)> = r
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.as_ref().unwrap().0.to_string(),
+                t.topic_authorized_operations,
+            )
+        })
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        vec![
+            (INPUT.to_string(), 1 << DESCRIBE),
+            ("visible".to_string(), (1 << READ) | (1 << DESCRIBE)),
+        ]
+    );
+    // No Describe on the cluster: its operations are reported as none.
+    assert_eq!(r.cluster_authorized_operations, 0);
+    // A named hidden topic is refused, existing or not.
+    let r = alice
+        .send(
+            &metadata_req(Some(vec![by_name("hidden"), by_name("nonexistent")])),
+            12,
+        )
+        .await;
+    assert!(
+        r.topics
+            .iter()
+            .all(|t| t.error_code == TAF && t.partitions.is_empty())
+    );
+    assert!(e.b.core().topics().read().get("nonexistent").is_none());
+    // The super user sees every topic and every operation.
+    let r = e.admin.send(&all(10), 10).await;
+    assert_eq!(r.topics.len(), 3);
+    let topic_ops: i32 = [
+        READ,
+        WRITE,
+        CREATE,
+        DESCRIBE,
+        DELETE,
+        ALTER,
+        DESCRIBE_CONFIGS,
+        ALTER_CONFIGS,
+    ]
+    .iter()
+    .map(|op| 1 << op)
+    .sum();
+    assert!(
+        r.topics
+            .iter()
+            .all(|t| t.topic_authorized_operations == topic_ops)
+    );
+    let cluster_ops: i32 = [
+        CREATE,
+        CLUSTER_ACTION,
+        DESCRIBE_CONFIGS,
+        ALTER_CONFIGS,
+        IDEMPOTENT_WRITE,
+        ALTER,
+        DESCRIBE,
+    ]
+    .iter()
+    .map(|op| 1 << op)
+    .sum();
+    assert_eq!(r.cluster_authorized_operations, cluster_ops);
+    // DescribeCluster: the cluster's operations only when asked for, 0
+    // without Describe on the cluster.
+    let dc = |ops: bool| {
+        DescribeClusterRequest::default()
+            .with_endpoint_type(1)
+            .with_include_cluster_authorized_operations(ops)
+    };
+    assert_eq!(
+        alice
+            .send(&dc(false), 1)
+            .await
+            .cluster_authorized_operations,
+        i32::MIN
+    );
+    assert_eq!(
+        alice.send(&dc(true), 1).await.cluster_authorized_operations,
+        0
+    );
+    grant(
+        &mut e.admin,
+        vec![acl(CLUSTER, "kafka-cluster", LITERAL, &me, DESCRIBE)],
+    )
+    .await;
+    assert_eq!(
+        alice.send(&dc(true), 1).await.cluster_authorized_operations,
+        1 << DESCRIBE
+    );
+    assert_eq!(
+        e.admin
+            .send(&dc(true), 1)
+            .await
+            .cluster_authorized_operations,
+        cluster_ops
+    );
+    e.b.shutdown().await;
+}
+
+#[tokio::test]
+async fn unauthenticated_connections_get_nothing_but_the_handshake_for_any_api() {
+    let e = env(&[]).await;
+    let tsa = kip::stage_req("tx", 1, 0, "m", 1, e.input, &[(0, 0, 0, 1)]);
+    for which in 0..3 {
+        let mut c = RawClient::connect(e.b.local_addr()).await;
+        let v = c.send(&ApiVersionsRequest::default(), 2).await;
+        assert_eq!(v.error_code, 0);
+        match which {
+            0 => {
+                c.send_only(&share_fetch_req(SHARE_GROUP, "m", e.input, 0), 1)
+                    .await
+            }
+            1 => c.send_only(&tsa, 0).await,
+            _ => {
+                c.send_only(
+                    &CreateAclsRequest::default()
+                        .with_creations(vec![acl(TOPIC, "*", LITERAL, "User:*", ALL)]),
+                    3,
+                )
+                .await
+            }
+        };
+        assert!(
+            c.is_closed().await,
+            "request {which} before authentication must close"
+        );
+    }
+    // Nothing was granted or joined by those requests.
+    assert!(e.b.core().security().authorizer().unwrap().is_empty());
+    assert!(!e.b.core().shares().is_member_alive(SHARE_GROUP, "m"));
     e.b.shutdown().await;
 }
