@@ -12,7 +12,8 @@
 //!   unless the principal may Describe it;
 //! - CreatePartitions: Alter on each topic;
 //! - DescribeConfigs: DescribeConfigs on the topic, on the cluster for the
-//!   broker, on the group (TOPIC_/CLUSTER_/GROUP_AUTHORIZATION_FAILED);
+//!   broker and its loggers, on the group
+//!   (TOPIC_/CLUSTER_/GROUP_AUTHORIZATION_FAILED);
 //! - DescribeCluster: nothing; the cluster's authorized operations when
 //!   asked for (0 without Describe on the cluster);
 //! - FindCoordinator: Describe on the group (GROUP_AUTHORIZATION_FAILED) or
@@ -48,6 +49,7 @@ fn s(v: impl Into<String>) -> StrBytes {
 /// Config resource types (Kafka's ConfigResource.Type).
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
+const RESOURCE_BROKER_LOGGER: i8 = 8;
 
 /// Config sources (DescribeConfigs).
 const SOURCE_TOPIC_CONFIG: i8 = 1;
@@ -404,7 +406,7 @@ pub(crate) fn describe_configs(
                     Some(Resource::topic(&name)),
                     ErrorCode::TOPIC_AUTHORIZATION_FAILED,
                 ),
-                RESOURCE_BROKER => (
+                RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => (
                     Some(Resource::cluster()),
                     ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
                 ),
