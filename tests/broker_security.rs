@@ -3,89 +3,31 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use common::RawClient;
-use kafka_protocol::messages::create_acls_request::AclCreation;
+use common::sasl::*;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use sharestream::broker::security::{ListenerProtocol, SecurityConfig};
-use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
+use sharestream::broker::BrokerHandle;
 use sharestream::protocol::ErrorCode;
 use sharestream::protocol::records::{BatchSpec, Record, encode_batch};
-use sharestream::protocol::sasl::{SaslMechanism, ScramClient, plain_client_message};
+use sharestream::protocol::sasl::SaslMechanism;
 use sharestream::protocol::txn_share_ack::TxnShareAcknowledgeRequest;
 
 #[global_allocator]
 static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
-
-const DELAY: Duration = Duration::from_millis(200);
 
 fn s(x: &str) -> StrBytes {
     StrBytes::from_string(x.to_string())
 }
 
 async fn start(acl: bool) -> BrokerHandle {
-    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
-    let mut users = BTreeMap::new();
-    users.insert("admin".to_string(), "admin-pw".to_string());
-    users.insert("alice".to_string(), "alice-pw".to_string());
-    let config = BrokerConfig {
-        security: SecurityConfig {
-            protocol: ListenerProtocol::SaslPlaintext,
-            users,
-            super_users: vec!["User:admin".into()],
-            acl_enabled: acl,
-            auth_failure_delay: DELAY,
-            ..SecurityConfig::default()
-        },
-        ..BrokerConfig::in_memory()
-    };
-    Broker::start(config).await.unwrap()
-}
-
-/// Authenticates a new connection; `Err` carries the SaslAuthenticate error.
-async fn login(
-    b: &BrokerHandle,
-    mech: SaslMechanism,
-    user: &str,
-    pw: &str,
-) -> Result<RawClient, (ErrorCode, RawClient)> {
-    let mut c = RawClient::connect(b.local_addr()).await;
-    let hs = c
-        .send(
-            &SaslHandshakeRequest::default().with_mechanism(s(mech.name())),
-            1,
-        )
-        .await;
-    assert_eq!(hs.error_code, 0);
-    let auth =
-        |bytes: Vec<u8>| SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
-    match mech {
-        SaslMechanism::Plain => {
-            let r = c.send(&auth(plain_client_message(user, pw)), 2).await;
-            if r.error_code != 0 {
-                return Err((ErrorCode(r.error_code), c));
-            }
-        }
-        _ => {
-            let (mut sc, first) = ScramClient::start(mech, user, pw);
-            let r = c.send(&auth(first), 2).await;
-            assert_eq!(r.error_code, 0);
-            let fin = sc.client_final(&r.auth_bytes).unwrap();
-            let r = c.send(&auth(fin), 2).await;
-            if r.error_code != 0 {
-                return Err((ErrorCode(r.error_code), c));
-            }
-            sc.verify_server_final(&r.auth_bytes).unwrap();
-        }
-    }
-    Ok(c)
+    start_with(acl, &[("alice", "alice-pw")], |_| {}).await
 }
 
 async fn metadata_ok(c: &mut RawClient) {
@@ -163,32 +105,6 @@ async fn plain_and_scram_authenticate_and_wrong_passwords_are_refused_and_slowed
             .contains("sasl_authentication_failures")
     );
     b.shutdown().await;
-}
-
-fn acl(rt: i8, name: &str, pattern: i8, principal: &str, op: i8) -> AclCreation {
-    AclCreation::default()
-        .with_resource_type(rt)
-        .with_resource_name(s(name))
-        .with_resource_pattern_type(pattern)
-        .with_principal(s(principal))
-        .with_host(s("*"))
-        .with_operation(op)
-        .with_permission_type(3)
-}
-
-const TOPIC: i8 = 2;
-const GROUP: i8 = 3;
-const TXN_ID: i8 = 5;
-const LITERAL: i8 = 3;
-const PREFIXED: i8 = 4;
-const READ: i8 = 3;
-const WRITE: i8 = 4;
-
-async fn create_acls(c: &mut RawClient, acls: Vec<AclCreation>) {
-    let r = c
-        .send(&CreateAclsRequest::default().with_creations(acls), 3)
-        .await;
-    assert!(r.results.iter().all(|x| x.error_code == 0), "{r:?}");
 }
 
 async fn produce(c: &mut RawClient, topic: &str) -> i16 {

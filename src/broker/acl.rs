@@ -85,6 +85,48 @@ impl ResourceType {
     }
 }
 
+impl ResourceType {
+    /// The operations reported in an authorized-operations field for a
+    /// resource of this type (Kafka's supported operations per type; All is
+    /// never reported).
+    pub fn supported_operations(self) -> &'static [AclOperation] {
+        use AclOperation::*;
+        match self {
+            Self::Topic => &[
+                Read,
+                Write,
+                Create,
+                Describe,
+                Delete,
+                Alter,
+                DescribeConfigs,
+                AlterConfigs,
+            ],
+            Self::Group => &[Read, Describe, Delete, DescribeConfigs, AlterConfigs],
+            Self::Cluster => &[
+                Create,
+                ClusterAction,
+                DescribeConfigs,
+                AlterConfigs,
+                IdempotentWrite,
+                Alter,
+                Describe,
+            ],
+            Self::TransactionalId => &[Describe, Write],
+        }
+    }
+}
+
+/// The 32-bit field of authorized operations used by Metadata,
+/// DescribeCluster and the group describe APIs: bit `1 << code` set for
+/// each operation.
+pub fn operations_bitfield(ops: impl IntoIterator<Item = AclOperation>) -> i32 {
+    ops.into_iter().fold(0, |acc, op| acc | (1 << op.code()))
+}
+
+/// The value of an authorized-operations field that was not requested.
+pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+
 /// How a binding's name matches resource names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum PatternType {
@@ -549,32 +591,13 @@ impl Authorizer {
             ));
         }
         use AclOperation::*;
-        let valid_ops: &[AclOperation] = match p.resource_type {
-            ResourceType::Topic => &[
-                All,
-                Read,
-                Write,
-                Create,
-                Delete,
-                Alter,
-                Describe,
-                DescribeConfigs,
-                AlterConfigs,
-            ],
-            ResourceType::Group => &[All, Read, Delete, Describe],
-            ResourceType::Cluster => &[
-                All,
-                Create,
-                Alter,
-                Describe,
-                ClusterAction,
-                DescribeConfigs,
-                AlterConfigs,
-                IdempotentWrite,
-            ],
-            ResourceType::TransactionalId => &[All, Write, Describe],
-        };
-        if !valid_ops.contains(&binding.operation) {
+        // Kafka's supported operations per type (groups have configs
+        // since share and consumer groups got them), and All.
+        let valid = binding.operation == All
+            || p.resource_type
+                .supported_operations()
+                .contains(&binding.operation);
+        if !valid {
             return Err(AclError::Invalid(format!(
                 "{:?} is not an operation on {:?}",
                 binding.operation, p.resource_type
@@ -1079,6 +1102,27 @@ mod tests {
         // A corrupt file is an error, not an empty ACL set (fail closed).
         std::fs::write(&path, b"{not json").unwrap();
         assert!(Authorizer::open(&path, []).is_err());
+    }
+
+    #[test]
+    fn authorized_operations_bitfield_uses_protocol_codes() {
+        assert_eq!(operations_bitfield([Read]), 1 << 3);
+        assert_eq!(operations_bitfield([Read, Describe]), (1 << 3) | (1 << 8));
+        assert_eq!(operations_bitfield([]), 0);
+        for rt in [
+            ResourceType::Topic,
+            ResourceType::Group,
+            ResourceType::Cluster,
+            ResourceType::TransactionalId,
+        ] {
+            assert!(!rt.supported_operations().contains(&All));
+        }
+        assert!(
+            ResourceType::Cluster
+                .supported_operations()
+                .contains(&IdempotentWrite)
+        );
+        assert!(!ResourceType::Group.supported_operations().contains(&Write));
     }
 
     #[test]

@@ -1,5 +1,25 @@
 //! Admin APIs: CreateTopics, DeleteTopics, CreatePartitions, DescribeCluster,
 //! DescribeConfigs, and FindCoordinator (every coordinator is this node).
+//!
+//! Authorization, as Kafka's (KRaft controller for the topic APIs):
+//! - CreateTopics: Create on the cluster, else Create on each topic
+//!   (TOPIC_AUTHORIZATION_FAILED); the configs of a created topic are
+//!   returned only with DescribeConfigs on it (else TopicConfigErrorCode
+//!   TOPIC_AUTHORIZATION_FAILED, no configs, counts -1);
+//! - DeleteTopics: Delete on the cluster, else Delete on each topic; a
+//!   named topic the principal may not Describe is refused before its
+//!   existence is looked at; a topic given by id keeps its name hidden
+//!   unless the principal may Describe it;
+//! - CreatePartitions: Alter on each topic;
+//! - DescribeConfigs: DescribeConfigs on the topic, on the cluster for the
+//!   broker and its loggers, on the group
+//!   (TOPIC_/CLUSTER_/GROUP_AUTHORIZATION_FAILED);
+//! - DescribeCluster: nothing; the cluster's authorized operations when
+//!   asked for (0 without Describe on the cluster);
+//! - FindCoordinator: Describe on the group (GROUP_AUTHORIZATION_FAILED) or
+//!   on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+//!   ClusterAction on the cluster for share-state keys, which only brokers
+//!   look up (CLUSTER_AUTHORIZATION_FAILED).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -17,6 +37,7 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::RequestContext;
+use crate::broker::acl::{AUTHORIZED_OPERATIONS_OMITTED, AclOperation, Resource};
 use crate::broker::core::BrokerCore;
 use crate::broker::topics::TOPIC_CONFIG_DEFAULTS;
 use crate::protocol::ErrorCode;
@@ -28,6 +49,7 @@ fn s(v: impl Into<String>) -> StrBytes {
 /// Config resource types (Kafka's ConfigResource.Type).
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
+const RESOURCE_BROKER_LOGGER: i8 = 8;
 
 /// Config sources (DescribeConfigs).
 const SOURCE_TOPIC_CONFIG: i8 = 1;
@@ -61,6 +83,7 @@ pub(crate) fn create_topics(
         *seen.entry(t.name.0.to_string()).or_default() += 1;
     }
     let mut results = Vec::with_capacity(req.topics.len());
+    let cluster_create = ctx.allowed(core, AclOperation::Create, &Resource::cluster());
     for t in req.topics {
         let name = t.name.0.to_string();
         let mut result = CreatableTopicResult::default().with_name(t.name.clone());
@@ -74,6 +97,16 @@ pub(crate) fn create_topics(
             );
             continue;
         }
+        if !cluster_create && !ctx.allowed(core, AclOperation::Create, &Resource::topic(&name)) {
+            results.push(
+                result
+                    .with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0)
+                    .with_error_message(Some(s(format!("Not authorized to create topic {name}")))),
+            );
+            continue;
+        }
+        let configs_visible =
+            ctx.allowed(core, AclOperation::DescribeConfigs, &Resource::topic(&name));
         let partitions = if !t.assignments.is_empty() {
             if t.num_partitions != -1 || t.replication_factor != -1 {
                 results.push(result.with_error_code(ErrorCode::INVALID_REQUEST.0).with_error_message(
@@ -133,12 +166,21 @@ pub(crate) fn create_topics(
             req.validate_only,
         ) {
             Ok(meta) => {
+                result = result.with_topic_id(if req.validate_only {
+                    Uuid::nil()
+                } else {
+                    meta.id
+                });
+                if !configs_visible {
+                    // Created, but its configuration is not shown.
+                    if version >= 5 {
+                        result = result
+                            .with_topic_config_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0);
+                    }
+                    results.push(result);
+                    continue;
+                }
                 result = result
-                    .with_topic_id(if req.validate_only {
-                        Uuid::nil()
-                    } else {
-                        meta.id
-                    })
                     .with_num_partitions(meta.partitions)
                     .with_replication_factor(1);
                 if version >= 5 {
@@ -186,9 +228,19 @@ pub(crate) fn delete_topics(
             targets.push((Some(n.0.to_string()), Uuid::nil()));
         }
     }
+    let cluster_delete = ctx.allowed(core, AclOperation::Delete, &Resource::cluster());
+    let may = |op: AclOperation, name: &str| {
+        cluster_delete || ctx.allowed(core, op, &Resource::topic(name))
+    };
+    let denied = |entry: DeletableTopicResult| {
+        entry
+            .with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0)
+            .with_error_message(Some(s("Not authorized to delete the topic")))
+    };
     let responses = targets
         .into_iter()
         .map(|(name, id)| {
+            let by_name = name.is_some();
             let name = match name {
                 Some(n) => Some(n),
                 None => core.topics().read().get_by_id(&id).map(|t| t.name.clone()),
@@ -198,6 +250,19 @@ pub(crate) fn delete_topics(
                 .with_topic_id(id);
             match name {
                 None => entry.with_error_code(ErrorCode::UNKNOWN_TOPIC_ID.0),
+                // By name: refused before its existence is looked at.
+                Some(n) if by_name && !may(AclOperation::Describe, &n) => denied(entry),
+                Some(n) if by_name && core.topics().read().get(&n).is_none() => {
+                    entry.with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0)
+                }
+                Some(n) if !may(AclOperation::Delete, &n) => {
+                    if by_name || may(AclOperation::Describe, &n) {
+                        denied(entry)
+                    } else {
+                        // By id, not describable: the name stays hidden.
+                        denied(entry.with_name(None))
+                    }
+                }
                 Some(n) => match core.delete_topic(&n) {
                     Some(meta) => entry.with_topic_id(meta.id),
                     None => entry.with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0),
@@ -210,7 +275,7 @@ pub(crate) fn delete_topics(
 
 pub(crate) fn create_partitions(
     core: &BrokerCore,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let results = req
@@ -220,6 +285,11 @@ pub(crate) fn create_partitions(
             let name = t.name.0.to_string();
             let r = kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult::default()
                 .with_name(t.name.clone());
+            if !ctx.allowed(core, AclOperation::Alter, &Resource::topic(&name)) {
+                return r
+                    .with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0)
+                    .with_error_message(Some(s(format!("Not authorized to alter topic {name}"))));
+            }
             match core.add_partitions(&name, t.count, req.validate_only) {
                 Ok(()) => r,
                 Err(e) => r.with_error_code(e.code.0).with_error_message(Some(s(e.message))),
@@ -243,7 +313,16 @@ pub(crate) fn describe_cluster(
             .with_cluster_id(s(core.config().cluster_id.clone()));
     }
     let (host, port) = core.advertised();
+    let cluster = Resource::cluster();
+    let authorized_operations = if !req.include_cluster_authorized_operations {
+        AUTHORIZED_OPERATIONS_OMITTED
+    } else if ctx.allowed(core, AclOperation::Describe, &cluster) {
+        ctx.authorized_operations(core, &cluster)
+    } else {
+        0
+    };
     DescribeClusterResponse::default()
+        .with_cluster_authorized_operations(authorized_operations)
         .with_endpoint_type(1)
         .with_cluster_id(s(core.config().cluster_id.clone()))
         .with_controller_id(BrokerId(core.node_id()))
@@ -322,6 +401,28 @@ pub(crate) fn describe_configs(
                 }
                 e
             };
+            let (resource, refusal) = match r.resource_type {
+                RESOURCE_TOPIC => (
+                    Some(Resource::topic(&name)),
+                    ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+                ),
+                RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => (
+                    Some(Resource::cluster()),
+                    ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+                ),
+                super::share::RESOURCE_GROUP => (
+                    Some(Resource::group(&name)),
+                    ErrorCode::GROUP_AUTHORIZATION_FAILED,
+                ),
+                _ => (None, ErrorCode::NONE),
+            };
+            if let Some(resource) = resource
+                && !ctx.allowed(core, AclOperation::DescribeConfigs, &resource)
+            {
+                return base
+                    .with_error_code(refusal.0)
+                    .with_error_message(Some(s("Not authorized to describe the configs")));
+            }
             match r.resource_type {
                 RESOURCE_TOPIC => match core.topics().read().get(&name) {
                     None => base
@@ -396,6 +497,39 @@ const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 const KEY_TYPE_SHARE: i8 = 2;
 
+/// Authorization of one coordinator key, checked before the key itself.
+fn coordinator_denied(
+    core: &BrokerCore,
+    ctx: &RequestContext,
+    key: &str,
+    key_type: i8,
+) -> Option<(ErrorCode, String)> {
+    let (op, resource, code) = match key_type {
+        KEY_TYPE_GROUP => (
+            AclOperation::Describe,
+            Resource::group(key),
+            ErrorCode::GROUP_AUTHORIZATION_FAILED,
+        ),
+        KEY_TYPE_TRANSACTION => (
+            AclOperation::Describe,
+            Resource::transactional_id(key),
+            ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        ),
+        KEY_TYPE_SHARE => (
+            AclOperation::ClusterAction,
+            Resource::cluster(),
+            ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+        ),
+        _ => return None,
+    };
+    (!ctx.allowed(core, op, &resource)).then(|| {
+        (
+            code,
+            format!("Not authorized to find the coordinator of {key}"),
+        )
+    })
+}
+
 fn coordinator_error(key: &str, key_type: i8) -> Option<(ErrorCode, String)> {
     match key_type {
         KEY_TYPE_GROUP | KEY_TYPE_TRANSACTION => {
@@ -456,7 +590,9 @@ pub(crate) fn find_coordinator(
             .into_iter()
             .map(|k| {
                 let c = Coordinator::default().with_key(k.clone());
-                match coordinator_error(&k, req.key_type) {
+                let error = coordinator_denied(core, ctx, &k, req.key_type)
+                    .or_else(|| coordinator_error(&k, req.key_type));
+                match error {
                     Some((code, msg)) => c
                         .with_error_code(code.0)
                         .with_error_message(Some(s(msg)))
@@ -472,7 +608,10 @@ pub(crate) fn find_coordinator(
             .collect();
         FindCoordinatorResponse::default().with_coordinators(coordinators)
     } else {
-        match coordinator_error(&req.key, if ctx.version() >= 1 { req.key_type } else { 0 }) {
+        let key_type = if ctx.version() >= 1 { req.key_type } else { 0 };
+        let error = coordinator_denied(core, ctx, &req.key, key_type)
+            .or_else(|| coordinator_error(&req.key, key_type));
+        match error {
             Some((code, msg)) => FindCoordinatorResponse::default()
                 .with_error_code(code.0)
                 .with_error_message(Some(s(msg)))

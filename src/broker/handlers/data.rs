@@ -497,6 +497,26 @@ pub(crate) fn list_offsets(
         .topics
         .into_iter()
         .map(|t| {
+            // Describe on the topic, else every partition is answered
+            // TOPIC_AUTHORIZATION_FAILED (checked before existence).
+            if !ctx.allowed(
+                core,
+                AclOperation::Describe,
+                &Resource::topic(t.name.0.as_str()),
+            ) {
+                let partitions = t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        ListOffsetsPartitionResponse::default()
+                            .with_partition_index(p.partition_index)
+                            .with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0)
+                    })
+                    .collect();
+                return ListOffsetsTopicResponse::default()
+                    .with_name(t.name)
+                    .with_partitions(partitions);
+            }
             let meta = lookup_topic(core, t.name.0.as_str(), Uuid::nil());
             let partitions = t
                 .partitions

@@ -8,12 +8,15 @@
 //! below 3 while any record is TX_PENDING, since the API that would resolve
 //! them (key 95) stops being offered. The update is all or nothing and
 //! bumps the finalized-features epoch, so clients see it in ApiVersions.
+//! It needs Alter on the cluster (CLUSTER_AUTHORIZATION_FAILED for the
+//! whole request otherwise).
 
 use kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
 use kafka_protocol::messages::{UpdateFeaturesRequest, UpdateFeaturesResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
+use crate::broker::acl::{AclOperation, Resource};
 use crate::broker::core::{
     BrokerCore, MAX_SHARE_VERSION, MAX_TRANSACTION_VERSION, SHARE_VERSION, TRANSACTION_VERSION,
 };
@@ -26,6 +29,15 @@ pub(crate) fn update_features(
     ctx: &RequestContext,
     req: UpdateFeaturesRequest,
 ) -> UpdateFeaturesResponse {
+    // Alter on the cluster, as Kafka's controller: the whole request is
+    // refused, with no per-feature results.
+    if !ctx.allowed(core, AclOperation::Alter, &Resource::cluster()) {
+        return UpdateFeaturesResponse::default()
+            .with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0)
+            .with_error_message(Some(StrBytes::from_static_str(
+                "Not authorized to update the cluster's features",
+            )));
+    }
     let current = core.features();
     let (mut share, mut txn) = (current.share_version, current.transaction_version);
     let mut results = Vec::new();

@@ -1,4 +1,12 @@
 //! Metadata: brokers, topics with their ids, partition leaders.
+//!
+//! Authorization, as Kafka's: an all-topics request lists only the topics
+//! the principal may Describe; a named topic it may not Describe is
+//! answered TOPIC_AUTHORIZATION_FAILED whether or not it exists (by id:
+//! the id is echoed, the name withheld); auto-creation needs Create on the
+//! cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED). Topic
+//! authorized operations (v8+) and cluster authorized operations (v8-v10,
+//! 0 without Describe on the cluster) are filled when asked for.
 
 use std::collections::BTreeMap;
 
@@ -10,6 +18,7 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::RequestContext;
+use crate::broker::acl::{AclOperation, Resource};
 use crate::broker::core::BrokerCore;
 use crate::broker::topics::{TopicMeta, validate_topic_name};
 use crate::protocol::ErrorCode;
@@ -49,6 +58,13 @@ fn error_entry(name: Option<&str>, id: Uuid, code: ErrorCode) -> MetadataRespons
         .with_topic_id(id)
 }
 
+/// Whether the principal may have `name` created by a Metadata request:
+/// Create on the cluster or on the topic.
+fn may_auto_create(core: &BrokerCore, ctx: &RequestContext, name: &str) -> bool {
+    ctx.allowed(core, AclOperation::Create, &Resource::cluster())
+        || ctx.allowed(core, AclOperation::Create, &Resource::topic(name))
+}
+
 pub(crate) fn handle(
     core: &BrokerCore,
     ctx: &RequestContext,
@@ -66,26 +82,66 @@ pub(crate) fn handle(
     } else {
         true
     };
-    let mut topics = Vec::new();
+    let may_describe =
+        |name: &str| ctx.allowed(core, AclOperation::Describe, &Resource::topic(name));
+    // Entries that carry a topic the principal may Describe (they get the
+    // topic's authorized operations when asked for).
+    let mut topics: Vec<(MetadataResponseTopic, bool)> = Vec::new();
     match wanted {
         None => {
+            // All topics: those the principal may not Describe are left out.
             let reg = core.topics().read();
-            topics.extend(reg.iter().map(|t| topic_entry(core, t)));
+            topics.extend(
+                reg.iter()
+                    .filter(|t| may_describe(&t.name))
+                    .map(|t| (topic_entry(core, t), true)),
+            );
         }
         Some(list) => {
             for t in list {
-                match t.name {
+                // A topic id with no (or an empty) name asks by id.
+                let name = t.name.filter(|n| t.topic_id.is_nil() || !n.0.is_empty());
+                match name {
                     Some(name) => {
                         let name = name.0.to_string();
+                        // Checked before existence, so that the answer does
+                        // not tell whether the topic exists.
+                        if !may_describe(&name) {
+                            topics.push((
+                                error_entry(
+                                    Some(&name),
+                                    Uuid::nil(),
+                                    ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+                                ),
+                                false,
+                            ));
+                            continue;
+                        }
                         let existing = core.topics().read().get(&name).cloned();
                         match existing {
-                            Some(meta) => topics.push(topic_entry(core, &meta)),
+                            Some(meta) => topics.push((topic_entry(core, &meta), true)),
                             None => {
-                                if let Err(e) = validate_topic_name(&name) {
-                                    topics.push(error_entry(Some(&name), Uuid::nil(), e.code));
+                                let auto_create =
+                                    allow_auto_create && core.config().auto_create_topics;
+                                if auto_create && !may_auto_create(core, ctx, &name) {
+                                    topics.push((
+                                        error_entry(
+                                            Some(&name),
+                                            Uuid::nil(),
+                                            ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+                                        ),
+                                        false,
+                                    ));
                                     continue;
                                 }
-                                if allow_auto_create && core.config().auto_create_topics {
+                                if let Err(e) = validate_topic_name(&name) {
+                                    topics.push((
+                                        error_entry(Some(&name), Uuid::nil(), e.code),
+                                        true,
+                                    ));
+                                    continue;
+                                }
+                                let entry = if auto_create {
                                     match core.create_topic(
                                         &name,
                                         core.config().default_partitions,
@@ -95,31 +151,38 @@ pub(crate) fn handle(
                                     ) {
                                         // Kafka answers LEADER_NOT_AVAILABLE while a
                                         // new topic settles; ours is ready at once.
-                                        Ok(meta) => topics.push(topic_entry(core, &meta)),
-                                        Err(e) => topics.push(error_entry(
-                                            Some(&name),
-                                            Uuid::nil(),
-                                            e.code,
-                                        )),
+                                        Ok(meta) => topic_entry(core, &meta),
+                                        Err(e) => error_entry(Some(&name), Uuid::nil(), e.code),
                                     }
                                 } else {
-                                    topics.push(error_entry(
+                                    error_entry(
                                         Some(&name),
                                         Uuid::nil(),
                                         ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-                                    ));
-                                }
+                                    )
+                                };
+                                topics.push((entry, true));
                             }
                         }
                     }
                     None => {
                         let found = core.topics().read().get_by_id(&t.topic_id).cloned();
                         match found {
-                            Some(meta) => topics.push(topic_entry(core, &meta)),
-                            None => topics.push(error_entry(
-                                None,
-                                t.topic_id,
-                                ErrorCode::UNKNOWN_TOPIC_ID,
+                            // Topic ids are not secret: an existing one the
+                            // principal may not Describe is answered
+                            // TOPIC_AUTHORIZATION_FAILED without its name.
+                            Some(meta) if !may_describe(&meta.name) => topics.push((
+                                error_entry(
+                                    None,
+                                    t.topic_id,
+                                    ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+                                ),
+                                false,
+                            )),
+                            Some(meta) => topics.push((topic_entry(core, &meta), true)),
+                            None => topics.push((
+                                error_entry(None, t.topic_id, ErrorCode::UNKNOWN_TOPIC_ID),
+                                false,
                             )),
                         }
                     }
@@ -127,11 +190,36 @@ pub(crate) fn handle(
             }
         }
     }
-    MetadataResponse::default()
+    let with_topic_ops = version >= 8 && req.include_topic_authorized_operations;
+    let topics = topics
+        .into_iter()
+        .map(
+            |(entry, described)| match (&entry.name, with_topic_ops && described) {
+                (Some(name), true) => {
+                    let ops = ctx.authorized_operations(core, &Resource::topic(name.0.as_str()));
+                    entry.with_topic_authorized_operations(ops)
+                }
+                _ => entry,
+            },
+        )
+        .collect();
+    let mut resp = MetadataResponse::default()
         .with_brokers(vec![broker_entry(core)])
         .with_cluster_id(Some(StrBytes::from_string(
             core.config().cluster_id.clone(),
         )))
         .with_controller_id(BrokerId(core.node_id()))
-        .with_topics(topics)
+        .with_topics(topics);
+    // The cluster's authorized operations exist in v8-v10 only.
+    if (8..=10).contains(&version) && req.include_cluster_authorized_operations {
+        let cluster = Resource::cluster();
+        resp = resp.with_cluster_authorized_operations(
+            if ctx.allowed(core, AclOperation::Describe, &cluster) {
+                ctx.authorized_operations(core, &cluster)
+            } else {
+                0
+            },
+        );
+    }
+    resp
 }

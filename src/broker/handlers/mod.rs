@@ -1,5 +1,10 @@
 //! One handler per API. [`dispatch`] decodes a request by key and version,
 //! calls its handler and encodes the response in order.
+//!
+//! Authorization (with `--acl`) is made by each handler, as Kafka's
+//! KafkaApis / ControllerApis make it; docs/SECURITY.md has the table of
+//! every served API and its checks. ApiVersions, SaslHandshake and
+//! SaslAuthenticate need no permission.
 
 mod acls;
 mod admin;
@@ -50,6 +55,24 @@ impl RequestContext {
         resource: &crate::broker::acl::Resource,
     ) -> bool {
         core.authorize(&self.principal, &self.host, op, resource)
+    }
+
+    /// Kafka's authorized-operations bit field of `resource` for this
+    /// request's principal: every supported operation of its type that is
+    /// allowed (all of them with ACLs off).
+    pub fn authorized_operations(
+        &self,
+        core: &BrokerCore,
+        resource: &crate::broker::acl::Resource,
+    ) -> i32 {
+        crate::broker::acl::operations_bitfield(
+            resource
+                .resource_type
+                .supported_operations()
+                .iter()
+                .copied()
+                .filter(|op| self.allowed(core, *op, resource)),
+        )
     }
 }
 

@@ -7,13 +7,16 @@
 //! long poll.
 //!
 //! Check order of ShareFetch and ShareAcknowledge, as Kafka's: feature gate
-//! (UNSUPPORTED_VERSION), null group id (INVALID_REQUEST), member id
+//! (UNSUPPORTED_VERSION), Read on the group (GROUP_AUTHORIZATION_FAILED),
+//! null group id (INVALID_REQUEST), member id
 //! missing or longer than 36 characters (INVALID_REQUEST), member not in the
 //! group (UNKNOWN_MEMBER_ID), acknowledgements in a request that opens a
 //! session (INVALID_REQUEST), then the share session (SHARE_SESSION_NOT_FOUND,
 //! INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED). Then
 //! acknowledgements are applied per partition (AcknowledgeErrorCode), and
-//! records are acquired from the session's partitions. A fetch that
+//! records are acquired from the session's partitions; a partition of a
+//! topic the principal may not Read is answered TOPIC_AUTHORIZATION_FAILED
+//! and neither acknowledged nor acquired, the others are served. A fetch that
 //! acquires nothing waits until MaxWaitMs for new data, or for records made
 //! AVAILABLE again by an acknowledgement, a lock expiry or a departure.
 //! Repeated entries of one topic in a request are merged (librdkafka sends
@@ -36,7 +39,7 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::RequestContext;
-use crate::broker::acl::{AclOperation, Resource};
+use crate::broker::acl::{AUTHORIZED_OPERATIONS_OMITTED, AclOperation, Resource};
 use crate::broker::core::BrokerCore;
 use crate::broker::group::coordinator::MAX_MEMBER_ID_LENGTH;
 use crate::broker::group::{ConfigSource, HeartbeatRequest};
@@ -48,6 +51,12 @@ use crate::protocol::ErrorCode;
 
 /// Config resource type GROUP (Kafka's ConfigResource.Type).
 pub(crate) const RESOURCE_GROUP: i8 = 32;
+/// Config resource type TOPIC.
+const RESOURCE_TOPIC: i8 = 2;
+/// Config resource type BROKER.
+const RESOURCE_BROKER: i8 = 4;
+/// Config resource type BROKER_LOGGER.
+const RESOURCE_BROKER_LOGGER: i8 = 8;
 /// DescribeConfigs source GROUP_CONFIG.
 const SOURCE_GROUP_CONFIG: i8 = 8;
 /// DescribeConfigs source DEFAULT_CONFIG.
@@ -129,10 +138,9 @@ pub(crate) fn share_group_heartbeat(
 
 pub(crate) fn share_group_describe(
     core: &BrokerCore,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: ShareGroupDescribeRequest,
 ) -> ShareGroupDescribeResponse {
-    let ids: Vec<String> = req.group_ids.iter().map(|g| g.0.to_string()).collect();
     if disabled(core) {
         return ShareGroupDescribeResponse::default().with_groups(
             req.group_ids
@@ -145,55 +153,103 @@ pub(crate) fn share_group_describe(
                 .collect(),
         );
     }
-    let groups = core
-        .shares()
-        .describe(&ids)
-        .into_iter()
-        .map(|g| {
-            let base = describe::DescribedGroup::default()
-                .with_group_id(GroupId(s(g.group_id.clone())))
-                .with_authorized_operations(i32::MIN);
-            if let Some(e) = g.error {
-                return base
-                    .with_error_code(e.code.0)
-                    .with_error_message(Some(s(e.message)));
-            }
-            base.with_group_state(s(g.state.as_str()))
-                .with_group_epoch(g.group_epoch)
-                .with_assignment_epoch(g.assignment_epoch)
-                .with_assignor_name(s(g.assignor_name))
-                .with_members(
-                    g.members
-                        .into_iter()
-                        .map(|m| {
-                            describe::Member::default()
-                                .with_member_id(s(m.member_id))
-                                .with_rack_id(m.rack_id.map(s))
-                                .with_member_epoch(m.member_epoch)
-                                .with_client_id(s(m.client_id))
-                                .with_client_host(s(m.client_host))
-                                .with_subscribed_topic_names(
-                                    m.subscribed_topic_names
+    // Describe on each group, as Kafka's: a group the principal may not
+    // Describe is answered GROUP_AUTHORIZATION_FAILED without being looked
+    // up; a described group whose members subscribe to or are assigned a
+    // topic the principal may not Describe is answered
+    // TOPIC_AUTHORIZATION_FAILED without its members.
+    let may_describe_group =
+        |g: &str| ctx.allowed(core, AclOperation::Describe, &Resource::group(g));
+    let allowed: Vec<String> = req
+        .group_ids
+        .iter()
+        .map(|g| g.0.to_string())
+        .filter(|g| may_describe_group(g))
+        .collect();
+    let mut described: HashMap<String, describe::DescribedGroup> = HashMap::new();
+    for g in core.shares().describe(&allowed) {
+        let base = describe::DescribedGroup::default()
+            .with_group_id(GroupId(s(g.group_id.clone())))
+            .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+        if let Some(e) = g.error {
+            described.insert(
+                g.group_id.clone(),
+                base.with_error_code(e.code.0)
+                    .with_error_message(Some(s(e.message))),
+            );
+            continue;
+        }
+        let topic_denied = g.members.iter().any(|m| {
+            m.subscribed_topic_names
+                .iter()
+                .map(String::as_str)
+                .chain(m.assignment.iter().map(|t| t.topic_name.as_str()))
+                .any(|t| !ctx.allowed(core, AclOperation::Describe, &Resource::topic(t)))
+        });
+        if topic_denied {
+            described.insert(
+                g.group_id.clone(),
+                base.with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0)
+                    .with_error_message(Some(s(
+                        "The group's members use topics this principal may not describe.",
+                    ))),
+            );
+            continue;
+        }
+        let ops = if req.include_authorized_operations {
+            ctx.authorized_operations(core, &Resource::group(&g.group_id))
+        } else {
+            AUTHORIZED_OPERATIONS_OMITTED
+        };
+        let group = base
+            .with_authorized_operations(ops)
+            .with_group_state(s(g.state.as_str()))
+            .with_group_epoch(g.group_epoch)
+            .with_assignment_epoch(g.assignment_epoch)
+            .with_assignor_name(s(g.assignor_name))
+            .with_members(
+                g.members
+                    .into_iter()
+                    .map(|m| {
+                        describe::Member::default()
+                            .with_member_id(s(m.member_id))
+                            .with_rack_id(m.rack_id.map(s))
+                            .with_member_epoch(m.member_epoch)
+                            .with_client_id(s(m.client_id))
+                            .with_client_host(s(m.client_host))
+                            .with_subscribed_topic_names(
+                                m.subscribed_topic_names
+                                    .into_iter()
+                                    .map(|n| TopicName(s(n)))
+                                    .collect(),
+                            )
+                            .with_assignment(
+                                describe::Assignment::default().with_topic_partitions(
+                                    m.assignment
                                         .into_iter()
-                                        .map(|n| TopicName(s(n)))
+                                        .map(|t| {
+                                            describe::TopicPartitions::default()
+                                                .with_topic_id(t.topic_id)
+                                                .with_topic_name(TopicName(s(t.topic_name)))
+                                                .with_partitions(t.partitions)
+                                        })
                                         .collect(),
-                                )
-                                .with_assignment(
-                                    describe::Assignment::default().with_topic_partitions(
-                                        m.assignment
-                                            .into_iter()
-                                            .map(|t| {
-                                                describe::TopicPartitions::default()
-                                                    .with_topic_id(t.topic_id)
-                                                    .with_topic_name(TopicName(s(t.topic_name)))
-                                                    .with_partitions(t.partitions)
-                                            })
-                                            .collect(),
-                                    ),
-                                )
-                        })
-                        .collect(),
-                )
+                                ),
+                            )
+                    })
+                    .collect(),
+            );
+        described.insert(g.group_id, group);
+    }
+    let groups = req
+        .group_ids
+        .into_iter()
+        .map(|g| match described.get(g.0.as_str()).cloned() {
+            Some(d) => d,
+            None => describe::DescribedGroup::default()
+                .with_group_id(g)
+                .with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0)
+                .with_error_message(Some(s("Not authorized to describe the group."))),
         })
         .collect();
     ShareGroupDescribeResponse::default().with_groups(groups)
@@ -201,9 +257,12 @@ pub(crate) fn share_group_describe(
 
 // ----- common checks -----------------------------------------------------------
 
-/// The request-level checks shared by ShareFetch and ShareAcknowledge.
+/// The request-level checks shared by ShareFetch and ShareAcknowledge,
+/// Read on the group (GROUP_AUTHORIZATION_FAILED) right after the feature
+/// gate, as Kafka's.
 fn check_request(
     core: &BrokerCore,
+    ctx: &RequestContext,
     group_id: Option<&GroupId>,
     member_id: Option<&StrBytes>,
 ) -> Result<(String, String), (ErrorCode, &'static str)> {
@@ -211,6 +270,13 @@ fn check_request(
         return Err((
             ErrorCode::UNSUPPORTED_VERSION,
             "Share groups are not enabled.",
+        ));
+    }
+    let group_name = group_id.map(|g| g.0.as_str()).unwrap_or("");
+    if !ctx.allowed(core, AclOperation::Read, &Resource::group(group_name)) {
+        return Err((
+            ErrorCode::GROUP_AUTHORIZATION_FAILED,
+            "Not authorized to read the group.",
         ));
     }
     let Some(group) = group_id else {
@@ -339,35 +405,37 @@ fn fetch_error(code: ErrorCode, message: &str) -> ShareFetchResponse {
 /// take every record of MaxRecords.
 static ROTATION: AtomicUsize = AtomicUsize::new(0);
 
-/// Authorization of ShareFetch and ShareAcknowledge: Read on the group
-/// (GROUP_AUTHORIZATION_FAILED), then Read on every topic named
-/// (TOPIC_AUTHORIZATION_FAILED, answered for the whole request before
-/// anything is acquired or acknowledged).
-fn share_denied(
-    core: &BrokerCore,
-    ctx: &RequestContext,
-    group: Option<&GroupId>,
-    topic_ids: impl Iterator<Item = uuid::Uuid>,
-) -> Option<(ErrorCode, &'static str)> {
-    let group = group.map(|g| g.0.as_str()).unwrap_or("");
-    if !ctx.allowed(core, AclOperation::Read, &Resource::group(group)) {
-        return Some((
-            ErrorCode::GROUP_AUTHORIZATION_FAILED,
-            "Not authorized to read the group.",
-        ));
-    }
-    let reg = core.topics().read();
-    for id in topic_ids {
-        if let Some(m) = reg.get_by_id(&id)
-            && !ctx.allowed(core, AclOperation::Read, &Resource::topic(&m.name))
-        {
-            return Some((
-                ErrorCode::TOPIC_AUTHORIZATION_FAILED,
-                "Not authorized to read a topic.",
-            ));
+/// Per-topic authorization of ShareFetch and ShareAcknowledge, as Kafka's:
+/// a partition of a topic the principal may not Read is answered
+/// TOPIC_AUTHORIZATION_FAILED (in ErrorCode, or AcknowledgeErrorCode for
+/// piggybacked acknowledgements); nothing is acquired or acknowledged on
+/// it, while the other partitions of the request are served. Decided once
+/// per request; unknown topic ids are not refused here (they get
+/// UNKNOWN_TOPIC_ID).
+struct TopicReads<'a> {
+    core: &'a BrokerCore,
+    ctx: &'a RequestContext,
+    decided: HashMap<Uuid, bool>,
+}
+
+impl<'a> TopicReads<'a> {
+    fn new(core: &'a BrokerCore, ctx: &'a RequestContext) -> Self {
+        Self {
+            core,
+            ctx,
+            decided: HashMap::new(),
         }
     }
-    None
+
+    fn denied(&mut self, topic_id: Uuid) -> bool {
+        let (core, ctx) = (self.core, self.ctx);
+        *self.decided.entry(topic_id).or_insert_with(|| {
+            core.topics()
+                .read()
+                .get_by_id(&topic_id)
+                .is_some_and(|m| !ctx.allowed(core, AclOperation::Read, &Resource::topic(&m.name)))
+        })
+    }
 }
 
 pub(crate) async fn share_fetch(
@@ -375,18 +443,12 @@ pub(crate) async fn share_fetch(
     ctx: &RequestContext,
     req: ShareFetchRequest,
 ) -> ShareFetchResponse {
-    if let Some((code, msg)) = share_denied(
-        core,
-        ctx,
-        req.group_id.as_ref(),
-        req.topics.iter().map(|t| t.topic_id),
-    ) {
-        return fetch_error(code, msg);
-    }
-    let (group, member) = match check_request(core, req.group_id.as_ref(), req.member_id.as_ref()) {
-        Ok(x) => x,
-        Err((code, msg)) => return fetch_error(code, msg),
-    };
+    let (group, member) =
+        match check_request(core, ctx, req.group_id.as_ref(), req.member_id.as_ref()) {
+            Ok(x) => x,
+            Err((code, msg)) => return fetch_error(code, msg),
+        };
+    let mut reads = TopicReads::new(core, ctx);
     let epoch = req.share_session_epoch;
     let has_acks = req.topics.iter().any(|t| {
         t.partitions
@@ -435,7 +497,11 @@ pub(crate) async fn share_fetch(
         if batches.is_empty() {
             continue;
         }
-        let code = acknowledge_one(core, &group, &member, *tp, batches, now);
+        let code = if reads.denied(tp.0) {
+            ErrorCode::TOPIC_AUTHORIZATION_FAILED
+        } else {
+            acknowledge_one(core, &group, &member, *tp, batches, now)
+        };
         rows.get(*tp, leader).acknowledge_error_code = code.0;
     }
     let lock_ms = mgr.group_config(&group).record_lock_duration_ms;
@@ -479,6 +545,11 @@ pub(crate) async fn share_fetch(
         let mut something = false;
         for i in 0..n {
             let tp @ (topic_id, partition) = step.partitions[(start + i) % n];
+            if reads.denied(topic_id) {
+                rows.get(tp, leader).error_code = ErrorCode::TOPIC_AUTHORIZATION_FAILED.0;
+                something = true;
+                continue;
+            }
             if let Some(code) = partition_error(core, topic_id, partition) {
                 rows.get(tp, leader).error_code = code.0;
                 something = true;
@@ -567,18 +638,12 @@ pub(crate) fn share_acknowledge(
             .with_error_code(code.0)
             .with_error_message(Some(s(msg)))
     };
-    if let Some((code, msg)) = share_denied(
-        core,
-        ctx,
-        req.group_id.as_ref(),
-        req.topics.iter().map(|t| t.topic_id),
-    ) {
-        return error(code, msg);
-    }
-    let (group, member) = match check_request(core, req.group_id.as_ref(), req.member_id.as_ref()) {
-        Ok(x) => x,
-        Err((code, msg)) => return error(code, msg),
-    };
+    let (group, member) =
+        match check_request(core, ctx, req.group_id.as_ref(), req.member_id.as_ref()) {
+            Ok(x) => x,
+            Err((code, msg)) => return error(code, msg),
+        };
+    let mut reads = TopicReads::new(core, ctx);
     let mgr = core.shares();
     let step = match mgr.acknowledge_session(&group, &member, req.share_session_epoch) {
         Ok(s) => s,
@@ -605,7 +670,11 @@ pub(crate) fn share_acknowledge(
     let leader = core.node_id();
     let mut topics: Vec<ack_resp::ShareAcknowledgeTopicResponse> = Vec::new();
     for (tp @ (topic_id, partition), _, batches) in &entries {
-        let code = acknowledge_one(core, &group, &member, *tp, batches, now);
+        let code = if reads.denied(*topic_id) {
+            ErrorCode::TOPIC_AUTHORIZATION_FAILED
+        } else {
+            acknowledge_one(core, &group, &member, *tp, batches, now)
+        };
         let pd = ack_resp::PartitionData::default()
             .with_partition_index(*partition)
             .with_error_code(code.0)
@@ -637,7 +706,7 @@ const OP_DELETE: i8 = 1;
 
 pub(crate) fn incremental_alter_configs(
     core: &BrokerCore,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let responses = req
@@ -647,6 +716,24 @@ pub(crate) fn incremental_alter_configs(
             let base = AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
+            // AlterConfigs on the resource, checked before the resource
+            // type is known to be served here (as Kafka's).
+            let name = r.resource_name.as_str();
+            let (resource, refusal) = match r.resource_type {
+                RESOURCE_GROUP => (Some(Resource::group(name)), ErrorCode::GROUP_AUTHORIZATION_FAILED),
+                RESOURCE_TOPIC => (Some(Resource::topic(name)), ErrorCode::TOPIC_AUTHORIZATION_FAILED),
+                RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => {
+                    (Some(Resource::cluster()), ErrorCode::CLUSTER_AUTHORIZATION_FAILED)
+                }
+                _ => (None, ErrorCode::NONE),
+            };
+            if let Some(resource) = resource
+                && !ctx.allowed(core, AclOperation::AlterConfigs, &resource)
+            {
+                return base
+                    .with_error_code(refusal.0)
+                    .with_error_message(Some(s("Not authorized to alter the configs")));
+            }
             if r.resource_type != RESOURCE_GROUP {
                 return base
                     .with_error_code(ErrorCode::INVALID_REQUEST.0)

@@ -4,13 +4,14 @@
 //! Order of checks (DESIGN-NOTES D14): the feature gate (answered by the
 //! dispatcher), INVALID_REQUEST for a null or empty group, transactional or
 //! member id; TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Write on the
-//! transactional id), GROUP_AUTHORIZATION_FAILED (Read on the group); the
-//! producer (TRANSACTIONAL_ID_NOT_FOUND,
+//! transactional id), GROUP_AUTHORIZATION_FAILED (Read on the group),
+//! TOPIC_AUTHORIZATION_FAILED (Read on every known topic of the request; a
+//! top-level error, as the KIP lists it, so nothing of the request is
+//! staged); the producer (TRANSACTIONAL_ID_NOT_FOUND,
 //! INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, INVALID_PRODUCER_EPOCH,
 //! CONCURRENT_TRANSACTIONS while the previous transaction's markers are
 //! pending); the member (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); then each
-//! partition (UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
-//! TOPIC_AUTHORIZATION_FAILED without Read on the topic, INVALID_REQUEST
+//! partition (UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST
 //! for malformed batches, INVALID_RECORD_STATE for types other than ACCEPT
 //! and REJECT or records the member does not hold ACQUIRED).
 //!
@@ -72,7 +73,7 @@ fn stage(
     let (pid, epoch) = (req.producer_id, req.producer_epoch);
 
     // Authorization (D14): Write on the transactional id, then Read on the
-    // group; Read on each topic is checked per partition below.
+    // group, then Read on the topics.
     if !ctx.allowed(
         core,
         AclOperation::Write,
@@ -82,6 +83,20 @@ fn stage(
     }
     if !ctx.allowed(core, AclOperation::Read, &Resource::group(group)) {
         return top_level(ErrorCode::GROUP_AUTHORIZATION_FAILED);
+    }
+    // Read on each topic: the KIP lists TOPIC_AUTHORIZATION_FAILED among the
+    // top-level errors, so one refused topic refuses the whole request
+    // before the producer or the member is looked at (unknown topic ids
+    // are per-partition UNKNOWN_TOPIC_ID below).
+    {
+        let reg = core.topics().read();
+        let denied = req.topics.iter().any(|t| {
+            reg.get_by_id(&t.topic_id)
+                .is_some_and(|m| !ctx.allowed(core, AclOperation::Read, &Resource::topic(&m.name)))
+        });
+        if denied {
+            return top_level(ErrorCode::TOPIC_AUTHORIZATION_FAILED);
+        }
     }
 
     // The producer.
@@ -130,14 +145,6 @@ fn stage(
                         Some((
                             ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
                             format!("{} has no partition {}", m.name, p.partition_index),
-                        ))
-                    }
-                    Some(m)
-                        if !ctx.allowed(core, AclOperation::Read, &Resource::topic(&m.name)) =>
-                    {
-                        Some((
-                            ErrorCode::TOPIC_AUTHORIZATION_FAILED,
-                            format!("Not authorized to read topic {}", m.name),
                         ))
                     }
                     Some(_) if !seen.insert((t.topic_id, p.partition_index)) => Some((
