@@ -459,3 +459,32 @@ async fn metrics_endpoint_serves_prometheus_text() {
     assert!(body.contains("sharestream_transaction_partitions_count 0"));
     b.shutdown().await;
 }
+
+#[tokio::test]
+async fn metadata_by_topic_id_before_v12_is_refused_with_a_decodable_name() {
+    let b = broker().await;
+    let mut c = RawClient::connect(b.local_addr()).await;
+    let id = create(&mut c, vec![creatable("by-id", 1)]).await.topics[0].topic_id;
+    let by_id = |v: uuid::Uuid| {
+        MetadataRequest::default().with_topics(Some(vec![
+            MetadataRequestTopic::default()
+                .with_name(None)
+                .with_topic_id(v),
+        ]))
+    };
+    // v12+: lookups by id are served; an unknown id has no name.
+    let md: MetadataResponse = c.send(&by_id(id), 12).await;
+    assert_eq!(md.topics[0].error_code, 0);
+    assert_eq!(md.topics[0].name.as_ref().unwrap().0.as_str(), "by-id");
+    let unknown: MetadataResponse = c.send(&by_id(uuid::Uuid::from_u128(7)), 12).await;
+    assert_eq!(unknown.topics[0].error_code, ErrorCode::UNKNOWN_TOPIC_ID.0);
+    assert!(unknown.topics[0].name.is_none());
+    // v10 and v11 have a topic id field but names are not nullable there:
+    // INVALID_REQUEST with an empty name, never a null one.
+    for v in [10, 11] {
+        let md: MetadataResponse = c.send(&by_id(id), v).await;
+        assert_eq!(md.topics[0].error_code, ErrorCode::INVALID_REQUEST.0);
+        assert_eq!(md.topics[0].name.as_ref().unwrap().0.as_str(), "");
+    }
+    b.shutdown().await;
+}

@@ -165,6 +165,14 @@ pub(crate) fn handle(
                             }
                         }
                     }
+                    // Before v12 topic names are not nullable and Kafka
+                    // refuses lookups by id ("Topic name can not be null for
+                    // version N"): answer INVALID_REQUEST with an empty name,
+                    // which the client can still decode.
+                    None if version < 12 => topics.push((
+                        error_entry(Some(""), t.topic_id, ErrorCode::INVALID_REQUEST),
+                        false,
+                    )),
                     None => {
                         let found = core.topics().read().get_by_id(&t.topic_id).cloned();
                         match found {
