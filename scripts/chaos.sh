@@ -9,7 +9,8 @@
 #   scripts/chaos.sh --records 50000  extra flags go to `chaos run`
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --bin sharestream --example chaos
+# `failpoints`: the copiers arm the runtime's pause points (the kill windows).
+cargo build --release --features failpoints --bin sharestream --example chaos
 target_dir="${CARGO_TARGET_DIR:-target}"
 guarantee="${CHAOS_GUARANTEE:-exactly-once}"
 workdir="${CHAOS_WORKDIR:-${TMPDIR:-/tmp}/sharestream-chaos-$$}"
