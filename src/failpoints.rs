@@ -78,11 +78,7 @@ mod imp {
     static ANY_PAUSE: AtomicBool = AtomicBool::new(false);
     static PAUSES: Mutex<Option<HashMap<String, Pause>>> = Mutex::new(None);
 
-    pub fn arm_pause(
-        name: &str,
-        pause: std::time::Duration,
-        hook: Option<super::PauseHook>,
-    ) {
+    pub fn arm_pause(name: &str, pause: std::time::Duration, hook: Option<super::PauseHook>) {
         let mut guard = PAUSES.lock().unwrap_or_else(|e| e.into_inner());
         guard
             .get_or_insert_with(HashMap::new)
@@ -150,5 +146,38 @@ pub async fn pause(name: &str) {
     #[cfg(not(feature = "failpoints"))]
     {
         let _ = name;
+    }
+}
+
+#[cfg(all(test, feature = "failpoints"))]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn armed_pause_calls_its_hook_then_sleeps_until_disarmed() {
+        let name = "test.pause_point";
+        let calls = Arc::new(AtomicU32::new(0));
+        let seen = calls.clone();
+        super::arm_pause(
+            name,
+            Duration::from_millis(250),
+            Some(Arc::new(move |n: &str| {
+                assert_eq!(n, "test.pause_point");
+                seen.fetch_add(1, Ordering::SeqCst);
+            })),
+        );
+        let t0 = tokio::time::Instant::now();
+        super::pause(name).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert!(t0.elapsed() >= Duration::from_millis(250));
+        super::pause("test.other_point").await;
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        super::disarm(name);
+        let t1 = tokio::time::Instant::now();
+        super::pause(name).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(t1.elapsed(), Duration::ZERO);
     }
 }
