@@ -9,7 +9,8 @@
 #   scripts/chaos.sh --records 50000  extra flags go to `chaos run`
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --bin sharestream --example chaos
+# `failpoints`: the copiers arm the runtime's pause points (the kill windows).
+cargo build --release --features failpoints --bin sharestream --example chaos
 target_dir="${CARGO_TARGET_DIR:-target}"
 guarantee="${CHAOS_GUARANTEE:-exactly-once}"
 workdir="${CHAOS_WORKDIR:-${TMPDIR:-/tmp}/sharestream-chaos-$$}"
@@ -21,9 +22,15 @@ else
   sizing=(--records 200000 --copiers 3 --copier-kills 10 --broker-kills 2
           --chaos-secs 60 --drain-secs 150)
 fi
+# Private copies of the two binaries: a build in a shared target directory
+# during the run must not swap the broker or the copiers under it.
+bindir="$workdir.bin"
+mkdir -p "$bindir"
+cp "$target_dir/release/examples/chaos" "$target_dir/release/sharestream" "$bindir/"
+trap 'rm -rf "$bindir"' EXIT
 status=0
-"$target_dir/release/examples/chaos" run \
-  --broker-bin "$target_dir/release/sharestream" \
+"$bindir/chaos" run \
+  --broker-bin "$bindir/sharestream" \
   --workdir "$workdir" --report "$report" \
   --guarantee "$guarantee" --port "${CHAOS_PORT:-19092}" \
   "${sizing[@]}" "$@" >/dev/null || status=$?

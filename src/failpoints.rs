@@ -12,6 +12,18 @@
 //!   is rebuilt from its log and the call answers COORDINATOR_NOT_AVAILABLE).
 //! - `txn.share_marker`: delivering a marker to a share participant fails
 //!   (the coordinator retries it after its backoff).
+//! - `runtime.abort_mid_batch`, `runtime.stale_member_epoch`,
+//!   `runtime.crash_before_commit`: see the runtime's module docs.
+//!
+//! Pause points ([`pause`], armed with [`arm_pause`]) hold a task at a named
+//! place for a while after calling a hook, so that a test outside the
+//! process (the copier chaos test) can SIGKILL it exactly there:
+//! - `runtime.window_sent`: exactly_once, every output of the transaction
+//!   handed to the producer, acknowledgements not yet staged (before
+//!   TxnShareAcknowledge); at_least_once, every output delivered, the
+//!   source records not yet acknowledged.
+//! - `runtime.window_staged`: exactly_once, acknowledgements staged
+//!   (TxnShareAcknowledge answered), EndTxn not sent.
 
 #[cfg(feature = "failpoints")]
 mod imp {
@@ -56,8 +68,35 @@ mod imp {
         if let Some(map) = guard.as_mut() {
             map.remove(name);
         }
+        let mut pauses = PAUSES.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(map) = pauses.as_mut() {
+            map.remove(name);
+        }
+    }
+
+    type Pause = (std::time::Duration, Option<super::PauseHook>);
+    static ANY_PAUSE: AtomicBool = AtomicBool::new(false);
+    static PAUSES: Mutex<Option<HashMap<String, Pause>>> = Mutex::new(None);
+
+    pub fn arm_pause(name: &str, pause: std::time::Duration, hook: Option<super::PauseHook>) {
+        let mut guard = PAUSES.lock().unwrap_or_else(|e| e.into_inner());
+        guard
+            .get_or_insert_with(HashMap::new)
+            .insert(name.to_string(), (pause, hook));
+        ANY_PAUSE.store(true, Ordering::Relaxed);
+    }
+
+    pub fn pause_of(name: &str) -> Option<Pause> {
+        if !ANY_PAUSE.load(Ordering::Relaxed) {
+            return None;
+        }
+        let guard = PAUSES.lock().unwrap_or_else(|e| e.into_inner());
+        guard.as_ref()?.get(name).cloned()
     }
 }
+
+/// Called by an armed pause point with its name, before the pause.
+pub type PauseHook = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Whether the failpoint `name` fires now.
 #[inline]
@@ -83,4 +122,62 @@ pub fn arm(name: &str, times: Option<u64>) {
 #[cfg(feature = "failpoints")]
 pub fn disarm(name: &str) {
     imp::disarm(name);
+}
+
+/// Arms the pause point `name`: every [`pause`] there calls `hook` (if any)
+/// and then sleeps `pause`, until [`disarm`]ed.
+#[cfg(feature = "failpoints")]
+pub fn arm_pause(name: &str, pause: std::time::Duration, hook: Option<PauseHook>) {
+    imp::arm_pause(name, pause, hook);
+}
+
+/// A pause point: when `name` is armed with [`arm_pause`], calls its hook
+/// and sleeps; otherwise (and always without the feature) returns at once.
+pub async fn pause(name: &str) {
+    #[cfg(feature = "failpoints")]
+    {
+        if let Some((pause, hook)) = imp::pause_of(name) {
+            if let Some(hook) = hook {
+                hook(name);
+            }
+            tokio::time::sleep(pause).await;
+        }
+    }
+    #[cfg(not(feature = "failpoints"))]
+    {
+        let _ = name;
+    }
+}
+
+#[cfg(all(test, feature = "failpoints"))]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn armed_pause_calls_its_hook_then_sleeps_until_disarmed() {
+        let name = "test.pause_point";
+        let calls = Arc::new(AtomicU32::new(0));
+        let seen = calls.clone();
+        super::arm_pause(
+            name,
+            Duration::from_millis(250),
+            Some(Arc::new(move |n: &str| {
+                assert_eq!(n, "test.pause_point");
+                seen.fetch_add(1, Ordering::SeqCst);
+            })),
+        );
+        let t0 = tokio::time::Instant::now();
+        super::pause(name).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert!(t0.elapsed() >= Duration::from_millis(250));
+        super::pause("test.other_point").await;
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        super::disarm(name);
+        let t1 = tokio::time::Instant::now();
+        super::pause(name).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(t1.elapsed(), Duration::ZERO);
+    }
 }

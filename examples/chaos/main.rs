@@ -397,7 +397,18 @@ async fn run(args: RunArgs) -> Result<bool, String> {
                 faults.broker_restarts += 1;
                 eprintln!("chaos: broker restarted");
             } else {
-                let slot = rng.random_range(0..args.copiers);
+                // The victim is a running copier; when none runs (all
+                // restarting), the kill waits a little.
+                let running: Vec<u32> = copiers
+                    .iter()
+                    .filter(|c| c.child.is_some())
+                    .map(|c| c.slot)
+                    .collect();
+                if running.is_empty() {
+                    events.push((now - chaos_start + Duration::from_millis(300), false));
+                    continue;
+                }
+                let slot = running[rng.random_range(0..running.len())];
                 let mode = match (args.guarantee, rng.random_range(0..3)) {
                     (_, 0) => KillMode::Random,
                     (Guarantee::ExactlyOnce, 2) => KillMode::AfterStage,
@@ -440,6 +451,13 @@ async fn run(args: RunArgs) -> Result<bool, String> {
                     );
                     c.restart_at =
                         Some(Instant::now() + Duration::from_millis(rng.random_range(100..1500)));
+                } else {
+                    // The victim exited on its own meanwhile: kill another
+                    // one a little later, so every scheduled kill happens.
+                    events.push((
+                        Instant::now() - chaos_start + Duration::from_millis(300),
+                        false,
+                    ));
                 }
                 pending_kill = None;
             }

@@ -90,7 +90,10 @@
 //! `runtime.stale_member_epoch` (acknowledgements are staged with the
 //! previous member epoch, as after a racing rebalance),
 //! `runtime.crash_before_commit` (the worker drops its clients between
-//! sending and committing, like a killed process).
+//! sending and committing, like a killed process); the pause points
+//! `runtime.window_sent` and `runtime.window_staged` (see
+//! [`failpoints`](crate::failpoints)) hold a worker in the kill windows of
+//! the copier chaos test.
 
 pub mod config;
 pub mod metrics;

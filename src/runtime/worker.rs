@@ -360,6 +360,7 @@ impl Worker {
     async fn stage_and_commit(
         &mut self,
     ) -> Result<Option<TransactionAcknowledgementsId>, TxnFailure> {
+        failpoints::pause("runtime.window_sent").await;
         let taken = self.consumer.take_transaction_acknowledgements();
         if let Some(t) = &taken {
             self.txn_id = Some(t.id);
@@ -389,6 +390,7 @@ impl Worker {
             {
                 return Err(classify(self, e));
             }
+            failpoints::pause("runtime.window_staged").await;
         }
         if failpoints::hit("runtime.crash_before_commit") {
             return Err(TxnFailure::Fatal(RuntimeError::WorkerCrashed {
@@ -495,6 +497,7 @@ impl Worker {
                     }
                 }
             }
+            failpoints::pause("runtime.window_sent").await;
             for (rec, ty) in records.iter().zip(types) {
                 if ty == AcknowledgeType::Release {
                     b.records = b.records.saturating_sub(1);

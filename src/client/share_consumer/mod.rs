@@ -597,6 +597,7 @@ impl ShareConsumer {
                 self.check_membership()?;
             }
         }
+        self.acks.drop_redelivered(&mut out);
         self.acks.deliver(&out);
         self.inner.metrics.on_records_polled(out.len());
         self.fire_callbacks();

@@ -144,6 +144,29 @@ impl AcknowledgementState {
         }
     }
 
+    /// Drops from a poll's records every second copy of one offset, and
+    /// every record already taken into the open transaction set or a sealed
+    /// set whose outcome is unknown. A broker that lost its in-memory
+    /// acquisitions (restart) hands the records of an aborted transaction
+    /// out again while the consumer hands them back too, and may re-deliver
+    /// a record of the open transaction; delivering such a record twice
+    /// would make the application produce its outputs twice in one
+    /// transaction (found by the copier chaos test). The transaction's
+    /// acknowledgement covers the offset whichever acquisition it was.
+    pub fn drop_redelivered(&self, records: &mut Vec<ShareRecord>) {
+        if records.is_empty() {
+            return;
+        }
+        let mut seen: std::collections::HashSet<(TopicIdPartition, i64)> = self
+            .open_transaction
+            .iter()
+            .map(|(r, _)| r)
+            .chain(self.sealed.values().flatten())
+            .map(|r| (r.topic_id_partition(), r.offset))
+            .collect();
+        records.retain(|r| seen.insert((r.topic_id_partition(), r.offset)));
+    }
+
     /// Records delivered by the latest poll that are still waiting.
     pub fn waiting(&self) -> usize {
         self.delivered
@@ -513,6 +536,39 @@ mod tests {
             st.transaction_outcome(txn.id, TransactionOutcome::Aborted)
                 .is_err()
         );
+    }
+
+    #[test]
+    fn records_of_the_transactions_are_not_delivered_twice() {
+        let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
+        st.deliver(&[rec(0, 1), rec(0, 2)]);
+        st.acknowledge_in_transaction(&tp(0), 1, AcknowledgeType::Accept)
+            .unwrap();
+        st.acknowledge_in_transaction(&tp(0), 2, AcknowledgeType::Accept)
+            .unwrap();
+        let txn = st.take_transaction().unwrap();
+        st.begin_poll().unwrap();
+        // Staged, outcome unknown: a re-delivery of 1 is dropped.
+        let mut polled = vec![rec(0, 1), rec(0, 3)];
+        st.drop_redelivered(&mut polled);
+        assert_eq!(polled, [rec(0, 3)]);
+        st.transaction_outcome(txn.id, TransactionOutcome::Aborted)
+            .unwrap();
+        // Handed back and fetched again after a broker restart: once each.
+        let mut polled = st.take_handed_back(10);
+        polled.extend([rec(0, 1), rec(0, 2), rec(0, 4)]);
+        st.drop_redelivered(&mut polled);
+        assert_eq!(polled, [rec(0, 1), rec(0, 2), rec(0, 4)]);
+        st.deliver(&polled);
+        st.acknowledge_in_transaction(&tp(0), 4, AcknowledgeType::Accept)
+            .unwrap();
+        st.acknowledge(&tp(0), 1, AcknowledgeType::Accept).unwrap();
+        st.acknowledge(&tp(0), 2, AcknowledgeType::Accept).unwrap();
+        st.begin_poll().unwrap();
+        // In the open transaction: dropped too.
+        let mut polled = vec![rec(0, 4), rec(0, 5)];
+        st.drop_redelivered(&mut polled);
+        assert_eq!(polled, [rec(0, 5)]);
     }
 
     #[test]
