@@ -42,6 +42,7 @@ pub mod connection;
 pub mod error;
 pub mod metadata;
 pub mod producer;
+pub mod security;
 pub mod share_consumer;
 
 #[cfg(test)]
