@@ -709,6 +709,12 @@ impl ProducerConfigBuilder {
         self
     }
 
+    /// `security.protocol` with its TLS and SASL settings.
+    pub fn security(mut self, security: SecuritySettings) -> Self {
+        self.config.connection.security = security;
+        self
+    }
+
     /// `partitioner.ignore.keys`.
     pub fn partitioner_ignore_keys(mut self, on: bool) -> Self {
         self.config.partitioner_ignore_keys = on;

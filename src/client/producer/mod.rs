@@ -102,6 +102,8 @@ impl ProducerError {
     pub fn is_fatal(&self) -> bool {
         match self {
             ProducerError::Client(ClientError::UnsupportedVersion { .. }) => true,
+            // TLS and SASL failures, authorization codes: no retry helps.
+            ProducerError::Client(e) if e.is_security_failure() => true,
             ProducerError::Client(ClientError::Broker { code, .. }) => is_fatal_code(*code),
             ProducerError::Abortable(_) => false,
             _ => false,
