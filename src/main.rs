@@ -20,6 +20,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start: the size of the broker's arguments does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Run the embedded Kafka-compatible broker as a standalone process.

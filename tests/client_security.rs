@@ -272,8 +272,7 @@ async fn wrong_password_is_fatal_and_never_shown() {
             .unwrap(),
     )
     .await
-    .err()
-    .expect("a wrong password must not produce a producer");
+    .expect_err("a wrong password must not produce a producer");
     assert!(e.is_fatal(), "{e:?}");
     assert!(!format!("{e} {e:?}").contains(wrong));
     // A SASL client on a PLAINTEXT listener fails as well, fatally.

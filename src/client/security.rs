@@ -772,7 +772,7 @@ mod tests {
         let c = s.sasl.unwrap();
         assert_eq!(c.username, "bob");
         assert_eq!(c.password.expose(), "s3\"cr;et");
-        assert_eq!(format!("{c:?}").contains("s3"), false);
+        assert!(!format!("{c:?}").contains("s3"));
     }
 
     #[test]
