@@ -235,6 +235,19 @@ async fn jaas_config_properties_reach_the_broker() {
         sasl(SaslMechanism::ScramSha256, "alice", ALICE_PW)
     );
     assert!(!format!("{c:?}").contains(ALICE_PW));
+    // And so does the runtime's configuration.
+    let e = sharestream::runtime::RuntimeConfig::from_properties([
+        ("application.id", "app"),
+        ("security.protocol", "SASL_SSL"),
+    ])
+    .unwrap_err();
+    assert_eq!(e.setting, "sasl.mechanism");
+    let r = sharestream::runtime::RuntimeConfig::from_properties(props.iter()).unwrap();
+    assert_eq!(
+        r.security_settings().unwrap(),
+        sasl(SaslMechanism::ScramSha256, "alice", ALICE_PW)
+    );
+    assert!(!format!("{r:?}").contains(ALICE_PW));
     b.shutdown().await;
 }
 
@@ -378,6 +391,47 @@ async fn wrong_ca_fails_closed() {
         e.is_err() || format!("{e:?}").contains("UNKNOWN_TOPIC"),
         "{e:?}"
     );
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_failed_or_stalled_handshake_closes_only_that_connection() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let pki = Pki::new(&["localhost", "127.0.0.1"]);
+    let mut tls = pki.broker_tls();
+    tls.handshake_timeout = Duration::from_millis(300);
+    let b = broker(ListenerProtocol::Ssl, Some(tls)).await;
+    // One connection stalls before its ClientHello, one sends garbage.
+    let mut stalled = tokio::net::TcpStream::connect(b.local_addr())
+        .await
+        .unwrap();
+    let mut garbage = tokio::net::TcpStream::connect(b.local_addr())
+        .await
+        .unwrap();
+    garbage.write_all(b"GET / HTTP/1.0\r\n\r\n").await.unwrap();
+    let mut buf = [0u8; 64];
+    // The garbage connection is closed (after at most a TLS alert).
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match garbage.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the broker kept a garbage connection open");
+    // A good client is served meanwhile.
+    let admin = AdminClient::new(
+        vec![b.bootstrap_servers()],
+        conn(SecuritySettings::ssl(tls_to(&pki))),
+    );
+    assert_eq!(admin.describe_cluster().await.unwrap().brokers.len(), 1);
+    // The stalled one is dropped once the handshake timeout passes.
+    let n = tokio::time::timeout(Duration::from_secs(10), stalled.read(&mut buf))
+        .await
+        .expect("the broker must drop a connection that never completes its handshake");
+    assert!(matches!(n, Ok(0) | Err(_)), "{n:?}");
     b.shutdown().await;
 }
 
