@@ -288,6 +288,25 @@ async fn wrong_password_is_fatal_and_never_shown() {
     .expect_err("a wrong password must not produce a producer");
     assert!(e.is_fatal(), "{e:?}");
     assert!(!format!("{e} {e:?}").contains(wrong));
+    // The share consumer's membership fails for good: poll reports it.
+    let config = ShareConsumerConfig::builder("g")
+        .bootstrap_servers([bs.clone()])
+        .connection(conn(sasl(SaslMechanism::ScramSha512, "alice", wrong)))
+        .build()
+        .unwrap();
+    let mut consumer = ShareConsumer::new(config).unwrap();
+    consumer.subscribe(["t"]).unwrap();
+    let mut failure = None;
+    for _ in 0..50 {
+        if let Err(e) = consumer.poll(Duration::from_millis(100)).await {
+            failure = Some(e);
+            break;
+        }
+    }
+    let e = failure.expect("poll must report the authentication failure");
+    let text = format!("{e} {e:?}");
+    assert!(text.contains("SASL authentication failed"), "{text}");
+    assert!(!text.contains(wrong), "{text}");
     // A SASL client on a PLAINTEXT listener fails as well, fatally.
     let plain = broker(ListenerProtocol::Plaintext, None).await;
     let e = Connection::connect_tcp(
