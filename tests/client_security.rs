@@ -509,7 +509,9 @@ async fn reauthenticates_before_the_session_expires() {
     // The broker closes a connection that sends anything but the SASL
     // exchange once its session expired; the client re-authenticates at 85%
     // of the lifetime, before its next request.
-    let b = broker_with(ListenerProtocol::SaslPlaintext, None, Some(600)).await;
+    // Real time here (a real broker): a lifetime long enough that a request
+    // queued just before the 85% mark reaches the broker before expiry.
+    let b = broker_with(ListenerProtocol::SaslPlaintext, None, Some(1500)).await;
     let bc = BrokerConnection::tcp(
         0,
         b.bootstrap_servers(),
@@ -518,9 +520,9 @@ async fn reauthenticates_before_the_session_expires() {
     let first = bc.connection().await.unwrap();
     assert_eq!(first.sasl_authentications(), 1);
     let req = kafka_protocol::messages::MetadataRequest::default();
-    for _ in 0..8 {
+    for _ in 0..5 {
         bc.send(&req).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(400)).await;
     }
     bc.send(&req).await.unwrap();
     let now = bc.connection().await.unwrap();

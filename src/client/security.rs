@@ -861,3 +861,102 @@ mod tests {
         assert_eq!(d - t0, Duration::from_millis(850));
     }
 }
+
+#[cfg(test)]
+mod reauth_tests {
+    use super::*;
+    use crate::client::config::ConnectionConfig;
+    use crate::client::connection::Connection;
+    use crate::client::test_peer::{ScriptedPeer, all_apis_except, answered_topic, metadata_for};
+    use kafka_protocol::messages::{
+        MetadataRequest, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+        SaslHandshakeResponse,
+    };
+
+    /// Plays the broker's side of a PLAIN exchange announcing `lifetime_ms`.
+    async fn serve_plain<S>(peer: &mut ScriptedPeer<S>, lifetime_ms: i64)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        let h = peer.recv().await;
+        assert_eq!(h.header.api_key, 17, "SaslHandshake first");
+        assert_eq!(h.header.api_version, 1);
+        peer.respond::<SaslHandshakeRequest>(
+            &SaslHandshakeResponse::default(),
+            1,
+            h.header.correlation_id,
+        )
+        .await;
+        let a = peer.recv().await;
+        assert_eq!(a.header.api_key, 36, "then SaslAuthenticate");
+        peer.respond::<SaslAuthenticateRequest>(
+            &SaslAuthenticateResponse::default().with_session_lifetime_ms(lifetime_ms),
+            a.header.api_version,
+            a.header.correlation_id,
+        )
+        .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reauthenticates_at_85_percent_before_the_next_request_and_nothing_interleaves() {
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        let config = ConnectionConfig::default().with_security(SecuritySettings::sasl_plaintext(
+            SaslCredentials::new(SaslMechanism::Plain, "alice", "pw"),
+        ));
+        let peer = tokio::spawn(async move {
+            let mut peer = ScriptedPeer::new(server);
+            peer.handshake(&all_apis_except(&[])).await;
+            serve_plain(&mut peer, 1000).await;
+            for _ in 0..2 {
+                let r = peer.recv().await;
+                assert_eq!(r.header.api_key, 3, "no re-authentication before 85%");
+                peer.answer_metadata(&r, &r.metadata_topic()).await;
+            }
+            // After 85% of the lifetime: the exchange comes first, whole.
+            serve_plain(&mut peer, 1000).await;
+            for _ in 0..2 {
+                let r = peer.recv().await;
+                assert_eq!(r.header.api_key, 3, "Metadata only after re-authentication");
+                peer.answer_metadata(&r, &r.metadata_topic()).await;
+            }
+            peer
+        });
+        let conn = Connection::new(client, &config).await.unwrap();
+        assert_eq!(conn.sasl_authentications(), 1);
+        let a = conn.send(&metadata_for("a")).await.unwrap();
+        assert_eq!(answered_topic(&a), "a");
+        // Just before 85%: no re-authentication yet.
+        tokio::time::advance(Duration::from_millis(845)).await;
+        conn.send(&metadata_for("a2")).await.unwrap();
+        assert_eq!(conn.sasl_authentications(), 1);
+        tokio::time::advance(Duration::from_millis(10)).await;
+        let (mb, mc) = (metadata_for("b"), metadata_for("c"));
+        let (b, c) = tokio::join!(conn.send(&mb), conn.send::<MetadataRequest>(&mc));
+        assert_eq!(answered_topic(&b.unwrap()), "b");
+        assert_eq!(answered_topic(&c.unwrap()), "c");
+        assert_eq!(conn.sasl_authentications(), 2);
+        peer.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_lifetime_means_no_reauthentication() {
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        let config = ConnectionConfig::default().with_security(SecuritySettings::sasl_plaintext(
+            SaslCredentials::new(SaslMechanism::Plain, "alice", "pw"),
+        ));
+        let peer = tokio::spawn(async move {
+            let mut peer = ScriptedPeer::new(server);
+            peer.handshake(&all_apis_except(&[])).await;
+            serve_plain(&mut peer, 0).await;
+            let r = peer.recv().await;
+            assert_eq!(r.header.api_key, 3);
+            peer.answer_metadata(&r, &r.metadata_topic()).await;
+            peer
+        });
+        let conn = Connection::new(client, &config).await.unwrap();
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        conn.send(&metadata_for("x")).await.unwrap();
+        assert_eq!(conn.sasl_authentications(), 1);
+        peer.await.unwrap();
+    }
+}
