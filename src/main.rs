@@ -20,6 +20,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start: the size of the broker's arguments does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Run the embedded Kafka-compatible broker as a standalone process.
@@ -99,9 +101,22 @@ struct BrokerArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics.
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
-    /// Listener security protocol: PLAINTEXT or SASL_PLAINTEXT.
+    /// Listener security protocol: PLAINTEXT, SASL_PLAINTEXT, SSL or SASL_SSL.
     #[arg(long, default_value = "PLAINTEXT")]
     security_protocol: String,
+    /// PEM certificate chain of the broker (SSL and SASL_SSL listeners).
+    #[arg(long)]
+    ssl_cert: Option<PathBuf>,
+    /// PEM private key of the broker (SSL and SASL_SSL listeners).
+    #[arg(long)]
+    ssl_key: Option<PathBuf>,
+    /// PEM CA file: require client certificates signed by it (mTLS).
+    #[arg(long)]
+    ssl_client_ca: Option<PathBuf>,
+    /// SASL session lifetime announced to clients, in ms (KIP-368
+    /// re-authentication; Kafka's connections.max.reauth.ms).
+    #[arg(long)]
+    sasl_reauth_ms: Option<u64>,
     /// A SASL user as NAME:PASSWORD (repeatable).
     #[arg(long = "sasl-user")]
     sasl_users: Vec<String>,
@@ -152,14 +167,30 @@ async fn run_broker(args: BrokerArgs) -> Result<(), String> {
         }
         (Some(_), true) => unreachable!("clap refuses --data-dir with --memory"),
     };
-    let protocol =
-        sharestream::broker::security::ListenerProtocol::from_name(&args.security_protocol)
-            .ok_or_else(|| {
-                format!(
-                    "--security-protocol takes PLAINTEXT or SASL_PLAINTEXT, not {:?}",
-                    args.security_protocol
-                )
-            })?;
+    let protocol = sharestream::broker::security::ListenerProtocol::from_name(
+        &args.security_protocol,
+    )
+    .ok_or_else(|| {
+        format!(
+            "--security-protocol takes PLAINTEXT, SASL_PLAINTEXT, SSL or SASL_SSL, not {:?}",
+            args.security_protocol
+        )
+    })?;
+    let tls = match (args.ssl_cert, args.ssl_key) {
+        (Some(cert), Some(key)) => {
+            let mut t = sharestream::broker::security::BrokerTls::new(cert, key);
+            if let Some(ca) = args.ssl_client_ca {
+                t = t.with_client_ca(ca);
+            }
+            Some(t)
+        }
+        (None, None) if !protocol.is_tls() => None,
+        _ => {
+            return Err(
+                "--security-protocol SSL/SASL_SSL needs both --ssl-cert and --ssl-key".to_string(),
+            );
+        }
+    };
     let mut users = std::collections::BTreeMap::new();
     for u in &args.sasl_users {
         let (name, pw) = u
@@ -172,6 +203,8 @@ async fn run_broker(args: BrokerArgs) -> Result<(), String> {
         users,
         super_users: args.super_users.clone(),
         acl_enabled: args.acl,
+        reauth_ms: args.sasl_reauth_ms.filter(|ms| *ms > 0),
+        tls,
         ..Default::default()
     };
     let config = BrokerConfig {

@@ -1,8 +1,8 @@
 //! Listener security: SASL authentication per connection and the broker's
 //! authorizer.
 //!
-//! A listener is PLAINTEXT (every connection is `User:ANONYMOUS`) or
-//! SASL_PLAINTEXT. On a SASL listener a connection may send only
+//! A listener is PLAINTEXT (every connection is `User:ANONYMOUS`),
+//! SASL_PLAINTEXT, SSL or SASL_SSL (the same over TLS, see [`BrokerTls`]). On a SASL listener a connection may send only
 //! ApiVersions, SaslHandshake (v1) and SaslAuthenticate (v0-2) until it has
 //! authenticated; anything else closes it. The mechanisms are PLAIN and
 //! SCRAM-SHA-256/512 with users and passwords from the configuration (SCRAM
@@ -57,21 +57,124 @@ pub enum ListenerProtocol {
     Plaintext,
     /// SASL authentication over plain TCP.
     SaslPlaintext,
+    /// TLS; connections are `User:ANONYMOUS` (see [`BrokerTls`]).
+    Ssl,
+    /// SASL authentication over TLS.
+    SaslSsl,
 }
 
 impl ListenerProtocol {
-    /// Parses Kafka's name (`PLAINTEXT`, `SASL_PLAINTEXT`).
+    /// Parses Kafka's name (`PLAINTEXT`, `SASL_PLAINTEXT`, `SSL`,
+    /// `SASL_SSL`), case-insensitively.
     pub fn from_name(s: &str) -> Option<Self> {
         match s.to_ascii_uppercase().as_str() {
             "PLAINTEXT" => Some(Self::Plaintext),
             "SASL_PLAINTEXT" => Some(Self::SaslPlaintext),
+            "SSL" => Some(Self::Ssl),
+            "SASL_SSL" => Some(Self::SaslSsl),
             _ => None,
         }
     }
 
     /// Whether connections must authenticate with SASL.
     pub fn is_sasl(self) -> bool {
-        matches!(self, Self::SaslPlaintext)
+        matches!(self, Self::SaslPlaintext | Self::SaslSsl)
+    }
+
+    /// Whether connections are wrapped in TLS.
+    pub fn is_tls(self) -> bool {
+        matches!(self, Self::Ssl | Self::SaslSsl)
+    }
+}
+
+/// The TLS side of an `SSL` or `SASL_SSL` listener: the broker's
+/// certificate chain and key (PEM files), and optionally the CA that client
+/// certificates must chain to (then a client certificate is required:
+/// Kafka's `ssl.client.auth=required`).
+///
+/// With client certificates the principal stays `User:ANONYMOUS` on an
+/// `SSL` listener (and the SASL user on `SASL_SSL`): mapping the
+/// certificate's subject to a principal is not done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerTls {
+    /// PEM certificate chain of the broker (`ssl.keystore.location` in PEM).
+    pub cert_path: std::path::PathBuf,
+    /// PEM private key of the broker.
+    pub key_path: std::path::PathBuf,
+    /// PEM CA certificates for client certificates; `None` = no client
+    /// certificate asked for.
+    pub client_ca_path: Option<std::path::PathBuf>,
+    /// Longest a TLS handshake may take before the connection is dropped.
+    pub handshake_timeout: Duration,
+}
+
+impl BrokerTls {
+    /// The broker's certificate and key, no client certificates, a 10 s
+    /// handshake timeout.
+    pub fn new(
+        cert_path: impl Into<std::path::PathBuf>,
+        key_path: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        Self {
+            cert_path: cert_path.into(),
+            key_path: key_path.into(),
+            client_ca_path: None,
+            handshake_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// Requires client certificates signed by the CAs in `path`.
+    pub fn with_client_ca(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.client_ca_path = Some(path.into());
+        self
+    }
+
+    /// Builds the acceptor; an unreadable or invalid file is an error naming it.
+    pub fn acceptor(&self) -> std::io::Result<tokio_rustls::TlsAcceptor> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let bad = |what: &str, path: &std::path::Path, e: &dyn std::fmt::Display| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{what} {}: {e}", path.display()),
+            )
+        };
+        let read_certs = |what: &str, path: &std::path::Path| {
+            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| bad(what, path, &e))?;
+            if certs.is_empty() {
+                return Err(bad(what, path, &"no PEM certificate found"));
+            }
+            Ok(certs)
+        };
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let chain = read_certs("TLS certificate", &self.cert_path)?;
+        let key = PrivateKeyDer::from_pem_file(&self.key_path)
+            .map_err(|e| bad("TLS key", &self.key_path, &e))?;
+        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(std::io::Error::other)?;
+        let builder = match &self.client_ca_path {
+            None => builder.with_no_client_auth(),
+            Some(ca) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for c in read_certs("client CA", ca)? {
+                    roots.add(c).map_err(|e| bad("client CA", ca, &e))?;
+                }
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    provider,
+                )
+                .build()
+                .map_err(|e| bad("client CA", ca, &e))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let config = builder
+            .with_single_cert(chain, key)
+            .map_err(|e| bad("TLS certificate/key", &self.cert_path, &e))?;
+        Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
     }
 }
 
@@ -95,6 +198,8 @@ pub struct SecurityConfig {
     pub scram_iterations: u32,
     /// Session lifetime announced to clients; `None` = unlimited.
     pub reauth_ms: Option<u64>,
+    /// Certificate and key of an `SSL` / `SASL_SSL` listener.
+    pub tls: Option<BrokerTls>,
 }
 
 impl Default for SecurityConfig {
@@ -112,6 +217,7 @@ impl Default for SecurityConfig {
             auth_failure_delay: Duration::from_millis(100),
             scram_iterations: MIN_SCRAM_ITERATIONS,
             reauth_ms: None,
+            tls: None,
         }
     }
 }

@@ -52,6 +52,16 @@ impl Broker {
     /// Binds the listener, recovers state from the data directory, and
     /// starts serving.
     pub async fn start(config: BrokerConfig) -> std::io::Result<BrokerHandle> {
+        let tls = match (&config.security.tls, config.security.protocol.is_tls()) {
+            (Some(tls), true) => Some(tls.acceptor()?),
+            (None, true) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "an SSL or SASL_SSL listener needs a TLS certificate and key",
+                ));
+            }
+            (_, false) => None,
+        };
         let listener = TcpListener::bind(config.listen).await?;
         let local_addr = listener.local_addr()?;
         let core = Arc::new(BrokerCore::open(config, local_addr)?);
@@ -84,7 +94,7 @@ impl Broker {
                 shutdown_rx.clone(),
             )));
         }
-        let task = tokio::spawn(accept_loop(listener, core.clone(), shutdown_rx));
+        let task = tokio::spawn(accept_loop(listener, core.clone(), tls, shutdown_rx));
         info!(%local_addr, "broker listening");
         Ok(BrokerHandle {
             local_addr,
@@ -200,6 +210,7 @@ async fn txn_timer_loop(core: Arc<BrokerCore>, mut shutdown: watch::Receiver<boo
 async fn accept_loop(
     listener: TcpListener,
     core: Arc<BrokerCore>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let connections = Arc::new(Semaphore::new(core.config().max_connections));
@@ -228,9 +239,17 @@ async fn accept_loop(
         core.metrics().add("connections_accepted", 1);
         let core = core.clone();
         let rx = shutdown.clone();
+        let tls = tls.clone();
         tasks.spawn(
             async move {
-                serve_connection(core, stream, peer, rx).await;
+                match tls {
+                    None => serve_connection(core, stream, peer, rx).await,
+                    Some(acceptor) => {
+                        if let Some(stream) = tls_handshake(&core, &acceptor, stream).await {
+                            serve_connection(core, stream, peer, rx).await;
+                        }
+                    }
+                }
                 drop(permit);
             }
             .instrument(info_span!("connection", %peer)),
@@ -240,6 +259,34 @@ async fn accept_loop(
     while tasks.join_next().await.is_some() {}
 }
 
+/// Runs the TLS handshake of an accepted connection, bounded by the
+/// listener's handshake timeout. A failure closes only this connection.
+async fn tls_handshake(
+    core: &BrokerCore,
+    acceptor: &tokio_rustls::TlsAcceptor,
+    stream: TcpStream,
+) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let timeout = core
+        .config()
+        .security
+        .tls
+        .as_ref()
+        .map_or(std::time::Duration::from_secs(10), |t| t.handshake_timeout);
+    match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
+        Ok(Ok(s)) => Some(s),
+        Ok(Err(e)) => {
+            core.metrics().add("tls_handshake_failures", 1);
+            info!(error = %e, "TLS handshake failed; connection closed");
+            None
+        }
+        Err(_) => {
+            core.metrics().add("tls_handshake_failures", 1);
+            info!(?timeout, "TLS handshake timed out; connection closed");
+            None
+        }
+    }
+}
+
 /// Why a connection is being closed.
 #[derive(Debug)]
 pub(crate) enum Close {
@@ -247,12 +294,14 @@ pub(crate) enum Close {
     Protocol(String),
 }
 
-async fn serve_connection(
+async fn serve_connection<S>(
     core: Arc<BrokerCore>,
-    mut stream: TcpStream,
+    mut stream: S,
     peer: SocketAddr,
     mut shutdown: watch::Receiver<bool>,
-) {
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let mut session = Session::new(core.config().security.protocol, &peer.ip().to_string());
     let mut decoder = FrameDecoder::new(core.config().max_frame_size);
     let mut out = BytesMut::with_capacity(64 * 1024);

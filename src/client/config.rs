@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::backoff::BackoffConfig;
+use super::security::{SecurityProtocol, SecuritySettings, security_from_properties};
 use crate::protocol::frame::DEFAULT_MAX_FRAME_SIZE;
 
 /// Settings of one broker connection.
@@ -27,6 +28,8 @@ pub struct ConnectionConfig {
     /// Spacing of reconnect attempts to one broker
     /// (`reconnect.backoff.ms` / `reconnect.backoff.max.ms`).
     pub reconnect_backoff: BackoffConfig,
+    /// `security.protocol`, TLS and SASL settings (default PLAINTEXT).
+    pub security: SecuritySettings,
 }
 
 impl Default for ConnectionConfig {
@@ -38,6 +41,7 @@ impl Default for ConnectionConfig {
             max_in_flight_requests: 5,
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
             reconnect_backoff: BackoffConfig::reconnect(),
+            security: SecuritySettings::default(),
         }
     }
 }
@@ -70,6 +74,12 @@ impl ConnectionConfig {
     /// Sets the reconnect backoff.
     pub fn with_reconnect_backoff(mut self, backoff: BackoffConfig) -> Self {
         self.reconnect_backoff = backoff;
+        self
+    }
+
+    /// Sets `security.protocol` with its TLS and SASL settings.
+    pub fn with_security(mut self, security: SecuritySettings) -> Self {
+        self.security = security;
         self
     }
 }
@@ -233,7 +243,21 @@ pub const COMMON_SETTINGS: &[SettingDef] = settings! {
     "retry.backoff.max.ms" => NON_NEG, Some("1000");
     "metadata.max.age.ms" => NON_NEG, Some("300000");
     "default.api.timeout.ms" => POSITIVE, Some("60000");
+    "security.protocol" => SettingKind::OneOf(SecurityProtocol::NAMES), Some("PLAINTEXT");
+    "ssl.ca.location" => SettingKind::Str { non_empty: false }, None;
+    "ssl.certificate.location" => SettingKind::Str { non_empty: false }, None;
+    "ssl.key.location" => SettingKind::Str { non_empty: false }, None;
+    "ssl.endpoint.identification.algorithm" => SettingKind::OneOf(&["https", ""]), Some("https");
+    "ssl.truststore.location" => SettingKind::Str { non_empty: false }, None;
+    "ssl.truststore.type" => SettingKind::OneOf(&["PEM", "JKS", "PKCS12"]), Some("JKS");
+    "sasl.mechanism" => SettingKind::OneOf(&["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]), None;
+    "sasl.username" => NAME, None;
+    "sasl.password" => SettingKind::Str { non_empty: false }, None;
+    "sasl.jaas.config" => NAME, None;
 };
+
+/// Settings whose values are secrets: never printed.
+const SECRET_SETTINGS: &[&str] = &["sasl.password", "sasl.jaas.config"];
 
 /// Producer settings.
 pub const PRODUCER_SETTINGS: &[SettingDef] = settings! {
@@ -276,9 +300,23 @@ pub fn setting_def(name: &str) -> Option<&'static SettingDef> {
 /// must parse as its [`SettingKind`]; the first offender is reported by
 /// name. Typed views ([`ProducerConfig::from_client_config`], the
 /// consumer's) read from it, falling back to the documented defaults.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct ClientConfig {
     values: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut m = f.debug_map();
+        for (k, v) in &self.values {
+            if SECRET_SETTINGS.contains(&k.as_str()) {
+                m.entry(k, &"[hidden]");
+            } else {
+                m.entry(k, v);
+            }
+        }
+        m.finish()
+    }
 }
 
 impl ClientConfig {
@@ -372,8 +410,15 @@ impl ClientConfig {
             .unwrap_or_default()
     }
 
-    /// The connection settings these properties describe.
-    pub fn connection_config(&self) -> ConnectionConfig {
+    /// `security.protocol` with its TLS and SASL settings; errors name the
+    /// setting (and never show a password).
+    pub fn security(&self) -> Result<SecuritySettings, ConfigError> {
+        security_from_properties(|name| self.get(name))
+    }
+
+    /// The connection settings these properties describe, security
+    /// included.
+    pub fn connection_config(&self) -> Result<ConnectionConfig, ConfigError> {
         let mut c = ConnectionConfig::default();
         if let Some(id) = self.get("client.id") {
             c.client_id = id.to_string();
@@ -401,7 +446,8 @@ impl ClientConfig {
                 ..c.reconnect_backoff
             };
         }
-        c
+        c.security = self.security()?;
+        Ok(c)
     }
 }
 
@@ -542,7 +588,7 @@ impl ProducerConfig {
         }
         Ok(Self {
             bootstrap_servers: c.bootstrap_servers(),
-            connection: c.connection_config(),
+            connection: c.connection_config()?,
             acks,
             linger: ms("linger.ms"),
             batch_size: c.get_i64("batch.size").unwrap_or(16384) as usize,
@@ -660,6 +706,12 @@ impl ProducerConfigBuilder {
     /// `retry.backoff.ms` / `retry.backoff.max.ms`.
     pub fn retry_backoff(mut self, b: BackoffConfig) -> Self {
         self.config.retry_backoff = b;
+        self
+    }
+
+    /// `security.protocol` with its TLS and SASL settings.
+    pub fn security(mut self, security: SecuritySettings) -> Self {
+        self.config.connection.security = security;
         self
     }
 

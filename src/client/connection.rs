@@ -83,7 +83,9 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::messages::{
+    ApiVersionsRequest, ApiVersionsResponse, SaslAuthenticateRequest, SaslHandshakeRequest,
+};
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -94,10 +96,12 @@ use tokio::time::Instant;
 
 use super::config::ConnectionConfig;
 use super::error::ClientError;
+use super::security::SaslCredentials;
 use crate::protocol::api::{
     ApiRequest, api_name, decode_response_header, encode_request_frame, peek_correlation_id,
 };
 use crate::protocol::frame::FrameDecoder;
+use crate::protocol::sasl::{SaslMechanism, ScramClient, plain_client_message};
 use crate::protocol::versions::NegotiatedVersions;
 use crate::protocol::{ErrorCode, ProtocolError};
 
@@ -447,6 +451,34 @@ pub struct Connection {
     versions: NegotiatedVersions,
     client_id: String,
     request_timeout: Duration,
+    /// The SASL session, on SASL_PLAINTEXT and SASL_SSL connections.
+    sasl: Option<Arc<SaslSession>>,
+}
+
+/// The transport `connect_tcp` opened.
+enum Transport {
+    Tcp(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+/// The SASL state of an authenticated connection (see the
+/// [`super::security`] module for the re-authentication design).
+struct SaslSession {
+    credentials: SaslCredentials,
+    /// Requests are queued under a shared guard; a re-authentication holds
+    /// it exclusively, so nothing is written between its frames.
+    gate: tokio::sync::RwLock<()>,
+    /// When to re-authenticate (KIP-368); `None` = the session does not
+    /// expire.
+    reauth_at: Mutex<Option<Instant>>,
+    /// Successful authentications on this connection, the first included.
+    authentications: std::sync::atomic::AtomicU64,
+}
+
+impl SaslSession {
+    fn due(&self, now: Instant) -> bool {
+        self.reauth_at.lock().is_some_and(|at| now >= at)
+    }
 }
 
 impl std::fmt::Debug for Connection {
@@ -460,40 +492,71 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    /// Opens a TCP connection to `addr` (with `TCP_NODELAY`) and negotiates
-    /// API versions.
-    pub async fn connect_tcp(
-        addr: impl ToSocketAddrs,
+    /// Opens a TCP connection to `addr` (with `TCP_NODELAY`), wraps it in
+    /// TLS when `security.protocol` is SSL or SASL_SSL (the host part of
+    /// `addr` is the name the broker's certificate must carry), negotiates
+    /// API versions and authenticates with SASL when the protocol asks for
+    /// it. TCP connect and TLS handshake together are bounded by
+    /// `socket.connection.setup.timeout.ms`.
+    pub async fn connect_tcp<A>(
+        addr: A,
         config: &ConnectionConfig,
-    ) -> Result<Connection, ClientError> {
-        let stream =
-            match tokio::time::timeout(config.connection_setup_timeout, TcpStream::connect(addr))
-                .await
-            {
-                Ok(res) => res?,
-                Err(_) => {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        format!(
-                            "connection setup timed out after {:?}",
-                            config.connection_setup_timeout
-                        ),
-                    )
-                    .into());
-                }
-            };
-        stream.set_nodelay(true)?;
-        Self::new(stream, config).await
+    ) -> Result<Connection, ClientError>
+    where
+        A: ToSocketAddrs + std::fmt::Display,
+    {
+        let address = addr.to_string();
+        let setup = async {
+            let stream = TcpStream::connect(addr).await?;
+            stream.set_nodelay(true)?;
+            if config.security.protocol.uses_tls() {
+                let host = super::security::host_of(&address);
+                let tls = super::security::tls_connect(stream, host, &config.security.tls).await?;
+                Ok::<_, ClientError>(Transport::Tls(Box::new(tls)))
+            } else {
+                Ok(Transport::Tcp(stream))
+            }
+        };
+        let transport = match tokio::time::timeout(config.connection_setup_timeout, setup).await {
+            Ok(res) => res?,
+            Err(_) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "connection setup to {address} timed out after {:?}",
+                        config.connection_setup_timeout
+                    ),
+                )
+                .into());
+            }
+        };
+        match transport {
+            Transport::Tcp(s) => Self::new(s, config).await,
+            Transport::Tls(s) => Self::new(*s, config).await,
+        }
     }
 
-    /// Starts a connection over an established transport and negotiates API
-    /// versions on it.
+    /// Starts a connection over an established transport, negotiates API
+    /// versions on it, and authenticates with SASL when
+    /// `config.security.protocol` is SASL_PLAINTEXT or SASL_SSL (TLS, if
+    /// any, is the transport's business: see [`Connection::connect_tcp`]).
     pub async fn new<T>(transport: T, config: &ConnectionConfig) -> Result<Connection, ClientError>
     where
         T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
+        let credentials = config.security.sasl_credentials()?.cloned();
         let mut conn = Self::start(transport, config);
         conn.versions = conn.negotiate().await?;
+        if let Some(credentials) = credentials {
+            let session = Arc::new(SaslSession {
+                credentials,
+                gate: tokio::sync::RwLock::new(()),
+                reauth_at: Mutex::new(None),
+                authentications: std::sync::atomic::AtomicU64::new(0),
+            });
+            conn.sasl_exchange(&session).await?;
+            conn.sasl = Some(session);
+        }
         Ok(conn)
     }
 
@@ -524,6 +587,7 @@ impl Connection {
             versions: NegotiatedVersions::default(),
             client_id: config.client_id.clone(),
             request_timeout: config.request_timeout,
+            sasl: None,
         }
     }
 
@@ -627,6 +691,7 @@ impl Connection {
     ) -> Result<PendingWrite, ClientError> {
         let version = self.versions.version_for(R::API_KEY)?;
         let frame = self.encode(req, version)?;
+        let _gate = self.gate().await?;
         let slot = self.acquire_slot().await?;
         let (tx, rx) = oneshot::channel();
         {
@@ -709,6 +774,18 @@ impl Connection {
         version: i16,
         timeout: Duration,
     ) -> Result<PendingResponse<R::Response>, ClientError> {
+        let _gate = self.gate().await?;
+        self.enqueue_ungated(req, version, timeout).await
+    }
+
+    /// Queues a request without passing the re-authentication gate (the
+    /// SASL exchange itself, which holds the gate).
+    async fn enqueue_ungated<R: ApiRequest>(
+        &self,
+        req: &R,
+        version: i16,
+        timeout: Duration,
+    ) -> Result<PendingResponse<R::Response>, ClientError> {
         let frame = self.encode(req, version)?;
         let (guard, rx) = self.queue(R::API_KEY, version, frame, timeout).await?;
         Ok(PendingResponse {
@@ -775,6 +852,130 @@ impl Connection {
             armed: true,
         };
         Ok((guard, rx))
+    }
+
+    /// How many times this connection authenticated with SASL (the first
+    /// authentication included; 0 on a connection without SASL).
+    pub fn sasl_authentications(&self) -> u64 {
+        self.sasl.as_ref().map_or(0, |s| {
+            s.authentications.load(std::sync::atomic::Ordering::Relaxed)
+        })
+    }
+
+    /// Passes the re-authentication gate: re-authenticates first if the
+    /// SASL session is due (KIP-368), then returns the shared guard under
+    /// which a request is queued.
+    async fn gate(&self) -> Result<Option<tokio::sync::RwLockReadGuard<'_, ()>>, ClientError> {
+        let Some(session) = &self.sasl else {
+            return Ok(None);
+        };
+        loop {
+            if !session.due(Instant::now()) {
+                let guard = session.gate.read().await;
+                if !session.due(Instant::now()) {
+                    return Ok(Some(guard));
+                }
+                continue;
+            }
+            let _exclusive = session.gate.write().await;
+            if session.due(Instant::now()) {
+                tracing::debug!(
+                    user = %session.credentials.username,
+                    "SASL session near expiry: re-authenticating"
+                );
+                if let Err(e) = self.sasl_exchange(session).await {
+                    self.shared
+                        .poison(Poison::Broken(format!("re-authentication failed: {e}")));
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// One SASL exchange: SaslHandshake v1 naming the mechanism, then the
+    /// mechanism's SaslAuthenticate round trips. Records when the session
+    /// must be renewed.
+    async fn sasl_exchange(&self, session: &SaslSession) -> Result<(), ClientError> {
+        let creds = &session.credentials;
+        let mechanism = creds.mechanism.name();
+        let fail = |message: String| ClientError::Authentication {
+            mechanism,
+            username: creds.username.clone(),
+            message,
+        };
+        if !self
+            .versions
+            .peer_range(SaslHandshakeRequest::API_KEY)
+            .is_some_and(|r| r.contains(1))
+        {
+            return Err(fail(
+                "the broker does not offer SaslHandshake v1 (is this a SASL listener?)".into(),
+            ));
+        }
+        let auth_version = self
+            .versions
+            .version_for(SaslAuthenticateRequest::API_KEY)?;
+        let handshake =
+            SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism));
+        let resp = self
+            .enqueue_ungated(&handshake, 1, self.request_timeout)
+            .await?
+            .await?;
+        if resp.error_code != 0 {
+            let offered: Vec<&str> = resp.mechanisms.iter().map(|m| m.as_str()).collect();
+            return Err(fail(format!(
+                "SaslHandshake failed with {} (the broker offers {offered:?})",
+                ErrorCode(resp.error_code)
+            )));
+        }
+        let authenticate = |token: Vec<u8>| async move {
+            let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
+            let resp = self
+                .enqueue_ungated(&req, auth_version, self.request_timeout)
+                .await?
+                .await?;
+            if resp.error_code != 0 {
+                let detail = resp
+                    .error_message
+                    .as_ref()
+                    .map(|m| format!(": {}", m.as_str()))
+                    .unwrap_or_default();
+                return Err(fail(format!("{}{detail}", ErrorCode(resp.error_code))));
+            }
+            Ok(resp)
+        };
+        let started = Instant::now();
+        let last = match creds.mechanism {
+            SaslMechanism::Plain => {
+                authenticate(plain_client_message(
+                    &creds.username,
+                    creds.password.expose(),
+                ))
+                .await?
+            }
+            m => {
+                let (mut scram, first) =
+                    ScramClient::start(m, &creds.username, creds.password.expose());
+                let server_first = authenticate(first).await?;
+                let client_final = scram
+                    .client_final(&server_first.auth_bytes)
+                    .map_err(|e| fail(e.to_string()))?;
+                let server_final = authenticate(client_final).await?;
+                scram
+                    .verify_server_final(&server_final.auth_bytes)
+                    .map_err(|e| fail(e.to_string()))?;
+                server_final
+            }
+        };
+        let lifetime = u64::try_from(last.session_lifetime_ms).unwrap_or(0);
+        *session.reauth_at.lock() = (lifetime > 0)
+            .then(|| super::security::reauth_deadline(started, Duration::from_millis(lifetime)));
+        session
+            .authentications
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tracing::debug!(user = %creds.username, mechanism, session_lifetime_ms = lifetime,
+            "SASL authenticated");
+        Ok(())
     }
 
     /// ApiVersions v3, falling back to the broker's highest version on

@@ -62,6 +62,25 @@ pub enum ClientError {
     /// The connection was closed by this client.
     #[error("connection closed")]
     Closed,
+    /// The TLS setup or handshake failed (unknown CA, host name mismatch,
+    /// unreadable PEM file, ...). Not retriable: the connection fails closed.
+    #[error("TLS: {0}")]
+    Tls(String),
+    /// The broker refused the SASL authentication, or it could not be
+    /// completed. Fatal, as Kafka's `SaslAuthenticationException`; the
+    /// message names the mechanism and user, never the password.
+    #[error("SASL authentication failed (mechanism {mechanism}, user {username:?}): {message}")]
+    Authentication {
+        /// `sasl.mechanism`.
+        mechanism: &'static str,
+        /// `sasl.username`.
+        username: String,
+        /// What went wrong (the broker's message when it sent one).
+        message: String,
+    },
+    /// The client's security settings cannot be used as given.
+    #[error("configuration: {0}")]
+    Config(String),
 }
 
 fn message_suffix(message: &Option<String>) -> String {
@@ -85,7 +104,10 @@ impl ClientError {
             ClientError::Broker { code, .. } => code.is_retriable(),
             ClientError::Protocol(_)
             | ClientError::UnsupportedVersion { .. }
-            | ClientError::Closed => false,
+            | ClientError::Closed
+            | ClientError::Tls(_)
+            | ClientError::Authentication { .. }
+            | ClientError::Config(_) => false,
         }
     }
 
@@ -99,6 +121,25 @@ impl ClientError {
         match self {
             ClientError::Io(_) | ClientError::Timeout { .. } | ClientError::Poisoned(_) => true,
             ClientError::Broker { code, .. } => code_invalidates_metadata(*code),
+            _ => false,
+        }
+    }
+
+    /// Whether the failure is a security failure no retry can fix: TLS
+    /// (unknown CA, wrong host name), SASL authentication, or an
+    /// authorization error from the broker (TOPIC_/GROUP_/CLUSTER_/
+    /// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, SASL_AUTHENTICATION_FAILED).
+    pub fn is_security_failure(&self) -> bool {
+        match self {
+            ClientError::Tls(_) | ClientError::Authentication { .. } => true,
+            ClientError::Broker { code, .. } => matches!(
+                *code,
+                ErrorCode::TOPIC_AUTHORIZATION_FAILED
+                    | ErrorCode::GROUP_AUTHORIZATION_FAILED
+                    | ErrorCode::CLUSTER_AUTHORIZATION_FAILED
+                    | ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                    | ErrorCode::SASL_AUTHENTICATION_FAILED
+            ),
             _ => false,
         }
     }

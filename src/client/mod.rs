@@ -32,7 +32,9 @@
 //! fencing, a stale member epoch and `share.version < 3` behave as the KIP
 //! says.
 //!
-//! Not built yet: TLS and SASL.
+//! - [`security`]: `security.protocol`, TLS through rustls and SASL
+//!   (PLAIN, SCRAM-SHA-256/512, KIP-368 re-authentication), applied by
+//!   [`Connection::connect_tcp`] for every client.
 
 pub mod admin;
 pub mod backoff;
@@ -42,6 +44,7 @@ pub mod connection;
 pub mod error;
 pub mod metadata;
 pub mod producer;
+pub mod security;
 pub mod share_consumer;
 
 #[cfg(test)]

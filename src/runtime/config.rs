@@ -84,6 +84,9 @@ pub struct RuntimeConfig {
     pub shutdown_timeout: Duration,
     /// `request.timeout.ms` of the clients (default 30 s).
     pub request_timeout: Duration,
+    /// The clients' `security.protocol`, `ssl.*` and `sasl.*` settings
+    /// (the same for every cluster the runtime talks to).
+    pub security: crate::client::security::SecurityProperties,
 }
 
 impl Default for RuntimeConfig {
@@ -102,6 +105,7 @@ impl Default for RuntimeConfig {
             metrics_listen: None,
             shutdown_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(30),
+            security: Default::default(),
         }
     }
 }
@@ -202,6 +206,9 @@ impl RuntimeConfig {
             "request.timeout.ms" => {
                 self.request_timeout = Duration::from_millis(positive(name, value)?)
             }
+            other if crate::client::security::is_security_setting(other) => {
+                self.security.insert(other, value)
+            }
             other => return Err(err(other, "unknown setting")),
         }
         Ok(self)
@@ -210,6 +217,7 @@ impl RuntimeConfig {
     /// Checks the settings together (D11: exactly_once needs the share
     /// group and the outputs on one cluster).
     pub fn validate(&self) -> Result<(), RuntimeConfigError> {
+        self.security_settings()?;
         if self.bootstrap_servers.is_empty() {
             return Err(err("bootstrap.servers", "at least one host:port is needed"));
         }
@@ -235,6 +243,17 @@ impl RuntimeConfig {
             ));
         }
         Ok(())
+    }
+
+    /// The clients' security settings (`security.protocol`, `ssl.*`,
+    /// `sasl.*`); errors name the setting.
+    pub fn security_settings(
+        &self,
+    ) -> Result<crate::client::security::SecuritySettings, RuntimeConfigError> {
+        self.security.settings().map_err(|e| RuntimeConfigError {
+            setting: e.setting,
+            message: e.message,
+        })
     }
 
     /// Whether the share group lives on another cluster than the outputs.

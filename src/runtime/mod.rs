@@ -256,7 +256,8 @@ impl RuntimeBuilder {
         let guarantee = config.processing_guarantee;
         let connection = ConnectionConfig::default()
             .with_client_id(config.application_id.clone())
-            .with_request_timeout(config.request_timeout);
+            .with_request_timeout(config.request_timeout)
+            .with_security(config.security_settings()?);
         if config.is_cross_cluster() {
             tracing::warn!(
                 source = ?config.source_servers(),
@@ -317,6 +318,7 @@ impl RuntimeBuilder {
                 .acknowledgement_mode(AcknowledgementMode::Explicit)
                 .fetch_max_wait(Duration::from_millis(100))
                 .request_timeout(config.request_timeout)
+                .connection(connection.clone())
                 .build()
                 .map_err(|e| RuntimeError::Startup(e.to_string()))?;
             let mut consumer =
@@ -449,7 +451,7 @@ async fn start_producer(
     if config.processing_guarantee == ProcessingGuarantee::ExactlyOnce {
         b = b.transactional_id(format!("{}-{index}", config.application_id));
     }
-    let _ = connection;
+    b = b.security(connection.security.clone());
     let pc = b
         .build()
         .map_err(|e| RuntimeError::Startup(format!("producer settings: {e}")))?;

@@ -102,6 +102,8 @@ impl ProducerError {
     pub fn is_fatal(&self) -> bool {
         match self {
             ProducerError::Client(ClientError::UnsupportedVersion { .. }) => true,
+            // TLS and SASL failures, authorization codes: no retry helps.
+            ProducerError::Client(e) if e.is_security_failure() => true,
             ProducerError::Client(ClientError::Broker { code, .. }) => is_fatal_code(*code),
             ProducerError::Abortable(_) => false,
             _ => false,
@@ -300,8 +302,30 @@ impl Producer {
                 .with_transaction_timeout_ms(-1)
                 .with_producer_id(ProducerId(-1))
                 .with_producer_epoch(-1);
-            let resp = p.inner.metadata.send_any(&req).await?;
-            ClientError::check("InitProducerId", resp.error_code, None)?;
+            // Retriable answers (COORDINATOR_LOAD_IN_PROGRESS from a broker
+            // that just started, network failures) are retried within
+            // max.block.ms; anything else (authentication, authorization)
+            // fails at once.
+            let deadline = tokio::time::Instant::now() + p.inner.config.max_block;
+            let mut backoff = crate::client::Backoff::new(p.inner.config.retry_backoff);
+            let resp = loop {
+                let res = match p.inner.metadata.send_any(&req).await {
+                    Ok(resp) => {
+                        ClientError::check("InitProducerId", resp.error_code, None).map(|()| resp)
+                    }
+                    Err(e) => Err(e),
+                };
+                match res {
+                    Ok(resp) => break resp,
+                    Err(e) => {
+                        let delay = backoff.next_delay();
+                        if !e.is_retriable() || tokio::time::Instant::now() + delay >= deadline {
+                            return Err(e.into());
+                        }
+                        tokio::time::sleep(delay).await;
+                    }
+                }
+            };
             p.set_producer(resp.producer_id.0, resp.producer_epoch);
         }
         Ok(p)

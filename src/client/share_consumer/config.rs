@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use crate::client::config::ConnectionConfig;
+use crate::client::config::{ConnectionConfig, setting_def};
+use crate::client::security::{SecurityProperties, is_security_setting};
 
 /// `share.acknowledgement.mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -69,6 +70,10 @@ pub struct ShareConsumerConfig {
     /// The connection settings the consumer's connections are opened with;
     /// `client.id` and `request.timeout.ms` above are copied into it.
     pub connection: ConnectionConfig,
+    /// Security settings given by name through [`ShareConsumerConfig::set`]
+    /// (`security.protocol`, `ssl.*`, `sasl.*`); [`validate`](Self::validate)
+    /// turns them into `connection.security`.
+    pub security_properties: SecurityProperties,
 }
 
 impl Default for ShareConsumerConfig {
@@ -86,6 +91,7 @@ impl Default for ShareConsumerConfig {
             default_api_timeout: Duration::from_secs(60),
             request_timeout: Duration::from_secs(30),
             connection: ConnectionConfig::default(),
+            security_properties: SecurityProperties::default(),
         }
     }
 }
@@ -136,6 +142,14 @@ impl ShareConsumerConfig {
                 .filter(|v| *v >= 0)
                 .ok_or_else(|| bad(name, "not a non-negative 32-bit integer"))
         };
+        if let Some(def) = setting_def(name).filter(|_| is_security_setting(name)) {
+            // Checked together (they depend on each other) by `validate`.
+            self.security_properties.insert(def.name, value);
+            if let Ok(s) = self.security_properties.settings() {
+                self.connection.security = s;
+            }
+            return Ok(());
+        }
         match name {
             "group.id" => self.group_id = value.to_string(),
             "client.id" => self.client_id = value.to_string(),
@@ -179,8 +193,26 @@ impl ShareConsumerConfig {
         Ok(())
     }
 
-    /// Checks the settings that have no usable default.
+    /// Checks the settings that have no usable default, and the security
+    /// settings given by name.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if !self.security_properties.is_empty() {
+            let given = self
+                .security_properties
+                .settings()
+                .map_err(|e| ConfigError {
+                    name: setting_def(&e.setting).map_or("security.protocol", |d| d.name),
+                    value: e.message,
+                    reason: "invalid security settings",
+                })?;
+            if given != self.connection.security {
+                return Err(ConfigError {
+                    name: "security.protocol",
+                    value: String::new(),
+                    reason: "security settings given both by name and in `connection`",
+                });
+            }
+        }
         if self.group_id.is_empty() {
             return Err(ConfigError {
                 name: "group.id",
