@@ -300,8 +300,27 @@ impl Producer {
                 .with_transaction_timeout_ms(-1)
                 .with_producer_id(ProducerId(-1))
                 .with_producer_epoch(-1);
-            let resp = p.inner.metadata.send_any(&req).await?;
-            ClientError::check("InitProducerId", resp.error_code, None)?;
+            // Retriable answers (COORDINATOR_LOAD_IN_PROGRESS while a fresh
+            // Kafka loads its transaction state log, network errors) are
+            // retried with backoff until max.block.ms, as Kafka's producer does.
+            let deadline = tokio::time::Instant::now() + p.inner.config.max_block;
+            let mut backoff = crate::client::Backoff::new(p.inner.config.retry_backoff);
+            let resp = loop {
+                let attempt = async {
+                    let resp = p.inner.metadata.send_any(&req).await?;
+                    ClientError::check("InitProducerId", resp.error_code, None)?;
+                    Ok::<_, ClientError>(resp)
+                }
+                .await;
+                match attempt {
+                    Ok(resp) => break resp,
+                    Err(e) if e.is_retriable() && tokio::time::Instant::now() < deadline => {
+                        tracing::debug!(error = %e, "InitProducerId failed; retrying");
+                        tokio::time::sleep(backoff.next_delay()).await;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            };
             p.set_producer(resp.producer_id.0, resp.producer_epoch);
         }
         Ok(p)
