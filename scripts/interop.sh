@@ -75,6 +75,9 @@ rm -f target/interop/matrix-*.json
 status=0
 echo "==> interop: real clients against the embedded broker"
 cargo test --test interop_embedded -- --nocapture || status=1
+# Our own clients' scenarios (tests/scenarios.rs; scripts/test.sh runs them
+# too): here for their matrix rows.
+cargo test --test scenarios -- --nocapture || status=1
 
 if ((!embedded_only)); then
   echo "==> interop: the same checks against Apache Kafka ${KAFKA_VERSION}"
@@ -86,6 +89,10 @@ if ((!embedded_only)); then
     SHARESTREAM_INTEROP_BOOTSTRAP="$KAFKA_BOOTSTRAP" \
       SHARESTREAM_INTEROP_BACKEND="apache-kafka-${KAFKA_VERSION}" \
       cargo test --test interop_embedded -- --nocapture || status=1
+    echo "==> interop: sharestream's clients (tests/scenarios.rs) against Apache Kafka ${KAFKA_VERSION}"
+    SHARESTREAM_SCENARIO_BOOTSTRAP="$KAFKA_BOOTSTRAP" \
+      SHARESTREAM_SCENARIO_BACKEND="apache-kafka-${KAFKA_VERSION}" \
+      cargo test --test scenarios -- --nocapture || status=1
   else
     echo "interop.sh: Apache Kafka did not start" >&2
     status=1
