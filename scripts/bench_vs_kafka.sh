@@ -26,7 +26,8 @@
 #
 # Environment: BENCH_RECORDS_100 (default 1000000), BENCH_RECORDS_1K
 # (default 200000), BENCH_ACKS (all), BENCH_OUT (default
-# target/bench/bench_vs_kafka.md), CARGO_TARGET_DIR, KAFKA_VERSION.
+# target/bench/bench_vs_kafka.md), BENCH_NO_BUILD=1 (use the release
+# binaries already in CARGO_TARGET_DIR), CARGO_TARGET_DIR, KAFKA_VERSION.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -44,7 +45,9 @@ for tool in java javac jar python3 cargo; do
   command -v "$tool" >/dev/null || { echo "bench_vs_kafka.sh: $tool is not installed" >&2; exit 3; }
 done
 lib="$(scripts/kafka/fetch.sh)"
-cargo build --release --bin sharestream --example share_perf >&2
+if [[ -z "${BENCH_NO_BUILD:-}" ]]; then
+  cargo build --release --bin sharestream --example share_perf >&2
+fi
 bin="$target/release/sharestream"
 share_perf="$target/release/examples/share_perf"
 
@@ -83,6 +86,7 @@ jrun() {
 kb() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
 mib() { awk -v x="$1" 'BEGIN {printf "%.0f", x / 1024}'; }
 
+bootstrap=""
 rows="$work/rows.tsv"
 : >"$rows"
 
@@ -120,6 +124,7 @@ run_suite() {
   printf '%s\tmem\t%s\t%s\n' "$name" "$(mib "$idle")" "$(mib "$(kb "$pid" VmHWM)")" >>"$rows"
 }
 
+# Sets broker_pid and bootstrap (not in a subshell: the pid must survive).
 start_ours() {
   local name="$1"
   shift
@@ -132,7 +137,7 @@ start_ours() {
     ((SECONDS < deadline)) || { echo "bench: $name did not start" >&2; exit 1; }
     sleep 0.2
   done
-  echo "127.0.0.1:$port"
+  bootstrap="127.0.0.1:$port"
 }
 stop_ours() {
   kill -TERM "$broker_pid" 2>/dev/null || true
@@ -146,13 +151,13 @@ load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 started_at="$(date -u +%FT%TZ)"
 
 echo "==> bench: sharestream broker --memory" >&2
-b="$(start_ours sharestream-memory --memory)"
-run_suite sharestream-memory "$b" "$broker_pid"
+start_ours sharestream-memory --memory
+run_suite sharestream-memory "$bootstrap" "$broker_pid"
 stop_ours
 
 echo "==> bench: sharestream broker --data-dir --fsync never" >&2
-b="$(start_ours sharestream-disk --data-dir "$work/ss-data" --fsync never)"
-run_suite sharestream-disk "$b" "$broker_pid"
+start_ours sharestream-disk --data-dir "$work/ss-data" --fsync never
+run_suite sharestream-disk "$bootstrap" "$broker_pid"
 stop_ours
 rm -rf "$work/ss-data"
 

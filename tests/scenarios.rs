@@ -307,7 +307,10 @@ async fn metadata_and_leaders(e: Arc<Env>) -> Detail {
             .leader(&topic, p)
             .unwrap_or_else(|| panic!("no leader for {topic}-{p}"));
         assert!(
-            cluster.brokers.iter().any(|b| b.node_id == leader.node_id()),
+            cluster
+                .brokers
+                .iter()
+                .any(|b| b.node_id == leader.node_id()),
             "leader {} of {topic}-{p} is not a described broker",
             leader.node_id()
         );
@@ -318,7 +321,9 @@ async fn metadata_and_leaders(e: Arc<Env>) -> Detail {
     for round in 0..2 {
         for p in 0..partitions {
             let m = producer
-                .send(ProducerRecord::new(topic.clone(), format!("p{p}-r{round}")).with_partition(p))
+                .send(
+                    ProducerRecord::new(topic.clone(), format!("p{p}-r{round}")).with_partition(p),
+                )
                 .await
                 .unwrap_or_else(|err| panic!("produce to {topic}-{p}: {err}"));
             assert_eq!(m.partition, p, "record went to the partition asked for");
@@ -387,8 +392,16 @@ async fn every_codec(e: Arc<Env>) -> Detail {
             .collect();
         assert_eq!(values, sent, "{name}: values read back in order");
         for (i, r) in got.iter().enumerate() {
-            assert_eq!(r.key.as_deref(), Some(format!("k{i}").as_bytes()), "{name}: key");
-            assert_eq!(r.header_str("codec").as_deref(), Some(name), "{name}: header");
+            assert_eq!(
+                r.key.as_deref(),
+                Some(format!("k{i}").as_bytes()),
+                "{name}: key"
+            );
+            assert_eq!(
+                r.header_str("codec").as_deref(),
+                Some(name),
+                "{name}: header"
+            );
         }
         out.insert(name.to_string(), json!(got.len()));
     }
@@ -406,7 +419,10 @@ async fn transactions_read_committed(e: Arc<Env>) -> Detail {
     )
     .await
     .expect("producer");
-    producer.init_transactions().await.expect("init_transactions");
+    producer
+        .init_transactions()
+        .await
+        .expect("init_transactions");
     let send_all = |prefix: &str, n: usize| {
         (0..n)
             .map(|i| {
@@ -510,7 +526,10 @@ async fn share_explicit_acks(e: Arc<Env>) -> Detail {
             Instant::now() < deadline,
             "share scenario timed out; deliveries so far: {deliveries:?}"
         );
-        let records = consumer.poll(Duration::from_millis(500)).await.expect("poll");
+        let records = consumer
+            .poll(Duration::from_millis(500))
+            .await
+            .expect("poll");
         let mut held = None;
         for r in records.iter() {
             let v = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned();
@@ -554,7 +573,10 @@ async fn share_explicit_acks(e: Arc<Env>) -> Detail {
         }
     }
     // Nothing else comes: accepted and rejected records are final.
-    let rest = consumer.poll(Duration::from_millis(1500)).await.expect("poll");
+    let rest = consumer
+        .poll(Duration::from_millis(1500))
+        .await
+        .expect("poll");
     let rest: Vec<String> = rest
         .iter()
         .map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned())
@@ -562,7 +584,11 @@ async fn share_explicit_acks(e: Arc<Env>) -> Detail {
     consumer.close(Duration::from_secs(10)).await.ok();
     assert!(rest.is_empty(), "records after the end: {rest:?}");
     assert_eq!(deliveries.get("r0"), Some(&vec![1]), "r0 accepted once");
-    assert_eq!(deliveries.get("r2"), Some(&vec![1]), "r2 rejected, never redelivered");
+    assert_eq!(
+        deliveries.get("r2"),
+        Some(&vec![1]),
+        "r2 rejected, never redelivered"
+    );
     assert_eq!(deliveries.get("r3"), Some(&vec![1]), "r3 accepted once");
     assert_eq!(
         deliveries.get("r1"),
@@ -622,7 +648,11 @@ async fn produce_inputs(e: &Env, topic: &str, partitions: i32, n: usize) {
 
 /// Runs the forwarding topology until the output holds every input, and
 /// returns how often each output value arrived.
-async fn forward_all(e: &Env, base: &str, guarantee: ProcessingGuarantee) -> BTreeMap<String, usize> {
+async fn forward_all(
+    e: &Env,
+    base: &str,
+    guarantee: ProcessingGuarantee,
+) -> BTreeMap<String, usize> {
     let n = 300;
     let input = e.create_topic(&format!("{base}-in"), 2).await;
     let output = e.create_topic(&format!("{base}-out"), 2).await;
@@ -821,7 +851,11 @@ async fn scenarios_against_backend() {
             match tokio::time::timeout(Duration::from_secs(120), task).await {
                 Ok(Ok(v)) => ("pass", String::new(), v),
                 Ok(Err(join)) => ("fail", panic_text(join), serde_json::Value::Null),
-                Err(_) => ("fail", "timed out after 120 s".into(), serde_json::Value::Null),
+                Err(_) => (
+                    "fail",
+                    "timed out after 120 s".into(),
+                    serde_json::Value::Null,
+                ),
             }
         };
         if let Ok(env) = Arc::try_unwrap(env) {
