@@ -77,6 +77,9 @@ echo "==> interop: real clients against the embedded broker"
 cargo test --test interop_embedded -- --nocapture || status=1
 echo "==> interop: byte equality with kafka-clients' codecs"
 cargo test --test jvm_bytes -- --nocapture || status=1
+# Our own clients' scenarios (tests/scenarios.rs; scripts/test.sh runs them
+# too): here for their matrix rows.
+cargo test --test scenarios -- --nocapture || status=1
 
 if ((!embedded_only)); then
   echo "==> interop: the same checks against Apache Kafka ${KAFKA_VERSION}"
@@ -93,6 +96,10 @@ if ((!embedded_only)); then
     echo "==> interop: our clients over SASL_PLAINTEXT (PLAIN) against Apache Kafka"
     SHARESTREAM_KAFKA_SASL_BOOTSTRAP="$KAFKA_SASL_BOOTSTRAP" \
       cargo test --test client_security real_kafka -- --nocapture || status=1
+    echo "==> interop: sharestream's clients (tests/scenarios.rs) against Apache Kafka ${KAFKA_VERSION}"
+    SHARESTREAM_SCENARIO_BOOTSTRAP="$KAFKA_BOOTSTRAP" \
+      SHARESTREAM_SCENARIO_BACKEND="apache-kafka-${KAFKA_VERSION}" \
+      cargo test --test scenarios -- --nocapture || status=1
   else
     echo "interop.sh: Apache Kafka did not start" >&2
     status=1

@@ -45,6 +45,8 @@ struct Script {
     produce_errors: Vec<i16>,
     /// Partition error for TxnShareAcknowledge.
     txn_ack_error: i16,
+    /// Error codes for the next InitProducerId answers (then 0).
+    init_pid_errors: Vec<i16>,
     next_offset: i64,
     epoch: i16,
 }
@@ -142,10 +144,19 @@ async fn serve(io: tokio::io::DuplexStream, script: Arc<Mutex<Script>>) {
                     peer.respond::<FindCoordinatorRequest>(&resp, v, cid).await;
                 }
                 RequestKind::InitProducerId(_) => {
-                    script.lock().log.push((22, String::new()));
+                    let code = {
+                        let mut s = script.lock();
+                        s.log.push((22, String::new()));
+                        if s.init_pid_errors.is_empty() {
+                            0
+                        } else {
+                            s.init_pid_errors.remove(0)
+                        }
+                    };
                     let resp = InitProducerIdResponse::default()
-                        .with_producer_id(ProducerId(42))
-                        .with_producer_epoch(0);
+                        .with_error_code(code)
+                        .with_producer_id(ProducerId(if code == 0 { 42 } else { -1 }))
+                        .with_producer_epoch(if code == 0 { 0 } else { -1 });
                     peer.respond::<InitProducerIdRequest>(&resp, v, cid).await;
                 }
                 RequestKind::EndTxn(r) => {
@@ -285,6 +296,36 @@ async fn retried_batch_keeps_its_sequence_and_refreshes_metadata() {
     let first = keys.iter().position(|&k| k == 0).unwrap();
     let second = first + 1 + keys[first + 1..].iter().position(|&k| k == 0).unwrap();
     assert!(keys[first..second].contains(&3), "{keys:?}");
+}
+
+#[tokio::test]
+async fn idempotent_init_producer_id_retries_while_the_coordinator_loads() {
+    // A freshly started Kafka answers COORDINATOR_LOAD_IN_PROGRESS while it
+    // loads its transaction state log.
+    let script = Arc::new(Mutex::new(Script {
+        init_pid_errors: vec![ErrorCode::COORDINATOR_LOAD_IN_PROGRESS.0; 2],
+        ..Script::default()
+    }));
+    let p = Producer::with_metadata(config(None), scripted_metadata(script.clone()))
+        .await
+        .unwrap();
+    assert_eq!(p.producer_id_and_epoch(), (42, 0));
+    assert_eq!(log_of(&script, 22).len(), 3, "two retries, then success");
+
+    // A non-retriable answer fails at once.
+    let script = Arc::new(Mutex::new(Script {
+        init_pid_errors: vec![ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0],
+        ..Script::default()
+    }));
+    let e = Producer::with_metadata(config(None), scripted_metadata(script.clone()))
+        .await
+        .err()
+        .expect("authorization failure is fatal");
+    assert!(
+        e.to_string().contains("CLUSTER_AUTHORIZATION_FAILED"),
+        "{e}"
+    );
+    assert_eq!(log_of(&script, 22).len(), 1);
 }
 
 fn acks(ty: AcknowledgeType) -> BTreeMap<TopicIdPartition, Vec<AcknowledgementBatch>> {
