@@ -317,10 +317,10 @@ async fn idempotent_init_producer_id_retries_while_the_coordinator_loads() {
         init_pid_errors: vec![ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0],
         ..Script::default()
     }));
-    let e = Producer::with_metadata(config(None), scripted_metadata(script.clone()))
-        .await
-        .err()
-        .expect("authorization failure is fatal");
+    let Err(e) = Producer::with_metadata(config(None), scripted_metadata(script.clone())).await
+    else {
+        panic!("authorization failure is fatal");
+    };
     assert!(
         e.to_string().contains("CLUSTER_AUTHORIZATION_FAILED"),
         "{e}"
