@@ -84,6 +84,10 @@ pub struct RuntimeConfig {
     pub shutdown_timeout: Duration,
     /// `request.timeout.ms` of the clients (default 30 s).
     pub request_timeout: Duration,
+    /// `share.group.lag.interval.ms` (default 5 s; 0 = off): how often the
+    /// share-group lag gauge is refreshed (DescribeShareGroupOffsets and
+    /// ListOffsets, off the workers' path).
+    pub lag_interval: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -102,6 +106,7 @@ impl Default for RuntimeConfig {
             metrics_listen: None,
             shutdown_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(30),
+            lag_interval: Duration::from_secs(5),
         }
     }
 }
@@ -201,6 +206,13 @@ impl RuntimeConfig {
             }
             "request.timeout.ms" => {
                 self.request_timeout = Duration::from_millis(positive(name, value)?)
+            }
+            "share.group.lag.interval.ms" => {
+                let ms = value
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| err(name, format!("{value:?} is not a number of ms")))?;
+                self.lag_interval = Duration::from_millis(ms)
             }
             other => return Err(err(other, "unknown setting")),
         }

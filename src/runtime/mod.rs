@@ -81,7 +81,9 @@
 //!
 //! # Metrics
 //!
-//! [`RuntimeMetrics`], in Prometheus text format on `metrics.listen`.
+//! [`RuntimeMetrics`], in Prometheus text format on `metrics.listen`,
+//! including the share-group lag gauge refreshed by [`lag`] every
+//! `share.group.lag.interval.ms`.
 //!
 //! # Fault injection
 //!
@@ -93,6 +95,7 @@
 //! sending and committing, like a killed process).
 
 pub mod config;
+pub mod lag;
 pub mod metrics;
 pub mod verify;
 mod worker;
@@ -109,6 +112,7 @@ use tokio::task::JoinHandle;
 pub use config::{ProcessingGuarantee, RuntimeConfig, RuntimeConfigError};
 pub use metrics::RuntimeMetrics;
 
+use crate::client::admin::AdminClient;
 use crate::client::config::ProducerConfig;
 use crate::client::share_consumer::{
     AcknowledgementMode, ConsumerError, ShareConsumer, ShareConsumerConfig,
@@ -300,6 +304,17 @@ impl RuntimeBuilder {
             .into_iter()
             .map(String::from)
             .collect();
+        if !config.lag_interval.is_zero() {
+            let admin = AdminClient::new(config.source_servers().to_vec(), connection.clone());
+            tokio::spawn(lag::run(
+                admin,
+                self.topology.share_group().to_string(),
+                topics.clone(),
+                config.lag_interval,
+                metrics.clone(),
+                shutdown_rx.clone(),
+            ));
+        }
         let mut workers = Vec::with_capacity(config.num_workers);
         for index in 0..config.num_workers {
             let producer = start_producer(&config, &connection, index).await?;
