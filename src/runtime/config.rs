@@ -88,6 +88,11 @@ pub struct RuntimeConfig {
     /// share-group lag gauge is refreshed (DescribeShareGroupOffsets and
     /// ListOffsets, off the workers' path).
     pub lag_interval: Duration,
+    /// `poll.during.commit` (default true): under exactly_once, poll and
+    /// process the next batch while a transaction commits (its records go
+    /// into the next transaction). Off: the loop waits for the commit, as
+    /// the KIP's pseudo code does (kept for comparisons).
+    pub poll_during_commit: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -107,6 +112,7 @@ impl Default for RuntimeConfig {
             shutdown_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(30),
             lag_interval: Duration::from_secs(5),
+            poll_during_commit: true,
         }
     }
 }
@@ -213,6 +219,13 @@ impl RuntimeConfig {
                     .parse::<u64>()
                     .map_err(|_| err(name, format!("{value:?} is not a number of ms")))?;
                 self.lag_interval = Duration::from_millis(ms)
+            }
+            "poll.during.commit" => {
+                self.poll_during_commit = match value.trim() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(err(name, format!("{value:?}: expected true or false"))),
+                }
             }
             other => return Err(err(other, "unknown setting")),
         }

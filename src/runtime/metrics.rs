@@ -27,8 +27,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 /// The runtime's metrics; shared by the workers (atomics, two locked
@@ -242,65 +241,21 @@ fn histogram(
     let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {}", h.len());
 }
 
-/// Serves `GET /metrics` from `listener` until `shutdown` turns true.
+/// Serves `GET /metrics` from `listener` until `shutdown` turns true (the
+/// shared [`crate::metrics_http`] endpoint over
+/// [`RuntimeMetrics::render_prometheus`]).
 pub async fn serve(
     listener: TcpListener,
     metrics: std::sync::Arc<RuntimeMetrics>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
-    loop {
-        let stream = tokio::select! {
-            r = listener.accept() => match r {
-                Ok((s, _)) => s,
-                Err(_) => continue,
-            },
-            _ = shutdown.changed() => return,
-        };
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(Duration::from_secs(5), answer(stream, &metrics)).await;
-        });
-    }
-}
-
-async fn answer(mut stream: TcpStream, metrics: &RuntimeMetrics) -> std::io::Result<()> {
-    let mut buf = Vec::with_capacity(512);
-    let mut chunk = [0u8; 512];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if buf.len() > 8192 {
-            return reply(&mut stream, "400 Bad Request", "request too large\n").await;
-        }
-    }
-    let first = buf.split(|b| *b == b'\r').next().unwrap_or_default();
-    let first = String::from_utf8_lossy(first);
-    let mut words = first.split_whitespace();
-    match (words.next(), words.next()) {
-        (Some("GET"), Some("/metrics")) => {
-            reply(&mut stream, "200 OK", &metrics.render_prometheus()).await
-        }
-        (Some("GET"), _) => reply(&mut stream, "404 Not Found", "see /metrics\n").await,
-        _ => reply(&mut stream, "400 Bad Request", "only GET /metrics\n").await,
-    }
-}
-
-async fn reply(stream: &mut TcpStream, status: &str, body: &str) -> std::io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(body.as_bytes()).await?;
-    stream.shutdown().await
+    let render = move || metrics.render_prometheus();
+    crate::metrics_http::serve(listener, std::sync::Arc::new(render), shutdown).await
 }
 
 /// Binds `addr` for [`serve`].
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(addr).await
+    crate::metrics_http::bind(addr).await
 }
 
 #[cfg(test)]

@@ -344,7 +344,7 @@ impl Worker {
                 .is_some_and(|b| b.due(Instant::now(), interval, max))
             {
                 let b = open.take().expect("checked");
-                let overlap = !self.stopping();
+                let overlap = self.config.poll_during_commit && !self.stopping();
                 carried = self.end_transaction(b, overlap).await?;
             }
         }
