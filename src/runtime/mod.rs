@@ -46,6 +46,13 @@
 //! }
 //! ```
 //!
+//! With `poll.during.commit` (the default) the next poll and its
+//! processing run while `commit_transaction` is in flight: the consumer is
+//! idle then (the transaction's acknowledgements were sealed by
+//! `take_transaction_acknowledgements` before), and nothing of the new
+//! batch is sent or acknowledged until the commit has ended, so the new
+//! batch simply belongs to the next transaction.
+//!
 //! After an abort the broker puts the records back to ACQUIRED for the same
 //! member (D6) and the consumer hands them out again on its next poll, so
 //! they are simply processed again. Offsets acquired without data (gaps)
