@@ -120,26 +120,32 @@ async fn main() {
     println!("|---|---|---|---|---|---|---|");
     let mut eos_100 = 0.0;
     for (size, n) in [(100usize, 100_000usize), (1024, 40_000)] {
-        for g in [
-            ProcessingGuarantee::ExactlyOnce,
-            ProcessingGuarantee::AtLeastOnce,
+        // exactly_once waiting for each commit (the KIP's loop), exactly_once
+        // polling during the commit (the default), at_least_once.
+        for (g, overlap) in [
+            (ProcessingGuarantee::ExactlyOnce, false),
+            (ProcessingGuarantee::ExactlyOnce, true),
+            (ProcessingGuarantee::AtLeastOnce, true),
         ] {
-            let tag = format!("{}-{size}", g.name());
+            let tag = format!("{}-{overlap}-{size}", g.name());
             let (input, output) = (format!("in-{tag}"), format!("out-{tag}"));
             setup(&b, &tag, &input, &output, 4).await;
             produce(&b, &input, n, size).await;
-            let (rate, p50, p99) = run_until(
-                forward(&tag, &input, &output),
-                config(&b, &tag, 4, g),
-                n as u64,
-            )
-            .await;
-            if size == 100 && g == ProcessingGuarantee::ExactlyOnce {
+            let mut cfg = config(&b, &tag, 4, g);
+            cfg.poll_during_commit = overlap;
+            let (rate, p50, p99) = run_until(forward(&tag, &input, &output), cfg, n as u64).await;
+            if size == 100 && g == ProcessingGuarantee::ExactlyOnce && overlap {
                 eos_100 = rate;
             }
+            let name = match (g, overlap) {
+                (ProcessingGuarantee::ExactlyOnce, false) => {
+                    "exactly_once, poll.during.commit=false"
+                }
+                (ProcessingGuarantee::ExactlyOnce, true) => "exactly_once",
+                _ => g.name(),
+            };
             println!(
-                "| {size} B | {} | {n} | {rate:.0} | {:.1} | {p50:.1} ms | {p99:.1} ms |",
-                g.name(),
+                "| {size} B | {name} | {n} | {rate:.0} | {:.1} | {p50:.1} ms | {p99:.1} ms |",
                 rate * size as f64 / 1e6
             );
         }

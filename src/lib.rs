@@ -6,6 +6,7 @@ pub mod broker;
 pub mod client;
 pub mod eos;
 pub mod failpoints;
+pub mod metrics_http;
 pub mod protocol;
 pub mod runtime;
 pub mod topology;

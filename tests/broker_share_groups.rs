@@ -543,7 +543,7 @@ async fn share_apis_are_gated_by_share_version() {
         )
         .await;
     let keys: Vec<i16> = v.api_keys.iter().map(|k| k.api_key).collect();
-    for k in [76, 77, 78, 79] {
+    for k in [76, 77, 78, 79, 90] {
         assert!(!keys.contains(&k), "{k} advertised with share.version 0");
     }
     let r = heartbeat(&mut c, "g", "m1", 0).await;
@@ -571,4 +571,130 @@ async fn share_apis_are_gated_by_share_version() {
             .expect("advertised");
         assert_eq!((e.min_version, e.max_version), (1, 1));
     }
+}
+
+fn describe_offsets_req(
+    group: &str,
+    topics: Option<Vec<(&str, Vec<i32>)>>,
+) -> DescribeShareGroupOffsetsRequest {
+    use kafka_protocol::messages::describe_share_group_offsets_request as d;
+    DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+        d::DescribeShareGroupOffsetsRequestGroup::default()
+            .with_group_id(GroupId(st(group)))
+            .with_topics(topics.map(|ts| {
+                ts.into_iter()
+                    .map(|(n, ps)| {
+                        d::DescribeShareGroupOffsetsRequestTopic::default()
+                            .with_topic_name(TopicName(st(n)))
+                            .with_partitions(ps)
+                    })
+                    .collect()
+            })),
+    ])
+}
+
+/// (topic, partition, start offset, error code) of every partition answered.
+fn described(r: &DescribeShareGroupOffsetsResponse) -> Vec<(String, i32, i64, i16)> {
+    r.groups[0]
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                (
+                    t.topic_name.0.to_string(),
+                    p.partition_index,
+                    p.start_offset,
+                    p.error_code,
+                )
+            })
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn describe_share_group_offsets_answers_the_share_partition_start_offset() {
+    let (b, mut c, topic) = setup(BrokerConfig::in_memory()).await;
+    let v = c
+        .send(
+            &ApiVersionsRequest::default()
+                .with_client_software_name(st("test"))
+                .with_client_software_version(st("1.0")),
+            3,
+        )
+        .await;
+    let e = v
+        .api_keys
+        .iter()
+        .find(|x| x.api_key == 90)
+        .expect("advertised");
+    assert_eq!((e.min_version, e.max_version), (0, 0));
+
+    let r = c.send(&describe_offsets_req("nope", None), 0).await;
+    assert_eq!(r.groups[0].error_code, ErrorCode::GROUP_ID_NOT_FOUND.0);
+
+    append(&b, topic, 6);
+    assert_eq!(heartbeat(&mut c, "g", "m1", 0).await.error_code, 0);
+    // A member, but nothing fetched yet: no share-partition state.
+    let r = c
+        .send(
+            &describe_offsets_req("g", Some(vec![("t", vec![0, 7]), ("zz", vec![0])])),
+            0,
+        )
+        .await;
+    assert_eq!(r.groups[0].error_code, 0, "{r:?}");
+    assert_eq!(
+        described(&r),
+        vec![
+            ("t".into(), 0, -1, 0),
+            ("t".into(), 7, -1, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0),
+            ("zz".into(), 0, -1, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0),
+        ]
+    );
+    assert_eq!(r.groups[0].topics[0].topic_id, topic);
+
+    let f = c.send(&fetch_req("m1", 0, topic, vec![], 0), 1).await;
+    assert_eq!(acquired(&f), vec![(0, 5, 1)]);
+    let r = c.send(&describe_offsets_req("g", None), 0).await;
+    assert_eq!(
+        described(&r),
+        vec![("t".into(), 0, 0, 0)],
+        "acquired is not acknowledged"
+    );
+    let a = acknowledge(&mut c, "m1", 1, topic, vec![(0, 2, ACCEPT)]).await;
+    assert_eq!(a.error_code, 0);
+    let r = c.send(&describe_offsets_req("g", None), 0).await;
+    assert_eq!(
+        described(&r),
+        vec![("t".into(), 0, 3, 0)],
+        "SPSO moves past 0-2"
+    );
+
+    // The admin client: SPSO and the end offset give the lag.
+    let admin = sharestream::client::admin::AdminClient::new(
+        vec![b.local_addr().to_string()],
+        sharestream::client::ConnectionConfig::default(),
+    );
+    let starts = admin.describe_share_group_offsets("g", None).await.unwrap();
+    assert_eq!(
+        starts
+            .get(&("t".to_string(), 0))
+            .map(|r| *r.as_ref().unwrap()),
+        Some(3)
+    );
+    let ends = admin
+        .list_end_offsets(&[("t".to_string(), 0)], true)
+        .await
+        .unwrap();
+    assert_eq!(
+        ends.get(&("t".to_string(), 0))
+            .map(|r| *r.as_ref().unwrap()),
+        Some(6)
+    );
+    let lag = sharestream::runtime::lag::compute_lag(&starts, &ends);
+    assert_eq!(lag.get(&("t".to_string(), 0)), Some(&3));
+    let err = admin
+        .describe_share_group_offsets("nope", None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("GROUP_ID_NOT_FOUND"), "{err}");
 }

@@ -231,3 +231,59 @@ fn refused_topologies_and_settings_say_what_to_fix() {
     assert_eq!(err.setting, "source.bootstrap.servers");
     assert!(err.to_string().contains("D11"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_group_lag_gauge_counts_unprocessed_records_and_drops_to_zero() {
+    let b = broker().await;
+    setup(&b, "g-lag", &[("in", 2), ("out", 2)]).await;
+    produce_inputs(&b, "in", 2, 40).await;
+    // Processing waits for the gate: the records stay unacknowledged.
+    let (gate_tx, gate_rx) = tokio::sync::watch::channel(false);
+    let builder = StreamsBuilder::new("g-lag");
+    builder
+        .stream::<String, String>("in", Serdes::string(), Serdes::string())
+        .map_async(64, move |v: String| {
+            let mut gate = gate_rx.clone();
+            async move {
+                let _ = gate.wait_for(|open| *open).await;
+                Ok::<_, std::convert::Infallible>(format!("out-{v}"))
+            }
+        })
+        .to("out", Serdes::string(), Serdes::string());
+    let mut cfg = config(&b, "app-lag");
+    cfg.lag_interval = std::time::Duration::from_millis(50);
+    cfg.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    let h = Runtime::builder(builder.build().unwrap())
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    let m = h.metrics().clone();
+    wait_until(20, "lag of the unprocessed records", || {
+        m.share_group_lag().is_some_and(|l| l.len() == 2) && m.share_group_lag_total() == Some(40)
+    })
+    .await;
+    assert_eq!(m.records_committed.load(Ordering::Relaxed), 0);
+    let text = scrape(h.metrics_addr().unwrap()).await;
+    assert!(
+        text.contains("sharestream_share_group_lag{topic=\"in\",partition=\"0\"} 20"),
+        "{text}"
+    );
+    gate_tx.send(true).unwrap();
+    wait_committed(&h, 40).await;
+    wait_until(20, "lag back to 0", || m.share_group_lag_total() == Some(0)).await;
+    h.stop().await.unwrap();
+    assert_exactly_once(&committed(&b, "out").await, 40, |i| format!("out-v{i}"));
+    b.shutdown().await;
+}
+
+async fn scrape(addr: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}

@@ -4,9 +4,9 @@
 //! is produced and the source record ACCEPTed; when it still fails after
 //! bounded in-process retries, the source record goes to the dead-letter
 //! topic with headers saying where it came from and why (original topic,
-//! partition, offset and timestamp, delivery count, error kind, failing
-//! node, and the message, which carries the attempt count) and is
-//! REJECTed. Either way the produce and the acknowledgement are one
+//! partition, offset and timestamp, delivery count, attempts (earlier
+//! deliveries plus in-process retries), error kind, failing node, and the
+//! message) and is REJECTed. Either way the produce and the acknowledgement are one
 //! transaction (KIP-1289): a record is never both processed and
 //! dead-lettered, nor lost between the two.
 //!
@@ -31,9 +31,9 @@ use sharestream::client::{ConnectionConfig, Metadata, Producer, ProducerConfig, 
 use sharestream::runtime::verify::read_committed;
 use sharestream::runtime::{Runtime, RuntimeConfig};
 use sharestream::topology::error::{
-    DLQ_ERROR_KIND, DLQ_ERROR_MESSAGE, DLQ_ORIGINAL_OFFSET, DLQ_ORIGINAL_TOPIC,
+    DLQ_ATTEMPTS, DLQ_ERROR_KIND, DLQ_ERROR_MESSAGE, DLQ_ORIGINAL_OFFSET, DLQ_ORIGINAL_TOPIC,
 };
-use sharestream::topology::{ErrorPolicy, Serdes, StreamsBuilder, Topology};
+use sharestream::topology::{AttemptsExhausted, ErrorPolicy, Serdes, StreamsBuilder, Topology};
 
 #[global_allocator]
 static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
@@ -121,7 +121,8 @@ fn topology(args: &Args) -> Topology {
                     }
                     tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
                 }
-                Err(format!("attempts={}: {last}", a.max_attempts))
+                // The attempts go to their own header, __dlq.attempts.
+                Err(AttemptsExhausted::new(a.max_attempts, last))
             }
         })
         .to(
@@ -268,8 +269,11 @@ async fn demo(args: Args) {
         headers_ok &= r.header_str(DLQ_ORIGINAL_TOPIC).as_deref() == Some(args.input.as_str())
             && r.header_str(DLQ_ORIGINAL_OFFSET).is_some()
             && r.header_str(DLQ_ERROR_KIND).as_deref() == Some("operator")
-            && r.header_str(DLQ_ERROR_MESSAGE)
-                .is_some_and(|m| m.starts_with(&format!("attempts={}", args.max_attempts)));
+            && r.header_str(DLQ_ERROR_MESSAGE).is_some_and(|m| !m.is_empty())
+            // In-process attempts plus earlier deliveries (if any).
+            && r.header_str(DLQ_ATTEMPTS)
+                .and_then(|a| a.parse::<u32>().ok())
+                .is_some_and(|a| a >= args.max_attempts);
     }
     let once = seen.values().filter(|v| v.len() == 1).count();
     let missing = args.records - seen.len();

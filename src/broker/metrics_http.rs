@@ -1,13 +1,11 @@
-//! A minimal HTTP endpoint serving the broker's metrics in Prometheus text
-//! format at `GET /metrics` (`--metrics-listen`). One request per
-//! connection, bounded request size; anything else gets 404 or 400.
+//! The broker's metrics in Prometheus text format at `GET /metrics`
+//! (`--metrics-listen`), served by the shared [`crate::metrics_http`]
+//! endpoint.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::core::BrokerCore;
@@ -100,61 +98,13 @@ pub fn render(core: &BrokerCore) -> String {
     out
 }
 
-/// Serves `GET /metrics` on `addr` until shutdown.
-pub async fn serve(
-    listener: TcpListener,
-    core: Arc<BrokerCore>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    loop {
-        let stream = tokio::select! {
-            r = listener.accept() => match r {
-                Ok((s, _)) => s,
-                Err(_) => continue,
-            },
-            _ = shutdown.changed() => return,
-        };
-        let core = core.clone();
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(Duration::from_secs(5), answer(stream, &core)).await;
-        });
-    }
-}
-
-async fn answer(mut stream: TcpStream, core: &BrokerCore) -> std::io::Result<()> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if buf.len() > 8192 {
-            return respond(&mut stream, "400 Bad Request", "request too large\n").await;
-        }
-    }
-    let line = buf.split(|b| *b == b'\r').next().unwrap_or_default();
-    let line = String::from_utf8_lossy(line);
-    let mut parts = line.split_whitespace();
-    match (parts.next(), parts.next()) {
-        (Some("GET"), Some("/metrics")) => respond(&mut stream, "200 OK", &render(core)).await,
-        (Some("GET"), Some(_)) => respond(&mut stream, "404 Not Found", "try /metrics\n").await,
-        _ => respond(&mut stream, "400 Bad Request", "GET /metrics only\n").await,
-    }
-}
-
-async fn respond(stream: &mut TcpStream, status: &str, body: &str) -> std::io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(body.as_bytes()).await?;
-    stream.shutdown().await
+/// Serves `GET /metrics` on `listener` until shutdown (the shared
+/// [`crate::metrics_http`] endpoint over [`render`]).
+pub async fn serve(listener: TcpListener, core: Arc<BrokerCore>, shutdown: watch::Receiver<bool>) {
+    crate::metrics_http::serve(listener, Arc::new(move || render(&core)), shutdown).await
 }
 
 /// Binds the metrics listener.
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(addr).await
+    crate::metrics_http::bind(addr).await
 }

@@ -798,6 +798,20 @@ impl SharePartitionManager {
             .map(|e| (e.sp.start_offset(), e.sp.end_offset()))
     }
 
+    /// The start offset (SPSO) of every share partition of `group_id`, as
+    /// `(topic id, partition, start offset)` in key order
+    /// (DescribeShareGroupOffsets).
+    pub fn group_start_offsets(&self, group_id: &str) -> Vec<(Uuid, i32, i64)> {
+        let inner = self.inner.lock();
+        let from = key(group_id, Uuid::nil(), i32::MIN);
+        inner
+            .partitions
+            .range(from..)
+            .take_while(|(k, _)| k.group_id == group_id)
+            .map(|(k, e)| (k.topic_id, k.partition, e.sp.start_offset()))
+            .collect()
+    }
+
     /// Per share partition metrics in Prometheus text format: in-flight,
     /// acquired, acknowledged and archived records (gauges), lock expiries
     /// and redeliveries (counters), labelled by group, topic id and

@@ -1,5 +1,6 @@
-//! The admin client: topics, cluster description, group configs and
-//! feature levels.
+//! The admin client: topics, cluster description, group configs, feature
+//! levels, end offsets and share-group offsets (the inputs of share-group
+//! lag).
 //!
 //! Requests go to the controller named by the metadata (any broker before
 //! that is known). Per-item results come back as a map from the item to its
@@ -19,7 +20,8 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
 use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
 use kafka_protocol::messages::{
     ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest,
-    DescribeConfigsRequest, IncrementalAlterConfigsRequest, TopicName, UpdateFeaturesRequest,
+    DescribeConfigsRequest, DescribeShareGroupOffsetsRequest, GroupId,
+    IncrementalAlterConfigsRequest, ListOffsetsRequest, TopicName, UpdateFeaturesRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
@@ -334,6 +336,140 @@ impl AdminClient {
             )?;
         }
         Ok(())
+    }
+
+    /// DescribeShareGroupOffsets (KIP-932): the share-partition start offset
+    /// (SPSO) of each partition of `group_id`, asked of the group
+    /// coordinator. `topics` `None` asks for every partition the group has
+    /// state for. A partition the group has no state for yet answers -1.
+    /// A broker without the API fails with
+    /// [`ClientError::UnsupportedVersion`].
+    pub async fn describe_share_group_offsets(
+        &self,
+        group_id: &str,
+        topics: Option<&[(String, Vec<i32>)]>,
+    ) -> Result<BTreeMap<(String, i32), Result<i64, ClientError>>, ClientError> {
+        use kafka_protocol::messages::describe_share_group_offsets_request as req_mod;
+        let group = req_mod::DescribeShareGroupOffsetsRequestGroup::default()
+            .with_group_id(GroupId(StrBytes::from_string(group_id.to_string())))
+            .with_topics(topics.map(|ts| {
+                ts.iter()
+                    .map(|(name, parts)| {
+                        req_mod::DescribeShareGroupOffsetsRequestTopic::default()
+                            .with_topic_name(TopicName(StrBytes::from_string(name.clone())))
+                            .with_partitions(parts.clone())
+                    })
+                    .collect()
+            }));
+        let req = DescribeShareGroupOffsetsRequest::default().with_groups(vec![group]);
+        let conn = self
+            .metadata
+            .find_coordinator(0, group_id, self.timeout)
+            .await?;
+        let resp = conn.send(&req).await?;
+        let mut out = BTreeMap::new();
+        for g in &resp.groups {
+            ClientError::check(
+                "DescribeShareGroupOffsets",
+                g.error_code,
+                g.error_message.as_ref().map(|m| m.to_string()),
+            )?;
+            for t in &g.topics {
+                for p in &t.partitions {
+                    let r = ClientError::check(
+                        "DescribeShareGroupOffsets",
+                        p.error_code,
+                        p.error_message.as_ref().map(|m| m.to_string()),
+                    )
+                    .map(|()| p.start_offset);
+                    out.insert((t.topic_name.0.to_string(), p.partition_index), r);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// ListOffsets LATEST of each partition, asked of its leader: the high
+    /// watermark, or with `read_committed` the last stable offset.
+    pub async fn list_end_offsets(
+        &self,
+        partitions: &[(String, i32)],
+        read_committed: bool,
+    ) -> Result<BTreeMap<(String, i32), Result<i64, ClientError>>, ClientError> {
+        use kafka_protocol::messages::BrokerId;
+        use kafka_protocol::messages::list_offsets_request::{
+            ListOffsetsPartition, ListOffsetsTopic,
+        };
+        let mut topics: Vec<&str> = partitions.iter().map(|(t, _)| t.as_str()).collect();
+        topics.sort_unstable();
+        topics.dedup();
+        if topics.iter().any(|t| self.metadata.topic(t).is_none()) {
+            self.metadata.refresh(&topics).await?;
+        }
+        // Group by leader: node id -> topic -> partitions.
+        let mut by_leader: BTreeMap<i32, BTreeMap<&str, Vec<i32>>> = BTreeMap::new();
+        let mut out = BTreeMap::new();
+        for (t, p) in partitions {
+            let leader = self
+                .metadata
+                .topic(t)
+                .and_then(|m| m.partition(*p).map(|pm| pm.leader_id));
+            match leader {
+                Some(l) if l >= 0 => by_leader
+                    .entry(l)
+                    .or_default()
+                    .entry(t)
+                    .or_default()
+                    .push(*p),
+                _ => {
+                    self.metadata.invalidate(t);
+                    out.insert(
+                        (t.clone(), *p),
+                        Err(ClientError::check(
+                            "ListOffsets",
+                            ErrorCode::LEADER_NOT_AVAILABLE.0,
+                            None,
+                        )
+                        .unwrap_err()),
+                    );
+                }
+            }
+        }
+        for (leader, topics) in by_leader {
+            let Some(conn) = self.metadata.broker(leader) else {
+                continue;
+            };
+            let req = ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_isolation_level(i8::from(read_committed))
+                .with_topics(
+                    topics
+                        .into_iter()
+                        .map(|(t, ps)| {
+                            ListOffsetsTopic::default()
+                                .with_name(TopicName(StrBytes::from_string(t.to_string())))
+                                .with_partitions(
+                                    ps.into_iter()
+                                        .map(|p| {
+                                            ListOffsetsPartition::default()
+                                                .with_partition_index(p)
+                                                .with_timestamp(-1)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                );
+            let resp = conn.send(&req).await?;
+            for t in &resp.topics {
+                for p in &t.partitions {
+                    let r =
+                        ClientError::check("ListOffsets", p.error_code, None).map(|()| p.offset);
+                    out.insert((t.name.0.to_string(), p.partition_index), r);
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The cluster's feature levels, from an ApiVersions exchange.

@@ -87,6 +87,15 @@ pub struct RuntimeConfig {
     /// The clients' `security.protocol`, `ssl.*` and `sasl.*` settings
     /// (the same for every cluster the runtime talks to).
     pub security: crate::client::security::SecurityProperties,
+    /// `share.group.lag.interval.ms` (default 5 s; 0 = off): how often the
+    /// share-group lag gauge is refreshed (DescribeShareGroupOffsets and
+    /// ListOffsets, off the workers' path).
+    pub lag_interval: Duration,
+    /// `poll.during.commit` (default true): under exactly_once, poll and
+    /// process the next batch while a transaction commits (its records go
+    /// into the next transaction). Off: the loop waits for the commit, as
+    /// the KIP's pseudo code does (kept for comparisons).
+    pub poll_during_commit: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -106,6 +115,8 @@ impl Default for RuntimeConfig {
             shutdown_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(30),
             security: Default::default(),
+            lag_interval: Duration::from_secs(5),
+            poll_during_commit: true,
         }
     }
 }
@@ -205,6 +216,20 @@ impl RuntimeConfig {
             }
             "request.timeout.ms" => {
                 self.request_timeout = Duration::from_millis(positive(name, value)?)
+            }
+            "share.group.lag.interval.ms" => {
+                let ms = value
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| err(name, format!("{value:?} is not a number of ms")))?;
+                self.lag_interval = Duration::from_millis(ms)
+            }
+            "poll.during.commit" => {
+                self.poll_during_commit = match value.trim() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(err(name, format!("{value:?}: expected true or false"))),
+                }
             }
             other if crate::client::security::is_security_setting(other) => {
                 self.security.insert(other, value)

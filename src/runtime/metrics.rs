@@ -9,13 +9,17 @@
 //! records per transaction). Gauge: records in flight, the records this
 //! process holds acquired and has not committed yet.
 //!
-//! Lag in the share-group sense (records of the source partitions not yet
-//! acknowledged, the distance from the share-partition start offset to the
-//! log end) is not computed here: the client would need
-//! DescribeShareGroupOffsets, which the embedded broker does not serve yet.
-//! The broker's own `/metrics` exposes it per share partition (in-flight,
-//! available, acquired records).
+//! Gauge `sharestream_share_group_lag{topic,partition}`: the share-group
+//! lag of each source partition, the distance from the share-partition
+//! start offset (SPSO, DescribeShareGroupOffsets) to the last stable
+//! offset (ListOffsets read_committed), refreshed every
+//! `share.group.lag.interval.ms` by [`lag`](super::lag). Approximate: the
+//! two answers are not taken at one instant, and records between SPSO and
+//! the end that are already acknowledged (but not yet below the SPSO)
+//! count as lag. Absent when the cluster does not serve
+//! DescribeShareGroupOffsets or the refresh is off.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -23,8 +27,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 /// The runtime's metrics; shared by the workers (atomics, two locked
@@ -48,6 +51,9 @@ pub struct RuntimeMetrics {
     pub transactions_aborted: AtomicU64,
     /// Records delivered and not yet committed or aborted.
     pub records_in_flight: AtomicI64,
+    /// Share-group lag per source topic-partition; `None` until known (or
+    /// when the cluster cannot tell).
+    share_group_lag: Mutex<Option<BTreeMap<(String, i32), i64>>>,
     commit_latency_us: Mutex<Histogram<u64>>,
     batch_size: Mutex<Histogram<u64>>,
 }
@@ -63,6 +69,7 @@ impl Default for RuntimeMetrics {
             transactions_committed: AtomicU64::new(0),
             transactions_aborted: AtomicU64::new(0),
             records_in_flight: AtomicI64::new(0),
+            share_group_lag: Mutex::new(None),
             commit_latency_us: Mutex::new(Histogram::new_with_bounds(1, 600_000_000, 3).unwrap()),
             batch_size: Mutex::new(Histogram::new_with_bounds(1, 10_000_000, 3).unwrap()),
         }
@@ -97,6 +104,24 @@ impl RuntimeMetrics {
     /// The mean batch size (source records per commit).
     pub fn mean_batch_size(&self) -> f64 {
         self.batch_size.lock().mean()
+    }
+
+    /// Replaces the share-group lag (`None`: unknown, the gauge is absent).
+    pub fn set_share_group_lag(&self, lag: Option<BTreeMap<(String, i32), i64>>) {
+        *self.share_group_lag.lock() = lag;
+    }
+
+    /// The share-group lag per topic-partition, if known.
+    pub fn share_group_lag(&self) -> Option<BTreeMap<(String, i32), i64>> {
+        self.share_group_lag.lock().clone()
+    }
+
+    /// The share-group lag summed over the source partitions, if known.
+    pub fn share_group_lag_total(&self) -> Option<i64> {
+        self.share_group_lag
+            .lock()
+            .as_ref()
+            .map(|m| m.values().sum())
     }
 
     /// A counter by field, for tests and summaries.
@@ -156,6 +181,19 @@ impl RuntimeMetrics {
             out,
             "# HELP sharestream_runtime_records_in_flight Records acquired by this process and not yet committed.\n# TYPE sharestream_runtime_records_in_flight gauge\nsharestream_runtime_records_in_flight {in_flight}"
         );
+        if let Some(lag) = self.share_group_lag.lock().as_ref() {
+            let _ = writeln!(
+                out,
+                "# HELP sharestream_share_group_lag Records of the source partition from the share-partition start offset to the last stable offset.\n# TYPE sharestream_share_group_lag gauge"
+            );
+            for ((topic, partition), v) in lag {
+                let topic = topic.replace('\\', "\\\\").replace('"', "\\\"");
+                let _ = writeln!(
+                    out,
+                    "sharestream_share_group_lag{{topic=\"{topic}\",partition=\"{partition}\"}} {v}"
+                );
+            }
+        }
         histogram(
             &mut out,
             "sharestream_runtime_commit_latency_seconds",
@@ -203,65 +241,21 @@ fn histogram(
     let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {}", h.len());
 }
 
-/// Serves `GET /metrics` from `listener` until `shutdown` turns true.
+/// Serves `GET /metrics` from `listener` until `shutdown` turns true (the
+/// shared [`crate::metrics_http`] endpoint over
+/// [`RuntimeMetrics::render_prometheus`]).
 pub async fn serve(
     listener: TcpListener,
     metrics: std::sync::Arc<RuntimeMetrics>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
-    loop {
-        let stream = tokio::select! {
-            r = listener.accept() => match r {
-                Ok((s, _)) => s,
-                Err(_) => continue,
-            },
-            _ = shutdown.changed() => return,
-        };
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(Duration::from_secs(5), answer(stream, &metrics)).await;
-        });
-    }
-}
-
-async fn answer(mut stream: TcpStream, metrics: &RuntimeMetrics) -> std::io::Result<()> {
-    let mut buf = Vec::with_capacity(512);
-    let mut chunk = [0u8; 512];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if buf.len() > 8192 {
-            return reply(&mut stream, "400 Bad Request", "request too large\n").await;
-        }
-    }
-    let first = buf.split(|b| *b == b'\r').next().unwrap_or_default();
-    let first = String::from_utf8_lossy(first);
-    let mut words = first.split_whitespace();
-    match (words.next(), words.next()) {
-        (Some("GET"), Some("/metrics")) => {
-            reply(&mut stream, "200 OK", &metrics.render_prometheus()).await
-        }
-        (Some("GET"), _) => reply(&mut stream, "404 Not Found", "see /metrics\n").await,
-        _ => reply(&mut stream, "400 Bad Request", "only GET /metrics\n").await,
-    }
-}
-
-async fn reply(stream: &mut TcpStream, status: &str, body: &str) -> std::io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(body.as_bytes()).await?;
-    stream.shutdown().await
+    let render = move || metrics.render_prometheus();
+    crate::metrics_http::serve(listener, std::sync::Arc::new(render), shutdown).await
 }
 
 /// Binds `addr` for [`serve`].
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(addr).await
+    crate::metrics_http::bind(addr).await
 }
 
 #[cfg(test)]
@@ -290,5 +284,27 @@ mod tests {
         );
         assert!(text.contains("sharestream_runtime_batch_size_records_count 1"));
         assert!(text.contains("# TYPE sharestream_runtime_records_in_flight gauge"));
+        assert!(!text.contains("sharestream_share_group_lag"), "{text}");
+    }
+
+    #[test]
+    fn share_group_lag_gauge_per_partition_once_known() {
+        let m = RuntimeMetrics::default();
+        assert_eq!(m.share_group_lag_total(), None);
+        m.set_share_group_lag(Some(BTreeMap::from([
+            (("in".to_string(), 0), 5),
+            (("in".to_string(), 1), 0),
+        ])));
+        assert_eq!(m.share_group_lag_total(), Some(5));
+        let text = m.render_prometheus();
+        assert!(
+            text.contains("# TYPE sharestream_share_group_lag gauge"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sharestream_share_group_lag{topic=\"in\",partition=\"0\"} 5"),
+            "{text}"
+        );
+        assert!(text.contains("sharestream_share_group_lag{topic=\"in\",partition=\"1\"} 0"));
     }
 }

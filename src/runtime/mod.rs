@@ -46,6 +46,13 @@
 //! }
 //! ```
 //!
+//! With `poll.during.commit` (the default) the next poll and its
+//! processing run while `commit_transaction` is in flight: the consumer is
+//! idle then (the transaction's acknowledgements were sealed by
+//! `take_transaction_acknowledgements` before), and nothing of the new
+//! batch is sent or acknowledged until the commit has ended, so the new
+//! batch simply belongs to the next transaction.
+//!
 //! After an abort the broker puts the records back to ACQUIRED for the same
 //! member (D6) and the consumer hands them out again on its next poll, so
 //! they are simply processed again. Offsets acquired without data (gaps)
@@ -81,7 +88,9 @@
 //!
 //! # Metrics
 //!
-//! [`RuntimeMetrics`], in Prometheus text format on `metrics.listen`.
+//! [`RuntimeMetrics`], in Prometheus text format on `metrics.listen`,
+//! including the share-group lag gauge refreshed by [`lag`] every
+//! `share.group.lag.interval.ms`.
 //!
 //! # Fault injection
 //!
@@ -96,6 +105,7 @@
 //! the copier chaos test.
 
 pub mod config;
+pub mod lag;
 pub mod metrics;
 pub mod verify;
 mod worker;
@@ -112,6 +122,7 @@ use tokio::task::JoinHandle;
 pub use config::{ProcessingGuarantee, RuntimeConfig, RuntimeConfigError};
 pub use metrics::RuntimeMetrics;
 
+use crate::client::admin::AdminClient;
 use crate::client::config::ProducerConfig;
 use crate::client::share_consumer::{
     AcknowledgementMode, ConsumerError, ShareConsumer, ShareConsumerConfig,
@@ -304,6 +315,17 @@ impl RuntimeBuilder {
             .into_iter()
             .map(String::from)
             .collect();
+        if !config.lag_interval.is_zero() {
+            let admin = AdminClient::new(config.source_servers().to_vec(), connection.clone());
+            tokio::spawn(lag::run(
+                admin,
+                self.topology.share_group().to_string(),
+                topics.clone(),
+                config.lag_interval,
+                metrics.clone(),
+                shutdown_rx.clone(),
+            ));
+        }
         let mut workers = Vec::with_capacity(config.num_workers);
         for index in 0..config.num_workers {
             let producer = start_producer(&config, &connection, index).await?;

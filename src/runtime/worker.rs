@@ -25,6 +25,10 @@ use crate::topology::{CompiledTopology, Outcome, OutputRecord, SourceRecord};
 /// shutdown request is noticed).
 const IDLE_POLL: Duration = Duration::from_millis(100);
 
+/// How long the poll that overlaps a commit may wait for records: short,
+/// so that an idle source does not hold the loop long after the commit.
+const OVERLAP_POLL: Duration = Duration::from_millis(5);
+
 /// The source records of the open transaction (or at-least-once commit
 /// window) and what they produced.
 #[derive(Debug)]
@@ -174,6 +178,44 @@ impl Worker {
     }
 }
 
+/// A poll batch and the result of processing it.
+pub(crate) type Polled = (
+    ShareRecords,
+    Result<Vec<crate::topology::ProcessResult>, RuntimeError>,
+);
+
+/// Polls (briefly) and processes what came, without touching the producer:
+/// the part of the loop that may run while a transaction commits.
+async fn poll_and_process(
+    consumer: &mut ShareConsumer,
+    metrics: &RuntimeMetrics,
+    topology: CompiledTopology,
+    index: usize,
+) -> Result<Polled, RuntimeError> {
+    let records = consumer
+        .poll(OVERLAP_POLL)
+        .await
+        .map_err(|source| RuntimeError::Consumer {
+            worker: index,
+            source,
+        })?;
+    let n = records.len() as u64;
+    metrics.records_in.fetch_add(n, Ordering::Relaxed);
+    metrics
+        .records_in_flight
+        .fetch_add(n as i64, Ordering::Relaxed);
+    if records.is_empty() {
+        return Ok((records, Ok(Vec::new())));
+    }
+    let sources: Vec<SourceRecord> = records.iter().map(to_source).collect();
+    let coords: Vec<(String, i32, i64)> = records
+        .iter()
+        .map(|r| (r.topic.clone(), r.partition, r.offset))
+        .collect();
+    let processed = process_batch(index, topology, sources, coords).await;
+    Ok((records, processed))
+}
+
 async fn process_batch(
     index: usize,
     topology: CompiledTopology,
@@ -241,19 +283,33 @@ impl Worker {
         let interval = self.config.commit_interval;
         let max = self.config.max_records_per_transaction;
         let mut open: Option<OpenBatch> = None;
+        // Records polled and processed while the previous transaction
+        // committed; they go into the next one.
+        let mut carried: Option<Polled> = None;
         loop {
-            if self.stopping() {
+            if self.stopping() && carried.is_none() {
                 // Finish the transaction in flight, then leave.
                 if let Some(b) = open.take() {
-                    self.end_transaction(b).await?;
+                    self.end_transaction(b, false).await?;
                 }
                 return Ok(());
             }
-            let now = Instant::now();
-            let timeout = open
-                .as_ref()
-                .map_or(IDLE_POLL, |b| b.poll_timeout(now, interval));
-            let records = self.poll(timeout).await?;
+            let (records, processed) = match carried.take() {
+                Some(p) => p,
+                None => {
+                    let now = Instant::now();
+                    let timeout = open
+                        .as_ref()
+                        .map_or(IDLE_POLL, |b| b.poll_timeout(now, interval));
+                    let records = self.poll(timeout).await?;
+                    let processed = if records.is_empty() {
+                        Ok(Vec::new())
+                    } else {
+                        self.process(&records).await
+                    };
+                    (records, processed)
+                }
+            };
             if !records.is_empty() {
                 if open.is_none() {
                     self.producer
@@ -262,7 +318,7 @@ impl Worker {
                     open = Some(OpenBatch::new(Instant::now()));
                 }
                 let b = open.as_mut().expect("opened above");
-                match self.process(&records).await {
+                match processed {
                     Ok(results) => {
                         if let Err(injected) = self.stage_batch(&records, results, b) {
                             tracing::warn!(worker = self.index, error = %injected, "aborting the transaction");
@@ -288,7 +344,8 @@ impl Worker {
                 .is_some_and(|b| b.due(Instant::now(), interval, max))
             {
                 let b = open.take().expect("checked");
-                self.end_transaction(b).await?;
+                let overlap = self.config.poll_during_commit && !self.stopping();
+                carried = self.end_transaction(b, overlap).await?;
             }
         }
     }
@@ -334,72 +391,108 @@ impl Worker {
     /// `send_share_acknowledgements_to_transaction`, then
     /// `commit_transaction`; on an abortable error abort (the records come
     /// back on the next poll, D6).
-    async fn end_transaction(&mut self, b: OpenBatch) -> Result<(), RuntimeError> {
+    ///
+    /// With `overlap`, the next poll batch is fetched and processed while
+    /// the commit is in flight (the share consumer is idle then: the
+    /// acknowledgements of this transaction were sealed before). Nothing of
+    /// that batch is sent or acknowledged before this transaction has
+    /// ended: it is returned, and goes into the next transaction.
+    async fn end_transaction(
+        &mut self,
+        b: OpenBatch,
+        overlap: bool,
+    ) -> Result<Option<Polled>, RuntimeError> {
         let started = Instant::now();
-        match self.stage_and_commit().await {
+        let commit = self.stage_and_commit();
+        let (result, polled) = if overlap {
+            let next = poll_and_process(
+                &mut self.consumer,
+                &self.metrics,
+                self.topology.clone(),
+                self.index,
+            );
+            let (c, p) = tokio::join!(commit, next);
+            (c, Some(p))
+        } else {
+            (commit.await, None)
+        };
+        match result {
             Ok(id) => {
                 if let Some(id) = id {
                     let _ = self
                         .consumer
                         .transaction_outcome(id, TransactionOutcome::Committed);
                 }
+                self.txn_id = None;
                 self.on_committed(&b, started.elapsed());
-                Ok(())
             }
             Err(TxnFailure::Abortable(e)) => {
                 tracing::warn!(worker = self.index, error = %e, "transaction failed; aborting, the records will be processed again");
-                self.abort(b).await
+                self.abort(b).await?;
             }
             Err(TxnFailure::Fatal(e)) => {
                 self.hand_back();
-                Err(e)
+                return Err(e);
             }
+        }
+        match polled {
+            None => Ok(None),
+            Some(Ok(p)) if p.0.is_empty() => Ok(None),
+            Some(Ok(p)) => Ok(Some(p)),
+            Some(Err(e)) => Err(e),
         }
     }
 
-    async fn stage_and_commit(
+    /// Seals the transaction's acknowledgements (synchronously, so that a
+    /// poll may run while the returned future commits) and returns the
+    /// future that stages them and commits; it uses only the producer.
+    fn stage_and_commit(
         &mut self,
-    ) -> Result<Option<TransactionAcknowledgementsId>, TxnFailure> {
-        failpoints::pause("runtime.window_sent").await;
+    ) -> impl Future<Output = Result<Option<TransactionAcknowledgementsId>, TxnFailure>> + use<>
+    {
         let taken = self.consumer.take_transaction_acknowledgements();
         if let Some(t) = &taken {
             self.txn_id = Some(t.id);
         }
-        let classify = |this: &Self, e: ProducerError| {
+        let id = self.txn_id;
+        let index = self.index;
+        let producer = self.producer.clone();
+        let mut group = self.consumer.share_group_metadata();
+        if taken.is_some() && failpoints::hit("runtime.stale_member_epoch") {
+            group = ShareGroupMetadata::new(
+                group.group_id(),
+                group.member_id(),
+                group.member_epoch() - 1,
+            );
+        }
+        let classify = move |e: ProducerError| {
             if e.is_fatal() {
-                TxnFailure::Fatal(this.fatal_producer(e))
+                TxnFailure::Fatal(RuntimeError::Producer {
+                    worker: index,
+                    source: e,
+                })
             } else {
                 TxnFailure::Abortable(e)
             }
         };
-        if let Some(t) = taken {
-            let mut group = self.consumer.share_group_metadata();
-            if failpoints::hit("runtime.stale_member_epoch") {
-                group = ShareGroupMetadata::new(
-                    group.group_id(),
-                    group.member_id(),
-                    group.member_epoch() - 1,
-                );
+        async move {
+            // Kill windows for the chaos test (no-ops without `failpoints`):
+            // outputs sent, acknowledgements not staged; then staged, not
+            // committed.
+            failpoints::pause("runtime.window_sent").await;
+            if let Some(t) = taken {
+                stage(producer.clone(), t.acknowledgements.to_batches(), group)
+                    .await
+                    .map_err(classify)?;
+                failpoints::pause("runtime.window_staged").await;
             }
-            if let Err(e) = stage(
-                self.producer.clone(),
-                t.acknowledgements.to_batches(),
-                group,
-            )
-            .await
-            {
-                return Err(classify(self, e));
+            if failpoints::hit("runtime.crash_before_commit") {
+                return Err(TxnFailure::Fatal(RuntimeError::WorkerCrashed {
+                    worker: index,
+                }));
             }
-            failpoints::pause("runtime.window_staged").await;
-        }
-        if failpoints::hit("runtime.crash_before_commit") {
-            return Err(TxnFailure::Fatal(RuntimeError::WorkerCrashed {
-                worker: self.index,
-            }));
-        }
-        match self.producer.commit_transaction().await {
-            Ok(()) => Ok(self.txn_id.take()),
-            Err(e) => Err(classify(self, e)),
+            producer.commit_transaction().await.map_err(classify)?;
+            Ok(id)
         }
     }
 

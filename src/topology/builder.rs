@@ -30,6 +30,9 @@ pub(crate) type BoxedRecord = Box<dyn Any + Send>;
 pub(crate) struct NodeError {
     pub(crate) kind: ErrorKind,
     pub(crate) message: String,
+    /// In-process attempts made by the operator (1 unless it returned
+    /// [`AttemptsExhausted`](super::error::AttemptsExhausted)).
+    pub(crate) attempts: u32,
 }
 
 impl NodeError {
@@ -37,6 +40,7 @@ impl NodeError {
         Self {
             kind: ErrorKind::Operator,
             message: message.into(),
+            attempts: 1,
         }
     }
 }
@@ -222,12 +226,14 @@ impl StreamsBuilder {
                 .map_err(|e| NodeError {
                     kind: ErrorKind::Deserialization,
                     message: format!("key: {e}"),
+                    attempts: 1,
                 })?;
             let value = value_serde
                 .deserialize(&src.topic, src.value.as_deref())
                 .map_err(|e| NodeError {
                     kind: ErrorKind::Deserialization,
                     message: format!("value: {e}"),
+                    attempts: 1,
                 })?;
             let rec = Record::new(
                 key,

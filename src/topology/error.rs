@@ -37,7 +37,8 @@
 //! | [`DLQ_ORIGINAL_PARTITION`] `__dlq.original.partition` | its partition |
 //! | [`DLQ_ORIGINAL_OFFSET`] `__dlq.original.offset` | its offset |
 //! | [`DLQ_ORIGINAL_TIMESTAMP`] `__dlq.original.timestamp` | its timestamp (ms) |
-//! | [`DLQ_DELIVERY_COUNT`] `__dlq.delivery.count` | its delivery count (attempts so far) |
+//! | [`DLQ_DELIVERY_COUNT`] `__dlq.delivery.count` | its delivery count (deliveries by the share group, this one included) |
+//! | [`DLQ_ATTEMPTS`] `__dlq.attempts` | processing attempts: the earlier deliveries (one each) plus the in-process attempts of this one ([`ProcessingError::attempts`]) |
 //! | [`DLQ_ERROR_KIND`] `__dlq.error.kind` | `deserialization`, `operator` or `serialization` ([`ErrorKind`]) |
 //! | [`DLQ_ERROR_NODE`] `__dlq.error.node` | name of the node that failed (see `describe()`) |
 //! | [`DLQ_ERROR_MESSAGE`] `__dlq.error.message` | the error message |
@@ -61,6 +62,9 @@ pub const DLQ_ORIGINAL_OFFSET: &str = "__dlq.original.offset";
 pub const DLQ_ORIGINAL_TIMESTAMP: &str = "__dlq.original.timestamp";
 /// Header: delivery count of the dead-lettered source record.
 pub const DLQ_DELIVERY_COUNT: &str = "__dlq.delivery.count";
+/// Header: processing attempts of the dead-lettered source record, earlier
+/// deliveries included (`delivery count - 1 + in-process attempts`).
+pub const DLQ_ATTEMPTS: &str = "__dlq.attempts";
 /// Header: [`ErrorKind`] of the error.
 pub const DLQ_ERROR_KIND: &str = "__dlq.error.kind";
 /// Header: name of the node that failed.
@@ -137,6 +141,53 @@ pub struct ProcessingError {
     pub node: String,
     /// What went wrong (for a panic: `panicked: <payload>`).
     pub message: String,
+    /// In-process attempts during this delivery: 1, or what the operator
+    /// reported with [`AttemptsExhausted`].
+    pub attempts: u32,
+}
+
+impl ProcessingError {
+    /// Processing attempts of `source` in all: one for each earlier delivery
+    /// (an earlier delivery ended without an outcome: a crash, an abort, a
+    /// lock expiry) plus the in-process attempts of this one. What the
+    /// [`DLQ_ATTEMPTS`] header holds.
+    pub fn total_attempts(&self, source: &SourceRecord) -> u64 {
+        source.delivery_count.max(1) as u64 - 1 + u64::from(self.attempts.max(1))
+    }
+}
+
+/// The error an operator returns after retrying in process, so that the
+/// attempts reach [`ProcessingError::attempts`] and the [`DLQ_ATTEMPTS`]
+/// header: `Err(AttemptsExhausted::new(3, last_error))` from a fallible
+/// operator closure. Its message is the last error's.
+#[derive(Debug)]
+pub struct AttemptsExhausted {
+    /// Attempts made (at least 1).
+    pub attempts: u32,
+    /// The last attempt's error.
+    pub error: BoxError,
+}
+
+impl AttemptsExhausted {
+    /// `attempts` attempts were made; the last failed with `error`.
+    pub fn new(attempts: u32, error: impl Into<BoxError>) -> Self {
+        Self {
+            attempts,
+            error: error.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for AttemptsExhausted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for AttemptsExhausted {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.error)
+    }
 }
 
 /// The error of a fallible operator closure. Anything that converts into a
@@ -154,7 +205,7 @@ pub fn dead_letter_record(
     dlq_topic: &str,
     error: &ProcessingError,
 ) -> OutputRecord {
-    let mut headers = Vec::with_capacity(source.headers.len() + 8);
+    let mut headers = Vec::with_capacity(source.headers.len() + 9);
     headers.extend(source.headers.iter().cloned());
     let mut add = |key: &str, value: String| {
         headers.push(RecordHeader {
@@ -167,6 +218,7 @@ pub fn dead_letter_record(
     add(DLQ_ORIGINAL_OFFSET, source.offset.to_string());
     add(DLQ_ORIGINAL_TIMESTAMP, source.timestamp.to_string());
     add(DLQ_DELIVERY_COUNT, source.delivery_count.to_string());
+    add(DLQ_ATTEMPTS, error.total_attempts(source).to_string());
     add(DLQ_ERROR_KIND, error.kind.as_str().to_string());
     add(DLQ_ERROR_NODE, error.node.clone());
     add(DLQ_ERROR_MESSAGE, error.message.clone());

@@ -119,8 +119,8 @@ mod tests;
 pub use builder::{StreamsBuilder, Topics};
 pub use describe::{NodeDescription, TopologyDescription};
 pub use error::{
-    BoxError, BuildError, ErrorKind, ErrorPolicy, ProcessingError, TopologyError,
-    dead_letter_record,
+    AttemptsExhausted, BoxError, BuildError, ErrorKind, ErrorPolicy, ProcessingError,
+    TopologyError, dead_letter_record,
 };
 pub use operators::{Branches, KStream, SinkHandle, Split};
 pub use processor::{CompiledTopology, Outcome, ProcessResult, Topology};

@@ -48,7 +48,13 @@ fn boxed<K: Send + 'static, V: Send + 'static>(r: Record<K, V>) -> BoxedRecord {
 }
 
 fn op_err(e: impl Into<BoxError>) -> NodeError {
-    NodeError::operator(e.into().to_string())
+    match e.into().downcast::<super::error::AttemptsExhausted>() {
+        Ok(a) => NodeError {
+            attempts: a.attempts.max(1),
+            ..NodeError::operator(a.error.to_string())
+        },
+        Err(e) => NodeError::operator(e.to_string()),
+    }
 }
 
 fn clone_record<K, V>(b: &BoxedRecord) -> BoxedRecord
@@ -562,6 +568,7 @@ fn ser_err(part: &'static str) -> impl Fn(super::serdes::SerdeError) -> NodeErro
     move |e| NodeError {
         kind: ErrorKind::Serialization,
         message: format!("{part}: {e}"),
+        attempts: 1,
     }
 }
 

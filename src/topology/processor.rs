@@ -269,6 +269,7 @@ fn guarded<T>(kind: ErrorKind, f: impl FnOnce() -> Result<T, NodeError>) -> Resu
         Err(payload) => Err(NodeError {
             kind,
             message: panic_message(payload),
+            attempts: 1,
         }),
     }
 }
@@ -348,6 +349,7 @@ impl CompiledTopology {
                             "topic '{}' is not a source topic of this topology",
                             src.topic
                         ),
+                        attempts: 1,
                     },
                 },
                 records: Vec::new(),
@@ -444,6 +446,7 @@ impl CompiledTopology {
             kind: e.kind,
             node: n.name.clone(),
             message: e.message,
+            attempts: e.attempts,
         };
         match n.policy.as_ref().unwrap_or(&inner.default_policy) {
             ErrorPolicy::Fail => ProcessResult {

@@ -569,6 +569,7 @@ fn dead_letter_record_has_original_bytes_and_error_headers() {
         (error::DLQ_ORIGINAL_OFFSET, "100"),
         (error::DLQ_ORIGINAL_TIMESTAMP, "1000"),
         (error::DLQ_DELIVERY_COUNT, "2"),
+        (error::DLQ_ATTEMPTS, "2"),
         (error::DLQ_ERROR_KIND, "operator"),
         (error::DLQ_ERROR_NODE, "check"),
         (error::DLQ_ERROR_MESSAGE, "amount is zero"),
@@ -578,6 +579,50 @@ fn dead_letter_record_has_original_bytes_and_error_headers() {
         assert_eq!(header(d, k), Some(v), "header {k}");
     }
     assert_eq!(error.message, "amount is zero");
+}
+
+#[test]
+fn dead_letter_attempts_header_adds_in_process_retries_to_earlier_deliveries() {
+    let mut b = StreamsBuilder::new("g");
+    b.error_policy(ErrorPolicy::dead_letter("dlq"));
+    b.stream::<String, String>("orders", Serdes::string(), Serdes::string())
+        .map_async(4, |v: String| async move {
+            let mut last = String::new();
+            for attempt in 1..=3u32 {
+                last = format!("declined {v} on attempt {attempt}");
+            }
+            Err::<String, _>(error::AttemptsExhausted::new(3, last))
+        })
+        .named("pay")
+        .to("out", Serdes::string(), Serdes::string());
+    let t = b.build().unwrap().compile();
+    // src() is a second delivery: one earlier attempt + 3 in process.
+    let r = run(&t, src("orders", Some("k"), Some("x")));
+    let Outcome::DeadLetter { error, .. } = &r.outcome else {
+        panic!("{:?}", r.outcome)
+    };
+    assert_eq!(error.attempts, 3);
+    assert_eq!(error.message, "declined x on attempt 3");
+    let d = &r.records[0];
+    assert_eq!(header(d, error::DLQ_DELIVERY_COUNT), Some("2"));
+    assert_eq!(header(d, error::DLQ_ATTEMPTS), Some("4"));
+    assert_eq!(
+        header(d, error::DLQ_ERROR_MESSAGE),
+        Some("declined x on attempt 3")
+    );
+    // A plain error is one attempt; a first delivery has no earlier ones.
+    let mut first = src("orders", Some("k"), Some("x"));
+    first.delivery_count = 1;
+    let plain = {
+        let mut b = StreamsBuilder::new("g");
+        b.error_policy(ErrorPolicy::dead_letter("dlq"));
+        b.stream::<String, String>("orders", Serdes::string(), Serdes::string())
+            .try_map_values(|_v: String| Err::<String, _>("no"))
+            .to("out", Serdes::string(), Serdes::string());
+        b.build().unwrap().compile()
+    };
+    let r = run(&plain, first);
+    assert_eq!(header(&r.records[0], error::DLQ_ATTEMPTS), Some("1"));
 }
 
 #[test]

@@ -42,6 +42,7 @@ const SERVED: &[(i16, i16, i16)] = &[
     (77, 1, 1), // ShareGroupDescribe
     (78, 1, 1), // ShareFetch
     (79, 1, 1), // ShareAcknowledge
+    (90, 0, 0), // DescribeShareGroupOffsets (v1 adds Lag; the codec has v0)
     (22, 0, 5), // InitProducerId
     (24, 0, 5), // AddPartitionsToTxn
     (25, 0, 4), // AddOffsetsToTxn
@@ -51,7 +52,7 @@ const SERVED: &[(i16, i16, i16)] = &[
 ];
 
 /// Share-group APIs, advertised with `share.version >= 1`.
-const SHARE_APIS: &[i16] = &[76, 77, 78, 79];
+const SHARE_APIS: &[i16] = &[76, 77, 78, 79, 90];
 
 /// Whether `key` is an API that exists here but is switched off by a
 /// feature level (it is then answered UNSUPPORTED_VERSION, not dropped).

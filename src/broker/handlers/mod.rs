@@ -222,6 +222,10 @@ pub(crate) async fn dispatch(
                 let resp = acls::delete_acls(core, &ctx, r);
                 respond::<DeleteAclsRequest>(&ctx, &resp, out)
             }
+            RequestKind::DescribeShareGroupOffsets(r) => {
+                let resp = share::describe_share_group_offsets(core, &ctx, r);
+                respond::<DescribeShareGroupOffsetsRequest>(&ctx, &resp, out)
+            }
             RequestKind::ShareAcknowledge(r) => {
                 let resp = share::share_acknowledge(core, &ctx, r);
                 respond::<ShareAcknowledgeRequest>(&ctx, &resp, out)

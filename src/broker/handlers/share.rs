@@ -800,3 +800,140 @@ pub(crate) fn describe_group_configs(
         })
         .collect()
 }
+
+/// DescribeShareGroupOffsets (KIP-932, key 90, v0): the share-partition
+/// start offset (SPSO) of each partition the group reads, from the share
+/// partition state. A partition the group has no state for yet answers
+/// start offset -1 (not initialized); topics left null mean every
+/// partition with state. Describe on the group is required
+/// (GROUP_AUTHORIZATION_FAILED for the group), Describe on each topic
+/// (TOPIC_AUTHORIZATION_FAILED for its partitions). v0 has no lag field:
+/// clients compute lag from the high watermark.
+pub(crate) fn describe_share_group_offsets(
+    core: &BrokerCore,
+    ctx: &RequestContext,
+    req: DescribeShareGroupOffsetsRequest,
+) -> DescribeShareGroupOffsetsResponse {
+    use kafka_protocol::messages::describe_share_group_offsets_response as dsgo;
+    let group_error = |g: GroupId, code: ErrorCode, msg: &str| {
+        dsgo::DescribeShareGroupOffsetsResponseGroup::default()
+            .with_group_id(g)
+            .with_error_code(code.0)
+            .with_error_message(Some(s(msg)))
+    };
+    let mut groups = Vec::with_capacity(req.groups.len());
+    for g in req.groups {
+        let group_id = g.group_id.0.to_string();
+        if disabled(core) {
+            groups.push(group_error(
+                g.group_id,
+                ErrorCode::UNSUPPORTED_VERSION,
+                "Share groups are not enabled.",
+            ));
+            continue;
+        }
+        if !ctx.allowed(core, AclOperation::Describe, &Resource::group(&group_id)) {
+            groups.push(group_error(
+                g.group_id,
+                ErrorCode::GROUP_AUTHORIZATION_FAILED,
+                "Not authorized to describe the group.",
+            ));
+            continue;
+        }
+        let state = core.shares().group_start_offsets(&group_id);
+        let known = core
+            .shares()
+            .describe(std::slice::from_ref(&group_id))
+            .first()
+            .is_some_and(|d| d.error.is_none());
+        if !known && state.is_empty() {
+            groups.push(group_error(
+                g.group_id,
+                ErrorCode::GROUP_ID_NOT_FOUND,
+                "The group does not exist.",
+            ));
+            continue;
+        }
+        let reg = core.topics().read();
+        // (name, id, [(partition, start offset or error)])
+        type Row = (String, Uuid, Vec<(i32, Result<i64, ErrorCode>)>);
+        let rows: Vec<Row> = match g.topics {
+            None => {
+                let mut rows: Vec<Row> = Vec::new();
+                for (id, partition, spso) in state {
+                    let Some(m) = reg.get_by_id(&id) else {
+                        continue;
+                    };
+                    match rows.last_mut() {
+                        Some(r) if r.1 == id => r.2.push((partition, Ok(spso))),
+                        _ => rows.push((m.name.clone(), id, vec![(partition, Ok(spso))])),
+                    }
+                }
+                rows
+            }
+            Some(topics) => topics
+                .into_iter()
+                .map(|t| {
+                    let name = t.topic_name.0.to_string();
+                    let meta = reg.get(&name);
+                    let id = meta.map_or(Uuid::nil(), |m| m.id);
+                    let parts = t
+                        .partitions
+                        .into_iter()
+                        .map(|p| {
+                            let r = match meta {
+                                None => Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION),
+                                Some(m) if p < 0 || p >= m.partitions => {
+                                    Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)
+                                }
+                                Some(_) => Ok(state
+                                    .iter()
+                                    .find(|(i, q, _)| *i == id && *q == p)
+                                    .map_or(-1, |(_, _, o)| *o)),
+                            };
+                            (p, r)
+                        })
+                        .collect();
+                    (name, id, parts)
+                })
+                .collect(),
+        };
+        drop(reg);
+        let topics = rows
+            .into_iter()
+            .map(|(name, id, parts)| {
+                let topic_allowed =
+                    ctx.allowed(core, AclOperation::Describe, &Resource::topic(&name));
+                dsgo::DescribeShareGroupOffsetsResponseTopic::default()
+                    .with_topic_name(TopicName(s(name)))
+                    .with_topic_id(id)
+                    .with_partitions(
+                        parts
+                            .into_iter()
+                            .map(|(p, r)| {
+                                let base =
+                                    dsgo::DescribeShareGroupOffsetsResponsePartition::default()
+                                        .with_partition_index(p)
+                                        .with_leader_epoch(-1);
+                                let r = if topic_allowed {
+                                    r
+                                } else {
+                                    Err(ErrorCode::TOPIC_AUTHORIZATION_FAILED)
+                                };
+                                match r {
+                                    Ok(o) => base.with_start_offset(o),
+                                    Err(e) => base.with_start_offset(-1).with_error_code(e.0),
+                                }
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        groups.push(
+            dsgo::DescribeShareGroupOffsetsResponseGroup::default()
+                .with_group_id(g.group_id)
+                .with_topics(topics),
+        );
+    }
+    DescribeShareGroupOffsetsResponse::default().with_groups(groups)
+}
