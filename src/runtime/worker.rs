@@ -19,6 +19,7 @@ use crate::client::share_consumer::{
 };
 use crate::eos::{AcknowledgeType, AcknowledgementBatch, ShareGroupMetadata, TopicIdPartition};
 use crate::failpoints;
+use crate::protocol::ErrorCode;
 use crate::topology::{CompiledTopology, Outcome, OutputRecord, SourceRecord};
 
 /// How long a poll waits when no transaction is open (bounds how late a
@@ -426,6 +427,14 @@ impl Worker {
                 self.txn_id = None;
                 self.on_committed(&b, started.elapsed());
             }
+            Err(TxnFailure::Abortable(e)) if e.code() == Some(ErrorCode::INVALID_RECORD_STATE) => {
+                // The broker no longer holds these records for this member
+                // (it restarted and lost its acquisitions, or their lock
+                // expired): handing them back would fail the same way on
+                // every retry. Forget them; the broker delivers them again.
+                tracing::warn!(worker = self.index, error = %e, "transaction failed: records no longer acquired by this member; aborting, the broker will deliver them again");
+                self.abort_with(b, TransactionOutcome::Abandoned).await?;
+            }
             Err(TxnFailure::Abortable(e)) => {
                 tracing::warn!(worker = self.index, error = %e, "transaction failed; aborting, the records will be processed again");
                 self.abort(b).await?;
@@ -498,23 +507,33 @@ impl Worker {
 
     /// Aborts the open transaction; its records come back on the next poll.
     async fn abort(&mut self, b: OpenBatch) -> Result<(), RuntimeError> {
+        self.abort_with(b, TransactionOutcome::Aborted).await
+    }
+
+    /// Aborts the open transaction and reports `outcome` (Aborted or
+    /// Abandoned) for its records to the consumer.
+    async fn abort_with(
+        &mut self,
+        b: OpenBatch,
+        outcome: TransactionOutcome,
+    ) -> Result<(), RuntimeError> {
         let r = self.producer.abort_transaction().await;
-        self.hand_back();
+        self.hand_back_as(outcome);
         self.on_aborted(b.records);
         r.map_err(|e| self.fatal_producer(e))
     }
 
     /// Tells the consumer that the open transaction did not commit.
     fn hand_back(&mut self) {
+        self.hand_back_as(TransactionOutcome::Aborted)
+    }
+
+    fn hand_back_as(&mut self, outcome: TransactionOutcome) {
         if let Some(t) = self.consumer.take_transaction_acknowledgements() {
-            let _ = self
-                .consumer
-                .transaction_outcome(t.id, TransactionOutcome::Aborted);
+            let _ = self.consumer.transaction_outcome(t.id, outcome);
         }
         if let Some(id) = self.txn_id.take() {
-            let _ = self
-                .consumer
-                .transaction_outcome(id, TransactionOutcome::Aborted);
+            let _ = self.consumer.transaction_outcome(id, outcome);
         }
     }
 

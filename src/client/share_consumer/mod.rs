@@ -535,8 +535,10 @@ impl ShareConsumer {
     }
 
     /// Tells the consumer how the transaction holding `id` ended: on abort
-    /// its records are handed out again by the next poll; on commit they
-    /// are forgotten. Returns the number of records concerned.
+    /// its records are handed out again by the next poll; on commit, or on
+    /// an abort the broker answered INVALID_RECORD_STATE for
+    /// ([`TransactionOutcome::Abandoned`]), they are forgotten. Returns the
+    /// number of records concerned.
     pub fn transaction_outcome(
         &mut self,
         id: TransactionAcknowledgementsId,

@@ -50,6 +50,13 @@ pub enum TransactionOutcome {
     /// The transaction aborted: the records are still acquired by this
     /// member and come back in the next poll.
     Aborted,
+    /// The transaction aborted and the broker no longer holds the records
+    /// for this member (it answered INVALID_RECORD_STATE, for example after
+    /// it restarted and lost its in-memory acquisitions, or after their
+    /// acquisition lock expired): handing them back would fail the same way
+    /// on every retry, so they are forgotten. The broker delivers them
+    /// again, to this member or another, once they are available.
+    Abandoned,
 }
 
 /// Acknowledgements taken out of the consumer for one transaction.
@@ -299,8 +306,9 @@ impl AcknowledgementState {
             ConsumerError::InvalidArgument(format!("unknown transaction acknowledgements {id:?}"))
         })?;
         let n = records.len();
-        if outcome == TransactionOutcome::Aborted {
-            self.handed_back.extend(records);
+        match outcome {
+            TransactionOutcome::Aborted => self.handed_back.extend(records),
+            TransactionOutcome::Committed | TransactionOutcome::Abandoned => {}
         }
         Ok(n)
     }
@@ -569,6 +577,30 @@ mod tests {
         let mut polled = vec![rec(0, 4), rec(0, 5)];
         st.drop_redelivered(&mut polled);
         assert_eq!(polled, [rec(0, 5)]);
+    }
+
+    #[test]
+    fn abandoned_transaction_records_are_not_handed_back() {
+        let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
+        st.deliver(&[rec(0, 1), rec(0, 2)]);
+        for o in [1, 2] {
+            st.acknowledge_in_transaction(&tp(0), o, AcknowledgeType::Accept)
+                .unwrap();
+        }
+        let txn = st.take_transaction().unwrap();
+        assert_eq!(st.transactions_in_doubt(), 1);
+        assert_eq!(
+            st.transaction_outcome(txn.id, TransactionOutcome::Abandoned)
+                .unwrap(),
+            2
+        );
+        assert_eq!(st.transactions_in_doubt(), 0);
+        assert_eq!(st.handed_back_len(), 0);
+        // A later fetch of the same offsets delivers them normally.
+        st.begin_poll().unwrap();
+        let mut polled = vec![rec(0, 1), rec(0, 2)];
+        st.drop_redelivered(&mut polled);
+        assert_eq!(polled, [rec(0, 1), rec(0, 2)]);
     }
 
     #[test]
