@@ -31,7 +31,7 @@
 #   rust  examples/share_perf.rs (implicit acknowledgement, like Java's default)
 #
 # Environment: BENCH_RECORDS_100 (default 1000000), BENCH_RECORDS_1K
-# (default 200000), BENCH_ACKS (all), BENCH_OUT (default
+# (default 200000), BENCH_IDLE_SECS (5: idle CPU measured after start), BENCH_ACKS (all), BENCH_OUT (default
 # target/bench/bench_vs_kafka.md), BENCH_NO_BUILD=1 (use the release
 # binaries already in CARGO_TARGET_DIR), CARGO_TARGET_DIR, KAFKA_VERSION.
 set -euo pipefail
@@ -42,6 +42,7 @@ export KAFKA_LOG_LEVEL="${KAFKA_LOG_LEVEL:-WARN}"
 
 n100="${BENCH_RECORDS_100:-1000000}"
 n1k="${BENCH_RECORDS_1K:-200000}"
+idle_secs="${BENCH_IDLE_SECS:-5}"
 acks="${BENCH_ACKS:-all}"
 target="${CARGO_TARGET_DIR:-$root/target}"
 out="${BENCH_OUT:-$root/target/bench/bench_vs_kafka.md}"
@@ -128,6 +129,14 @@ run_suite() {
   local name="$1" b="$2" pid="$3" idle size n topic line prod_rps prod_mbs cons_rps cons_mbs
   local prod_cpu prod_tool cons_cpu cons_tool broker_cpu tool_cpu ticks child_ticks
   idle="$(kb "$pid" VmRSS)"
+  # Background CPU of the idle broker (timers, a JVM's threads), to read
+  # next to the per-phase figures, which include it.
+  local idle_t0 idle_cpu
+  cpu_ticks "$pid"
+  idle_t0="$ticks"
+  sleep "$idle_secs"
+  cpu_ticks "$pid"
+  idle_cpu="$(awk -v a="$idle_t0" -v b="$ticks" -v h="$clk_tck" -v s="$idle_secs" 'BEGIN {printf "%.0f", (b - a) / h / s * 1000}')"
   for size in 100 1024; do
     if [[ "$size" == 100 ]]; then n="$n100"; else n="$n1k"; fi
     topic="bench-$size"
@@ -161,7 +170,7 @@ run_suite() {
     echo "bench: $name ${size}B: produce $prod_rps rec/s ($prod_mbs MB/s, broker ${prod_cpu}s CPU, tool ${prod_tool}s)," \
       "consume $cons_rps rec/s ($cons_mbs MB/s, broker ${cons_cpu}s CPU, tool ${cons_tool}s)" >&2
   done
-  printf '%s\tmem\t%s\t%s\n' "$name" "$(mib "$idle")" "$(mib "$(kb "$pid" VmHWM)")" >>"$rows"
+  printf '%s\tmem\t%s\t%s\t%s\n' "$name" "$(mib "$idle")" "$(mib "$(kb "$pid" VmHWM)")" "$idle_cpu" >>"$rows"
 }
 
 # Sets broker_pid and bootstrap (not in a subshell: the pid must survive).
@@ -258,9 +267,9 @@ load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
     printf "| %s | %s B | %.2f | %.2f | %.1f | (%.2f) | %.2f | %.2f | %.1f | (%.2f) |\n",
       $1, $2, $8, $8 / m, $8 / g, $9 / m, $10, $10 / m, $10 / g, $11 / m}' "$rows"
   echo
-  echo "| broker | RSS idle after start (MiB) | peak RSS, VmHWM (MiB) |"
-  echo "|---|---|---|"
-  awk -F'\t' '$2 == "mem" {printf "| %s | %s | %s |\n", $1, $3, $4}' "$rows"
+  echo "| broker | RSS idle after start (MiB) | peak RSS, VmHWM (MiB) | idle CPU after start (ms/s, over ${idle_secs} s) |"
+  echo "|---|---|---|---|"
+  awk -F'\t' '$2 == "mem" {printf "| %s | %s | %s | %s |\n", $1, $3, $4, $5}' "$rows"
   echo
   echo "Share consumers against Apache Kafka ${KAFKA_VERSION} (topic bench-100, each a fresh share group from the earliest offset):"
   echo
