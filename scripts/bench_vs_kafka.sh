@@ -19,13 +19,19 @@
 #            no consumer groups, so kafka-consumer-perf-test cannot run on it)
 # Memory: the broker's VmRSS when idle after start, and VmHWM (peak resident
 # set, from the kernel) at the end of its runs.
+# CPU: the broker's utime+stime (/proc/PID/stat) before and after each
+# produce and consume phase, and the load tool's own (the script's waited
+# children, cutime+cstime of /proc/$$/stat) over the same phase; reported as
+# CPU-seconds per million records and per GB of record payload. On a 2-core
+# machine the load tool competes with the broker for the CPU, so throughput
+# can be bounded by the tool; CPU per record is the broker's own cost.
 # Share consumers (on Apache Kafka, the 100 B topic, each in a fresh group
 # reading every record from the earliest offset):
 #   java  org.apache.kafka.tools.ShareConsumerPerformance (kafka-share-consumer-perf-test)
 #   rust  examples/share_perf.rs (implicit acknowledgement, like Java's default)
 #
 # Environment: BENCH_RECORDS_100 (default 1000000), BENCH_RECORDS_1K
-# (default 200000), BENCH_ACKS (all), BENCH_OUT (default
+# (default 200000), BENCH_IDLE_SECS (5: idle CPU measured after start), BENCH_ACKS (all), BENCH_OUT (default
 # target/bench/bench_vs_kafka.md), BENCH_NO_BUILD=1 (use the release
 # binaries already in CARGO_TARGET_DIR), CARGO_TARGET_DIR, KAFKA_VERSION.
 set -euo pipefail
@@ -36,6 +42,7 @@ export KAFKA_LOG_LEVEL="${KAFKA_LOG_LEVEL:-WARN}"
 
 n100="${BENCH_RECORDS_100:-1000000}"
 n1k="${BENCH_RECORDS_1K:-200000}"
+idle_secs="${BENCH_IDLE_SECS:-5}"
 acks="${BENCH_ACKS:-all}"
 target="${CARGO_TARGET_DIR:-$root/target}"
 out="${BENCH_OUT:-$root/target/bench/bench_vs_kafka.md}"
@@ -84,6 +91,33 @@ jrun() {
     -cp "${jar}:${lib}/*" "$@"
 }
 kb() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
+clk_tck="$(getconf CLK_TCK)"
+# cpu_ticks PID: sets `ticks` to the process's utime+stime and `child_ticks`
+# to its waited children's cutime+cstime, in clock ticks (builtins only, so
+# reading adds no child time of its own).
+cpu_ticks() {
+  local line f
+  read -r line <"/proc/$1/stat"
+  read -ra f <<<"${line##*) }"
+  ticks=$((f[11] + f[12]))
+  child_ticks=$((f[13] + f[14]))
+}
+# run_measured PID LOG CMD...: runs CMD (output to LOG) and sets
+# `broker_cpu` and `tool_cpu` (seconds) for its duration.
+run_measured() {
+  local pid="$1" log="$2" b0 t0 rc=0
+  shift 2
+  cpu_ticks "$pid"
+  b0="$ticks"
+  cpu_ticks $$
+  t0="$child_ticks"
+  "$@" >"$log" 2>&1 || rc=$?
+  cpu_ticks "$pid"
+  broker_cpu="$(awk -v a="$b0" -v b="$ticks" -v h="$clk_tck" 'BEGIN {printf "%.2f", (b - a) / h}')"
+  cpu_ticks $$
+  tool_cpu="$(awk -v a="$t0" -v b="$child_ticks" -v h="$clk_tck" 'BEGIN {printf "%.2f", (b - a) / h}')"
+  return "$rc"
+}
 mib() { awk -v x="$1" 'BEGIN {printf "%.0f", x / 1024}'; }
 
 bootstrap=""
@@ -93,15 +127,25 @@ rows="$work/rows.tsv"
 # run_suite NAME BOOTSTRAP PID
 run_suite() {
   local name="$1" b="$2" pid="$3" idle size n topic line prod_rps prod_mbs cons_rps cons_mbs
+  local prod_cpu prod_tool cons_cpu cons_tool broker_cpu tool_cpu ticks child_ticks
   idle="$(kb "$pid" VmRSS)"
+  # Background CPU of the idle broker (timers, a JVM's threads), to read
+  # next to the per-phase figures, which include it.
+  local idle_t0 idle_cpu
+  cpu_ticks "$pid"
+  idle_t0="$ticks"
+  sleep "$idle_secs"
+  cpu_ticks "$pid"
+  idle_cpu="$(awk -v a="$idle_t0" -v b="$ticks" -v h="$clk_tck" -v s="$idle_secs" 'BEGIN {printf "%.0f", (b - a) / h / s * 1000}')"
   for size in 100 1024; do
     if [[ "$size" == 100 ]]; then n="$n100"; else n="$n1k"; fi
     topic="bench-$size"
     jrun org.apache.kafka.tools.TopicCommand --bootstrap-server "$b" --create \
       --topic "$topic" --partitions 1 --replication-factor 1 >"$work/$name-topic-$size.log" 2>&1
-    jrun org.apache.kafka.tools.ProducerPerformance --topic "$topic" --num-records "$n" \
+    run_measured "$pid" "$work/$name-produce-$size.log" \
+      jrun org.apache.kafka.tools.ProducerPerformance --topic "$topic" --num-records "$n" \
       --record-size "$size" --throughput -1 \
-      --producer-props bootstrap.servers="$b" acks="$acks" >"$work/$name-produce-$size.log" 2>&1 || {
+      --producer-props bootstrap.servers="$b" acks="$acks" || {
       echo "bench: produce failed on $name, see log:" >&2
       tail -5 "$work/$name-produce-$size.log" >&2
       return 1
@@ -110,7 +154,9 @@ run_suite() {
     line="$(grep 'records sent' "$work/$name-produce-$size.log" | tail -1)"
     prod_rps="$(sed -E 's/.*sent, ([0-9.]+) records\/sec.*/\1/' <<<"$line")"
     prod_mbs="$(sed -E 's/.*\(([0-9.]+) MB\/sec\).*/\1/' <<<"$line")"
-    jrun dev.sharestream.bench.AssignConsumerPerf "$b" "$topic" "$n" >"$work/$name-consume-$size.log" 2>&1 || {
+    prod_cpu="$broker_cpu" prod_tool="$tool_cpu"
+    run_measured "$pid" "$work/$name-consume-$size.log" \
+      jrun dev.sharestream.bench.AssignConsumerPerf "$b" "$topic" "$n" || {
       echo "bench: consume failed on $name, see log:" >&2
       tail -5 "$work/$name-consume-$size.log" >&2
       return 1
@@ -118,10 +164,13 @@ run_suite() {
     line="$(grep '^RESULT' "$work/$name-consume-$size.log" | tail -1)"
     cons_rps="$(sed -E 's/.*records_per_s=([0-9.]+).*/\1/' <<<"$line")"
     cons_mbs="$(sed -E 's/.*mb_per_s=([0-9.]+).*/\1/' <<<"$line")"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$size" "$n" "$prod_rps" "$prod_mbs" "$cons_rps" "$cons_mbs" >>"$rows"
-    echo "bench: $name ${size}B: produce $prod_rps rec/s ($prod_mbs MB/s), consume $cons_rps rec/s ($cons_mbs MB/s)" >&2
+    cons_cpu="$broker_cpu" cons_tool="$tool_cpu"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$size" "$n" "$prod_rps" "$prod_mbs" "$cons_rps" "$cons_mbs" \
+      "$prod_cpu" "$prod_tool" "$cons_cpu" "$cons_tool" >>"$rows"
+    echo "bench: $name ${size}B: produce $prod_rps rec/s ($prod_mbs MB/s, broker ${prod_cpu}s CPU, tool ${prod_tool}s)," \
+      "consume $cons_rps rec/s ($cons_mbs MB/s, broker ${cons_cpu}s CPU, tool ${cons_tool}s)" >&2
   done
-  printf '%s\tmem\t%s\t%s\n' "$name" "$(mib "$idle")" "$(mib "$(kb "$pid" VmHWM)")" >>"$rows"
+  printf '%s\tmem\t%s\t%s\t%s\n' "$name" "$(mib "$idle")" "$(mib "$(kb "$pid" VmHWM)")" "$idle_cpu" >>"$rows"
 }
 
 # Sets broker_pid and bootstrap (not in a subshell: the pid must survive).
@@ -209,9 +258,18 @@ load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
   echo "|---|---|---|---|---|---|---|"
   awk -F'\t' '$2 != "mem" {printf "| %s | %s B | %s | %.0f | %s | %.0f | %s |\n", $1, $2, $3, $4, $5, $6, $7}' "$rows"
   echo
-  echo "| broker | RSS idle after start (MiB) | peak RSS, VmHWM (MiB) |"
-  echo "|---|---|---|"
-  awk -F'\t' '$2 == "mem" {printf "| %s | %s | %s |\n", $1, $3, $4}' "$rows"
+  echo "CPU-seconds (utime+stime from /proc) per million records and per GB of record payload, over each"
+  echo "phase: the broker's, and the load tool's (its JVM) in parentheses."
+  echo
+  echo "| broker | record | produce: broker CPU s | per M records | per GB | (tool per M) | consume: broker CPU s | per M records | per GB | (tool per M) |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+  awk -F'\t' '$2 != "mem" {m = $3 / 1e6; g = $3 * $2 / 1e9;
+    printf "| %s | %s B | %.2f | %.2f | %.1f | (%.2f) | %.2f | %.2f | %.1f | (%.2f) |\n",
+      $1, $2, $8, $8 / m, $8 / g, $9 / m, $10, $10 / m, $10 / g, $11 / m}' "$rows"
+  echo
+  echo "| broker | RSS idle after start (MiB) | peak RSS, VmHWM (MiB) | idle CPU after start (ms/s, over ${idle_secs} s) |"
+  echo "|---|---|---|---|"
+  awk -F'\t' '$2 == "mem" {printf "| %s | %s | %s | %s |\n", $1, $3, $4, $5}' "$rows"
   echo
   echo "Share consumers against Apache Kafka ${KAFKA_VERSION} (topic bench-100, each a fresh share group from the earliest offset):"
   echo

@@ -574,6 +574,21 @@ impl PartitionLog {
         Ok((first, last))
     }
 
+    /// Whether appending `bytes` more bytes of batches may wait on the disk
+    /// beyond a page-cache write: every batch is fsynced
+    /// (`FsyncPolicy::EveryBatch`), or the append rolls the segment (which
+    /// flushes the old one, syncs the directory and writes a producer
+    /// snapshot). The produce path runs appends that cannot inline and
+    /// hands the others to the blocking pool.
+    pub fn append_may_sync(&self, bytes: u64) -> bool {
+        if self.dir.is_none() {
+            return false;
+        }
+        let active_size = self.active().size();
+        self.config.fsync == FsyncPolicy::EveryBatch
+            || (active_size > 0 && active_size + bytes > self.config.segment_bytes)
+    }
+
     fn after_write(&mut self) -> Result<(), LogError> {
         if self.config.fsync == FsyncPolicy::EveryBatch {
             self.flush()?;

@@ -810,3 +810,31 @@ fn marker_parsing_reads_type_and_coordinator_epoch() {
     assert_eq!(m.control_type, ControlType::Abort);
     assert!(parse_end_txn_marker(&plain(1, 0)).is_err());
 }
+
+/// The produce path runs appends inline unless they may wait on the disk:
+/// an fsync per batch, or a segment roll (which flushes and syncs).
+#[test]
+fn append_may_sync_only_for_every_batch_fsync_or_a_roll() {
+    let dir = tempfile::tempdir().unwrap();
+    let never = LogConfig {
+        fsync: FsyncPolicy::Never,
+        ..config(1_000, 150)
+    };
+    let mut log = PartitionLog::open(dir.path().join("never"), never.clone()).unwrap();
+    let b = plain(3, 1_000);
+    let size = b.size() as u64;
+    // An empty active segment takes any batch without rolling.
+    assert!(!log.append_may_sync(10_000));
+    append1(&mut log, b).unwrap();
+    assert!(!log.append_may_sync(size));
+    assert!(log.append_may_sync(1_000));
+    let every = LogConfig {
+        fsync: FsyncPolicy::EveryBatch,
+        ..config(1_000, 150)
+    };
+    let log = PartitionLog::open(dir.path().join("every"), every).unwrap();
+    assert!(log.append_may_sync(size));
+    let mut mem = PartitionLog::in_memory(never);
+    append1(&mut mem, plain(3, 1_000)).unwrap();
+    assert!(!mem.append_may_sync(1_000));
+}
