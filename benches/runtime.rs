@@ -45,11 +45,15 @@ async fn setup(b: &BrokerHandle, group: &str, input: &str, output: &str, partiti
 }
 
 async fn producer(b: &BrokerHandle) -> Producer {
+    producer_batching(b, 512 * 1024).await
+}
+
+async fn producer_batching(b: &BrokerHandle, batch_size: usize) -> Producer {
     Producer::new(
         ProducerConfig::builder()
             .bootstrap_servers(b.bootstrap_servers())
             .linger(Duration::from_millis(5))
-            .batch_size(512 * 1024)
+            .batch_size(batch_size)
             .build()
             .unwrap(),
     )
@@ -58,7 +62,11 @@ async fn producer(b: &BrokerHandle) -> Producer {
 }
 
 async fn produce(b: &BrokerHandle, topic: &str, n: usize, size: usize) {
-    let p = producer(b).await;
+    produce_batching(b, topic, n, size, 512 * 1024).await
+}
+
+async fn produce_batching(b: &BrokerHandle, topic: &str, n: usize, size: usize, batch: usize) {
+    let p = producer_batching(b, batch).await;
     let value = Bytes::from(vec![b'x'; size]);
     let mut f = Vec::with_capacity(n);
     for i in 0..n {
@@ -90,23 +98,89 @@ fn config(b: &BrokerHandle, app: &str, workers: usize, g: ProcessingGuarantee) -
     }
 }
 
-/// Runs `topology` until `n` source records are committed; records/s.
-async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> (f64, f64, f64) {
+/// What one run measured.
+struct Run {
+    /// records/s from start (start-up and group join included).
+    rate: f64,
+    /// records/s between 10% and 90% of the records committed (steady
+    /// state: start-up, join and the last transactions left out).
+    steady: f64,
+    p50: f64,
+    p99: f64,
+    /// CPU of the whole process (runtime + broker + bench), % of one core.
+    cpu: f64,
+    /// Worker time by phase, seconds summed over workers.
+    phases: String,
+}
+
+/// CPU time (user + system) of this process, seconds.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // Fields 14 and 15 of stat (utime, stime), 0-based 11 and 12 after ')'.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Runs `topology` until `n` source records are committed.
+async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
     let start = Instant::now();
+    let cpu0 = cpu_seconds();
     let h = Runtime::builder(topology)
         .config(cfg)
         .start()
         .await
         .unwrap();
     let m = h.metrics().clone();
-    while m.records_committed.load(Ordering::Relaxed) < n {
-        tokio::time::sleep(Duration::from_millis(2)).await;
+    let (mut t10, mut t90) = (None, None);
+    loop {
+        let c = m.records_committed.load(Ordering::Relaxed);
+        if t10.is_none() && c >= n / 10 {
+            t10 = Some((Instant::now(), c));
+        }
+        if t90.is_none() && c >= n * 9 / 10 {
+            t90 = Some((Instant::now(), c));
+        }
+        if c >= n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let secs = start.elapsed().as_secs_f64();
+    let cpu = 100.0 * (cpu_seconds() - cpu0) / secs;
+    let ((a, ca), (b, cb)) = (t10.unwrap(), t90.unwrap());
+    let steady = (cb - ca) as f64 / b.duration_since(a).as_secs_f64().max(1e-3);
     let p50 = m.commit_latency_quantile(0.5).as_secs_f64() * 1e3;
     let p99 = m.commit_latency_quantile(0.99).as_secs_f64() * 1e3;
+    let wt = &m.worker_time;
+    let mut phases: Vec<String> = wt
+        .seconds()
+        .iter()
+        .map(|(p, s)| format!("{p} {s:.1}"))
+        .collect();
+    phases.push(format!(
+        "polls {}/{} empty",
+        wt.polls.load(Ordering::Relaxed),
+        wt.empty_polls.load(Ordering::Relaxed)
+    ));
     h.stop().await.unwrap();
-    (n as f64 / secs, p50, p99)
+    Run {
+        rate: n as f64 / secs,
+        steady,
+        p50,
+        p99,
+        cpu,
+        phases: phases.join(", "),
+    }
+}
+
+/// `SHARESTREAM_BENCH_SECTIONS=2,3` runs only those sections.
+fn section(n: u32) -> bool {
+    match std::env::var("SHARESTREAM_BENCH_SECTIONS") {
+        Ok(v) => v.split(',').any(|s| s.trim() == n.to_string()),
+        Err(_) => true,
+    }
 }
 
 #[tokio::main]
@@ -119,7 +193,12 @@ async fn main() {
     println!("| value | guarantee | records | records/s | MB/s | commit p50 | commit p99 |");
     println!("|---|---|---|---|---|---|---|");
     let mut eos_100 = 0.0;
-    for (size, n) in [(100usize, 100_000usize), (1024, 40_000)] {
+    let sizes: &[(usize, usize)] = if section(1) {
+        &[(100, 100_000), (1024, 40_000)]
+    } else {
+        &[]
+    };
+    for &(size, n) in sizes {
         // exactly_once waiting for each commit (the KIP's loop), exactly_once
         // polling during the commit (the default), at_least_once.
         for (g, overlap) in [
@@ -133,7 +212,8 @@ async fn main() {
             produce(&b, &input, n, size).await;
             let mut cfg = config(&b, &tag, 4, g);
             cfg.poll_during_commit = overlap;
-            let (rate, p50, p99) = run_until(forward(&tag, &input, &output), cfg, n as u64).await;
+            let r = run_until(forward(&tag, &input, &output), cfg, n as u64).await;
+            let (rate, p50, p99) = (r.rate, r.p50, r.p99);
             if size == 100 && g == ProcessingGuarantee::ExactlyOnce && overlap {
                 eos_100 = rate;
             }
@@ -154,40 +234,69 @@ async fn main() {
     println!(
         "\n## 2. parallelism beyond the partition count (1 partition, 5 ms async work per record, exactly_once)\n"
     );
-    println!("| workers | records | records/s | % of linear |");
-    println!("|---|---|---|---|");
-    let mut base = 0.0;
-    for w in [1usize, 2, 4, 8, 16, 32] {
-        let tag = format!("par-{w}");
-        let (input, output) = (format!("in-{tag}"), format!("out-{tag}"));
-        setup(&b, &tag, &input, &output, 1).await;
-        let n = (300 * w).max(400);
-        produce(&b, &input, n, 100).await;
-        let sb = StreamsBuilder::new(tag.clone());
-        // One record in processing per worker: the semaphore of the async
-        // operator is shared by the workers and holds `w` permits.
-        sb.stream::<Bytes, Bytes>(input.as_str(), Serdes::bytes(), Serdes::bytes())
-            .map_async(w, |v: Bytes| async move {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                Ok::<_, String>(v)
-            })
-            .to(output.as_str(), Serdes::bytes(), Serdes::bytes());
-        let mut cfg = config(&b, &tag, w, ProcessingGuarantee::ExactlyOnce);
-        cfg.max_poll_records = 20;
-        let (rate, _, _) = run_until(sb.build().unwrap(), cfg, n as u64).await;
-        if w == 1 {
-            base = rate;
+    println!(
+        "| workers | records | records/s from start | % of linear | steady records/s | % of linear | CPU % | worker s: poll, process, stage, commit |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let (mut base, mut base_steady) = (0.0, 0.0);
+    let workers: Vec<usize> = match std::env::var("SHARESTREAM_BENCH_WORKERS") {
+        Ok(v) => v.split(',').filter_map(|w| w.trim().parse().ok()).collect(),
+        Err(_) => vec![1, 2, 4, 8, 16, 32],
+    };
+    // Input batch size in bytes (SHARESTREAM_BENCH_PAR_BATCH, default
+    // 512 KiB: thousands of records per batch).
+    let par_batch: Vec<usize> = match std::env::var("SHARESTREAM_BENCH_PAR_BATCH") {
+        Ok(v) => v.split(',').filter_map(|w| w.trim().parse().ok()).collect(),
+        Err(_) => vec![512 * 1024],
+    };
+    for &pb in par_batch.iter().filter(|_| section(2)) {
+        println!("| input batch.size {pb} B |");
+        base = 0.0;
+        for &w in &workers {
+            let tag = format!("par-{w}-{pb}");
+            let (input, output) = (format!("in-{tag}"), format!("out-{tag}"));
+            setup(&b, &tag, &input, &output, 1).await;
+            let n = (300 * w).max(400);
+            produce_batching(&b, &input, n, 100, pb).await;
+            let sb = StreamsBuilder::new(tag.clone());
+            // One record in processing per worker: the semaphore of the async
+            // operator is shared by the workers and holds `w` permits.
+            sb.stream::<Bytes, Bytes>(input.as_str(), Serdes::bytes(), Serdes::bytes())
+                .map_async(w, |v: Bytes| async move {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    Ok::<_, String>(v)
+                })
+                .to(output.as_str(), Serdes::bytes(), Serdes::bytes());
+            let mut cfg = config(&b, &tag, w, ProcessingGuarantee::ExactlyOnce);
+            cfg.max_poll_records = 20;
+            let r = run_until(sb.build().unwrap(), cfg, n as u64).await;
+            if base == 0.0 {
+                base = r.rate / w as f64;
+                base_steady = r.steady / w as f64;
+            }
+            println!(
+                "| {w} | {n} | {:.0} | {:.0}% | {:.0} | {:.0}% | {:.0}% | {} |",
+                r.rate,
+                100.0 * r.rate / (base * w as f64),
+                r.steady,
+                100.0 * r.steady / (base_steady * w as f64),
+                r.cpu,
+                r.phases
+            );
         }
-        println!(
-            "| {w} | {n} | {rate:.0} | {:.0}% |",
-            100.0 * rate / (base * w as f64)
-        );
     }
 
     println!(
         "\n## 3. end-to-end latency, produce -> read_committed visibility (100 B, 4 partitions, 4 workers, exactly_once)\n"
     );
-    let rate = (eos_100 / 2.0).max(100.0);
+    if !section(3) {
+        b.shutdown().await;
+        return;
+    }
+    let rate = std::env::var("SHARESTREAM_BENCH_LATENCY_RATE")
+        .ok()
+        .and_then(|r| r.parse::<f64>().ok())
+        .unwrap_or((eos_100 / 2.0).max(100.0));
     let tag = "latency";
     setup(&b, tag, "in-latency", "out-latency", 4).await;
     let h = Runtime::builder(forward(tag, "in-latency", "out-latency"))

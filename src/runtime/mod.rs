@@ -120,7 +120,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use config::{ProcessingGuarantee, RuntimeConfig, RuntimeConfigError};
-pub use metrics::RuntimeMetrics;
+pub use metrics::{RuntimeMetrics, WorkerTime};
 
 use crate::client::admin::AdminClient;
 use crate::client::config::ProducerConfig;

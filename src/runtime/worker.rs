@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::RuntimeError;
 use super::config::{ProcessingGuarantee, RuntimeConfig};
-use super::metrics::RuntimeMetrics;
+use super::metrics::{RuntimeMetrics, WorkerTime};
 use crate::client::producer::{DeliveryFuture, Producer, ProducerError, ProducerRecord};
 use crate::client::share_consumer::{
     ShareConsumer, ShareRecord, ShareRecords, TransactionAcknowledgementsId, TransactionOutcome,
@@ -146,6 +146,7 @@ impl Worker {
     }
 
     async fn poll(&mut self, timeout: Duration) -> Result<ShareRecords, RuntimeError> {
+        let t0 = Instant::now();
         let records =
             self.consumer
                 .poll(timeout)
@@ -155,6 +156,13 @@ impl Worker {
                     source,
                 })?;
         let n = records.len() as u64;
+        let wt = &self.metrics.worker_time;
+        WorkerTime::add(&wt.poll_ns, t0.elapsed());
+        if n == 0 {
+            wt.empty_polls.fetch_add(1, Ordering::Relaxed);
+        } else {
+            wt.polls.fetch_add(1, Ordering::Relaxed);
+        }
         self.metrics.records_in.fetch_add(n, Ordering::Relaxed);
         self.metrics
             .records_in_flight
@@ -306,7 +314,10 @@ impl Worker {
                     let processed = if records.is_empty() {
                         Ok(Vec::new())
                     } else {
-                        self.process(&records).await
+                        let t0 = Instant::now();
+                        let p = self.process(&records).await;
+                        WorkerTime::add(&self.metrics.worker_time.process_ns, t0.elapsed());
+                        p
                     };
                     (records, processed)
                 }
@@ -321,7 +332,10 @@ impl Worker {
                 let b = open.as_mut().expect("opened above");
                 match processed {
                     Ok(results) => {
-                        if let Err(injected) = self.stage_batch(&records, results, b) {
+                        let t0 = Instant::now();
+                        let staged = self.stage_batch(&records, results, b);
+                        WorkerTime::add(&self.metrics.worker_time.stage_ns, t0.elapsed());
+                        if let Err(injected) = staged {
                             tracing::warn!(worker = self.index, error = %injected, "aborting the transaction");
                             let b = open.take().expect("open");
                             self.abort(b).await?;
@@ -417,6 +431,7 @@ impl Worker {
         } else {
             (commit.await, None)
         };
+        WorkerTime::add(&self.metrics.worker_time.commit_ns, started.elapsed());
         match result {
             Ok(id) => {
                 if let Some(id) = id {
