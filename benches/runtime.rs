@@ -44,15 +44,21 @@ async fn setup(b: &BrokerHandle, group: &str, input: &str, output: &str, partiti
     .unwrap();
 }
 
-async fn producer(b: &BrokerHandle) -> Producer {
-    producer_batching(b, 512 * 1024).await
+async fn producer_batching(b: &BrokerHandle, batch_size: usize) -> Producer {
+    producer_with(b, batch_size, Duration::from_millis(5)).await
 }
 
-async fn producer_batching(b: &BrokerHandle, batch_size: usize) -> Producer {
+/// The latency section's input producer: 1 ms linger, so that the
+/// producer's own batching adds at most 1 ms.
+async fn producer_lingering(b: &BrokerHandle, linger: Duration) -> Producer {
+    producer_with(b, 512 * 1024, linger).await
+}
+
+async fn producer_with(b: &BrokerHandle, batch_size: usize, linger: Duration) -> Producer {
     Producer::new(
         ProducerConfig::builder()
             .bootstrap_servers(b.bootstrap_servers())
-            .linger(Duration::from_millis(5))
+            .linger(linger)
             .batch_size(batch_size)
             .build()
             .unwrap(),
@@ -183,6 +189,73 @@ fn section(n: u32) -> bool {
     }
 }
 
+/// Section 3 for one variant of the runtime's settings: `default`, or
+/// `name=value` properties joined by `+`.
+async fn latency(b: &BrokerHandle, tag: &str, variant: &str, rate: f64) {
+    let (input, output) = (format!("in-{tag}"), format!("out-{tag}"));
+    setup(b, tag, &input, &output, 4).await;
+    let mut cfg = config(b, tag, 4, ProcessingGuarantee::ExactlyOnce);
+    if variant != "default" {
+        for kv in variant.split('+') {
+            let (k, v) = kv.split_once('=').expect("name=value");
+            cfg.set(k, v).unwrap();
+        }
+    }
+    let h = Runtime::builder(forward(tag, &input, &output))
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    let base_instant = Instant::now();
+    let p = producer_lingering(b, Duration::from_millis(1)).await;
+    let secs = 6.0;
+    let n = (rate * secs) as usize;
+    let topic = input.clone();
+    let sender = tokio::spawn(async move {
+        let interval = Duration::from_secs_f64(1.0 / rate);
+        let start = Instant::now();
+        for i in 0..n {
+            let due = start + interval.mul_f64(i as f64);
+            if let Some(wait) = due.checked_duration_since(Instant::now())
+                && wait > Duration::from_millis(1)
+            {
+                tokio::time::sleep(wait).await;
+            }
+            let sent = base_instant.elapsed().as_nanos() as u64;
+            let mut v = sent.to_be_bytes().to_vec();
+            v.resize(100, b'x');
+            drop(p.send(ProducerRecord::new(topic.as_str(), v).with_key(format!("k{i}"))));
+        }
+        p.flush().await;
+    });
+    let md = Metadata::new(vec![b.bootstrap_servers()], ConnectionConfig::default());
+    let mut reader = CommittedReader::new(&md, &output).await.unwrap();
+    let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+    let deadline = Instant::now() + Duration::from_secs_f64(secs + 15.0);
+    while (hist.len() as usize) < n && Instant::now() < deadline {
+        for r in reader.poll().await.unwrap() {
+            let v = r.value.unwrap();
+            let sent = u64::from_be_bytes(v[..8].try_into().unwrap());
+            let now = base_instant.elapsed().as_nanos() as u64;
+            let _ = hist.record(((now.saturating_sub(sent)) / 1000).max(1));
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    sender.await.unwrap();
+    let m = h.metrics().clone();
+    h.stop().await.unwrap();
+    println!(
+        "| {variant} | {rate:.0} records/s | {}/{n} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} / {:.1} ms | {:.0} |",
+        hist.len(),
+        hist.value_at_quantile(0.5) as f64 / 1e3,
+        hist.value_at_quantile(0.99) as f64 / 1e3,
+        hist.max() as f64 / 1e3,
+        m.commit_latency_quantile(0.5).as_secs_f64() * 1e3,
+        m.commit_latency_quantile(0.99).as_secs_f64() * 1e3,
+        m.mean_batch_size()
+    );
+}
+
 #[tokio::main]
 async fn main() {
     let total = Instant::now();
@@ -238,7 +311,8 @@ async fn main() {
         "| workers | records | records/s from start | % of linear | steady records/s | % of linear | CPU % | worker s: poll, process, stage, commit |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    let (mut base, mut base_steady) = (0.0, 0.0);
+    let mut base_steady = 0.0;
+    let mut base;
     let workers: Vec<usize> = match std::env::var("SHARESTREAM_BENCH_WORKERS") {
         Ok(v) => v.split(',').filter_map(|w| w.trim().parse().ok()).collect(),
         Err(_) => vec![1, 2, 4, 8, 16, 32],
@@ -297,58 +371,17 @@ async fn main() {
         .ok()
         .and_then(|r| r.parse::<f64>().ok())
         .unwrap_or((eos_100 / 2.0).max(100.0));
-    let tag = "latency";
-    setup(&b, tag, "in-latency", "out-latency", 4).await;
-    let h = Runtime::builder(forward(tag, "in-latency", "out-latency"))
-        .config(config(&b, tag, 4, ProcessingGuarantee::ExactlyOnce))
-        .start()
-        .await
-        .unwrap();
-    let base_instant = Instant::now();
-    let p = producer(&b).await;
-    let secs = 6.0;
-    let n = (rate * secs) as usize;
-    let sender = tokio::spawn(async move {
-        let interval = Duration::from_secs_f64(1.0 / rate);
-        let start = Instant::now();
-        for i in 0..n {
-            let due = start + interval.mul_f64(i as f64);
-            if let Some(wait) = due.checked_duration_since(Instant::now())
-                && wait > Duration::from_millis(1)
-            {
-                tokio::time::sleep(wait).await;
-            }
-            let sent = base_instant.elapsed().as_nanos() as u64;
-            let mut v = sent.to_be_bytes().to_vec();
-            v.resize(100, b'x');
-            drop(p.send(ProducerRecord::new("in-latency", v).with_key(format!("k{i}"))));
-        }
-        p.flush().await;
-    });
-    let md = Metadata::new(vec![b.bootstrap_servers()], ConnectionConfig::default());
-    let mut reader = CommittedReader::new(&md, "out-latency").await.unwrap();
-    let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
-    let deadline = Instant::now() + Duration::from_secs_f64(secs + 15.0);
-    while (hist.len() as usize) < n && Instant::now() < deadline {
-        for r in reader.poll().await.unwrap() {
-            let v = r.value.unwrap();
-            let sent = u64::from_be_bytes(v[..8].try_into().unwrap());
-            let now = base_instant.elapsed().as_nanos() as u64;
-            let _ = hist.record(((now.saturating_sub(sent)) / 1000).max(1));
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    sender.await.unwrap();
-    h.stop().await.unwrap();
-    println!("| offered rate | records seen | p50 | p99 | max |");
-    println!("|---|---|---|---|---|");
     println!(
-        "| {rate:.0} records/s | {}/{n} | {:.1} ms | {:.1} ms | {:.1} ms |",
-        hist.len(),
-        hist.value_at_quantile(0.5) as f64 / 1e3,
-        hist.value_at_quantile(0.99) as f64 / 1e3,
-        hist.max() as f64 / 1e3
+        "| variant | offered rate | records seen | p50 | p99 | max | commit p50 / p99 | records per txn |"
     );
+    println!("|---|---|---|---|---|---|---|---|");
+    let variants: Vec<String> = match std::env::var("SHARESTREAM_BENCH_LATENCY_VARIANTS") {
+        Ok(v) => v.split(',').map(|s| s.trim().to_string()).collect(),
+        Err(_) => vec!["default".into()],
+    };
+    for (i, v) in variants.iter().enumerate() {
+        latency(&b, &format!("latency-{i}"), v, rate).await;
+    }
     b.shutdown().await;
     println!(
         "\n(total bench time {:.0} s)",
