@@ -91,7 +91,25 @@ fn forward(group: &str, input: &str, output: &str) -> Topology {
     b.build().unwrap()
 }
 
+/// `SHARESTREAM_BENCH_PROPS=name=value+name=value`: runtime properties
+/// applied to every run (e.g. `commit.aligned=false`).
 fn config(b: &BrokerHandle, app: &str, workers: usize, g: ProcessingGuarantee) -> RuntimeConfig {
+    let mut c = base_config(b, app, workers, g);
+    if let Ok(props) = std::env::var("SHARESTREAM_BENCH_PROPS") {
+        for kv in props.split('+').filter(|s| !s.is_empty()) {
+            let (k, v) = kv.split_once('=').expect("name=value");
+            c.set(k, v).unwrap();
+        }
+    }
+    c
+}
+
+fn base_config(
+    b: &BrokerHandle,
+    app: &str,
+    workers: usize,
+    g: ProcessingGuarantee,
+) -> RuntimeConfig {
     RuntimeConfig {
         application_id: app.into(),
         bootstrap_servers: vec![b.bootstrap_servers()],
