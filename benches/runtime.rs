@@ -10,6 +10,17 @@
 //!    p50/p99, at half the exactly-once 100 B throughput.
 //!
 //! `cargo bench --bench runtime`. Figures: docs/BENCHMARKS.md.
+//!
+//! Knobs (environment): `SHARESTREAM_BENCH_SECTIONS=2,3` (sections to
+//! run), `SHARESTREAM_BENCH_WORKERS=1,16,32` (section 2),
+//! `SHARESTREAM_BENCH_PAR_BATCH=524288,2048` (section 2's input
+//! `batch.size`, bytes, one table per value),
+//! `SHARESTREAM_BENCH_LATENCY_RATE=10000` (section 3's offered rate;
+//! default half of section 1's exactly-once 100 B rate, or 100/s),
+//! `SHARESTREAM_BENCH_LATENCY_VARIANTS=default,commit.aligned=false`
+//! (section 3 once per variant, `name=value` joined by `+`),
+//! `SHARESTREAM_BENCH_PROPS=name=value+...` (runtime properties for every
+//! run).
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
