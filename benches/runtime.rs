@@ -10,6 +10,17 @@
 //!    p50/p99, at half the exactly-once 100 B throughput.
 //!
 //! `cargo bench --bench runtime`. Figures: docs/BENCHMARKS.md.
+//!
+//! Knobs (environment): `SHARESTREAM_BENCH_SECTIONS=2,3` (sections to
+//! run), `SHARESTREAM_BENCH_WORKERS=1,16,32` (section 2),
+//! `SHARESTREAM_BENCH_PAR_BATCH=524288,2048` (section 2's input
+//! `batch.size`, bytes, one table per value),
+//! `SHARESTREAM_BENCH_LATENCY_RATE=10000` (section 3's offered rate;
+//! default half of section 1's exactly-once 100 B rate, or 100/s),
+//! `SHARESTREAM_BENCH_LATENCY_VARIANTS=default,commit.aligned=false`
+//! (section 3 once per variant, `name=value` joined by `+`),
+//! `SHARESTREAM_BENCH_PROPS=name=value+...` (runtime properties for every
+//! run).
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -44,12 +55,22 @@ async fn setup(b: &BrokerHandle, group: &str, input: &str, output: &str, partiti
     .unwrap();
 }
 
-async fn producer(b: &BrokerHandle) -> Producer {
+async fn producer_batching(b: &BrokerHandle, batch_size: usize) -> Producer {
+    producer_with(b, batch_size, Duration::from_millis(5)).await
+}
+
+/// The latency section's input producer: 1 ms linger, so that the
+/// producer's own batching adds at most 1 ms.
+async fn producer_lingering(b: &BrokerHandle, linger: Duration) -> Producer {
+    producer_with(b, 512 * 1024, linger).await
+}
+
+async fn producer_with(b: &BrokerHandle, batch_size: usize, linger: Duration) -> Producer {
     Producer::new(
         ProducerConfig::builder()
             .bootstrap_servers(b.bootstrap_servers())
-            .linger(Duration::from_millis(5))
-            .batch_size(512 * 1024)
+            .linger(linger)
+            .batch_size(batch_size)
             .build()
             .unwrap(),
     )
@@ -58,7 +79,11 @@ async fn producer(b: &BrokerHandle) -> Producer {
 }
 
 async fn produce(b: &BrokerHandle, topic: &str, n: usize, size: usize) {
-    let p = producer(b).await;
+    produce_batching(b, topic, n, size, 512 * 1024).await
+}
+
+async fn produce_batching(b: &BrokerHandle, topic: &str, n: usize, size: usize, batch: usize) {
+    let p = producer_batching(b, batch).await;
     let value = Bytes::from(vec![b'x'; size]);
     let mut f = Vec::with_capacity(n);
     for i in 0..n {
@@ -77,7 +102,25 @@ fn forward(group: &str, input: &str, output: &str) -> Topology {
     b.build().unwrap()
 }
 
+/// `SHARESTREAM_BENCH_PROPS=name=value+name=value`: runtime properties
+/// applied to every run (e.g. `commit.aligned=false`).
 fn config(b: &BrokerHandle, app: &str, workers: usize, g: ProcessingGuarantee) -> RuntimeConfig {
+    let mut c = base_config(b, app, workers, g);
+    if let Ok(props) = std::env::var("SHARESTREAM_BENCH_PROPS") {
+        for kv in props.split('+').filter(|s| !s.is_empty()) {
+            let (k, v) = kv.split_once('=').expect("name=value");
+            c.set(k, v).unwrap();
+        }
+    }
+    c
+}
+
+fn base_config(
+    b: &BrokerHandle,
+    app: &str,
+    workers: usize,
+    g: ProcessingGuarantee,
+) -> RuntimeConfig {
     RuntimeConfig {
         application_id: app.into(),
         bootstrap_servers: vec![b.bootstrap_servers()],
@@ -90,23 +133,156 @@ fn config(b: &BrokerHandle, app: &str, workers: usize, g: ProcessingGuarantee) -
     }
 }
 
-/// Runs `topology` until `n` source records are committed; records/s.
-async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> (f64, f64, f64) {
+/// What one run measured.
+struct Run {
+    /// records/s from start (start-up and group join included).
+    rate: f64,
+    /// records/s between 10% and 90% of the records committed (steady
+    /// state: start-up, join and the last transactions left out).
+    steady: f64,
+    p50: f64,
+    p99: f64,
+    /// CPU of the whole process (runtime + broker + bench), % of one core.
+    cpu: f64,
+    /// Worker time by phase, seconds summed over workers.
+    phases: String,
+}
+
+/// CPU time (user + system) of this process, seconds.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // Fields 14 and 15 of stat (utime, stime), 0-based 11 and 12 after ')'.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Runs `topology` until `n` source records are committed.
+async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
     let start = Instant::now();
+    let cpu0 = cpu_seconds();
     let h = Runtime::builder(topology)
         .config(cfg)
         .start()
         .await
         .unwrap();
     let m = h.metrics().clone();
-    while m.records_committed.load(Ordering::Relaxed) < n {
-        tokio::time::sleep(Duration::from_millis(2)).await;
+    let (mut t10, mut t90) = (None, None);
+    loop {
+        let c = m.records_committed.load(Ordering::Relaxed);
+        if t10.is_none() && c >= n / 10 {
+            t10 = Some((Instant::now(), c));
+        }
+        if t90.is_none() && c >= n * 9 / 10 {
+            t90 = Some((Instant::now(), c));
+        }
+        if c >= n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let secs = start.elapsed().as_secs_f64();
+    let cpu = 100.0 * (cpu_seconds() - cpu0) / secs;
+    let ((a, ca), (b, cb)) = (t10.unwrap(), t90.unwrap());
+    let steady = (cb - ca) as f64 / b.duration_since(a).as_secs_f64().max(1e-3);
     let p50 = m.commit_latency_quantile(0.5).as_secs_f64() * 1e3;
     let p99 = m.commit_latency_quantile(0.99).as_secs_f64() * 1e3;
+    let wt = &m.worker_time;
+    let mut phases: Vec<String> = wt
+        .seconds()
+        .iter()
+        .map(|(p, s)| format!("{p} {s:.1}"))
+        .collect();
+    phases.push(format!(
+        "polls {}/{} empty",
+        wt.polls.load(Ordering::Relaxed),
+        wt.empty_polls.load(Ordering::Relaxed)
+    ));
     h.stop().await.unwrap();
-    (n as f64 / secs, p50, p99)
+    Run {
+        rate: n as f64 / secs,
+        steady,
+        p50,
+        p99,
+        cpu,
+        phases: phases.join(", "),
+    }
+}
+
+/// `SHARESTREAM_BENCH_SECTIONS=2,3` runs only those sections.
+fn section(n: u32) -> bool {
+    match std::env::var("SHARESTREAM_BENCH_SECTIONS") {
+        Ok(v) => v.split(',').any(|s| s.trim() == n.to_string()),
+        Err(_) => true,
+    }
+}
+
+/// Section 3 for one variant of the runtime's settings: `default`, or
+/// `name=value` properties joined by `+`.
+async fn latency(b: &BrokerHandle, tag: &str, variant: &str, rate: f64) {
+    let (input, output) = (format!("in-{tag}"), format!("out-{tag}"));
+    setup(b, tag, &input, &output, 4).await;
+    let mut cfg = config(b, tag, 4, ProcessingGuarantee::ExactlyOnce);
+    if variant != "default" {
+        for kv in variant.split('+') {
+            let (k, v) = kv.split_once('=').expect("name=value");
+            cfg.set(k, v).unwrap();
+        }
+    }
+    let h = Runtime::builder(forward(tag, &input, &output))
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    let base_instant = Instant::now();
+    let p = producer_lingering(b, Duration::from_millis(1)).await;
+    let secs = 6.0;
+    let n = (rate * secs) as usize;
+    let topic = input.clone();
+    let sender = tokio::spawn(async move {
+        let interval = Duration::from_secs_f64(1.0 / rate);
+        let start = Instant::now();
+        for i in 0..n {
+            let due = start + interval.mul_f64(i as f64);
+            if let Some(wait) = due.checked_duration_since(Instant::now())
+                && wait > Duration::from_millis(1)
+            {
+                tokio::time::sleep(wait).await;
+            }
+            let sent = base_instant.elapsed().as_nanos() as u64;
+            let mut v = sent.to_be_bytes().to_vec();
+            v.resize(100, b'x');
+            drop(p.send(ProducerRecord::new(topic.as_str(), v).with_key(format!("k{i}"))));
+        }
+        p.flush().await;
+    });
+    let md = Metadata::new(vec![b.bootstrap_servers()], ConnectionConfig::default());
+    let mut reader = CommittedReader::new(&md, &output).await.unwrap();
+    let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+    let deadline = Instant::now() + Duration::from_secs_f64(secs + 15.0);
+    while (hist.len() as usize) < n && Instant::now() < deadline {
+        for r in reader.poll().await.unwrap() {
+            let v = r.value.unwrap();
+            let sent = u64::from_be_bytes(v[..8].try_into().unwrap());
+            let now = base_instant.elapsed().as_nanos() as u64;
+            let _ = hist.record(((now.saturating_sub(sent)) / 1000).max(1));
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    sender.await.unwrap();
+    let m = h.metrics().clone();
+    h.stop().await.unwrap();
+    println!(
+        "| {variant} | {rate:.0} records/s | {}/{n} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} / {:.1} ms | {:.0} |",
+        hist.len(),
+        hist.value_at_quantile(0.5) as f64 / 1e3,
+        hist.value_at_quantile(0.99) as f64 / 1e3,
+        hist.max() as f64 / 1e3,
+        m.commit_latency_quantile(0.5).as_secs_f64() * 1e3,
+        m.commit_latency_quantile(0.99).as_secs_f64() * 1e3,
+        m.mean_batch_size()
+    );
 }
 
 #[tokio::main]
@@ -119,7 +295,12 @@ async fn main() {
     println!("| value | guarantee | records | records/s | MB/s | commit p50 | commit p99 |");
     println!("|---|---|---|---|---|---|---|");
     let mut eos_100 = 0.0;
-    for (size, n) in [(100usize, 100_000usize), (1024, 40_000)] {
+    let sizes: &[(usize, usize)] = if section(1) {
+        &[(100, 100_000), (1024, 40_000)]
+    } else {
+        &[]
+    };
+    for &(size, n) in sizes {
         // exactly_once waiting for each commit (the KIP's loop), exactly_once
         // polling during the commit (the default), at_least_once.
         for (g, overlap) in [
@@ -133,7 +314,8 @@ async fn main() {
             produce(&b, &input, n, size).await;
             let mut cfg = config(&b, &tag, 4, g);
             cfg.poll_during_commit = overlap;
-            let (rate, p50, p99) = run_until(forward(&tag, &input, &output), cfg, n as u64).await;
+            let r = run_until(forward(&tag, &input, &output), cfg, n as u64).await;
+            let (rate, p50, p99) = (r.rate, r.p50, r.p99);
             if size == 100 && g == ProcessingGuarantee::ExactlyOnce && overlap {
                 eos_100 = rate;
             }
@@ -154,92 +336,81 @@ async fn main() {
     println!(
         "\n## 2. parallelism beyond the partition count (1 partition, 5 ms async work per record, exactly_once)\n"
     );
-    println!("| workers | records | records/s | % of linear |");
-    println!("|---|---|---|---|");
-    let mut base = 0.0;
-    for w in [1usize, 2, 4, 8, 16, 32] {
-        let tag = format!("par-{w}");
-        let (input, output) = (format!("in-{tag}"), format!("out-{tag}"));
-        setup(&b, &tag, &input, &output, 1).await;
-        let n = (300 * w).max(400);
-        produce(&b, &input, n, 100).await;
-        let sb = StreamsBuilder::new(tag.clone());
-        // One record in processing per worker: the semaphore of the async
-        // operator is shared by the workers and holds `w` permits.
-        sb.stream::<Bytes, Bytes>(input.as_str(), Serdes::bytes(), Serdes::bytes())
-            .map_async(w, |v: Bytes| async move {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                Ok::<_, String>(v)
-            })
-            .to(output.as_str(), Serdes::bytes(), Serdes::bytes());
-        let mut cfg = config(&b, &tag, w, ProcessingGuarantee::ExactlyOnce);
-        cfg.max_poll_records = 20;
-        let (rate, _, _) = run_until(sb.build().unwrap(), cfg, n as u64).await;
-        if w == 1 {
-            base = rate;
+    println!(
+        "| workers | records | records/s from start | % of linear | steady records/s | % of linear | CPU % | worker s: poll, process, stage, commit |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut base_steady = 0.0;
+    let mut base;
+    let workers: Vec<usize> = match std::env::var("SHARESTREAM_BENCH_WORKERS") {
+        Ok(v) => v.split(',').filter_map(|w| w.trim().parse().ok()).collect(),
+        Err(_) => vec![1, 2, 4, 8, 16, 32],
+    };
+    // Input batch size in bytes (SHARESTREAM_BENCH_PAR_BATCH, default
+    // 512 KiB: thousands of records per batch).
+    let par_batch: Vec<usize> = match std::env::var("SHARESTREAM_BENCH_PAR_BATCH") {
+        Ok(v) => v.split(',').filter_map(|w| w.trim().parse().ok()).collect(),
+        Err(_) => vec![512 * 1024],
+    };
+    for &pb in par_batch.iter().filter(|_| section(2)) {
+        println!("| input batch.size {pb} B |");
+        base = 0.0;
+        for &w in &workers {
+            let tag = format!("par-{w}-{pb}");
+            let (input, output) = (format!("in-{tag}"), format!("out-{tag}"));
+            setup(&b, &tag, &input, &output, 1).await;
+            let n = (300 * w).max(400);
+            produce_batching(&b, &input, n, 100, pb).await;
+            let sb = StreamsBuilder::new(tag.clone());
+            // One record in processing per worker: the semaphore of the async
+            // operator is shared by the workers and holds `w` permits.
+            sb.stream::<Bytes, Bytes>(input.as_str(), Serdes::bytes(), Serdes::bytes())
+                .map_async(w, |v: Bytes| async move {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    Ok::<_, String>(v)
+                })
+                .to(output.as_str(), Serdes::bytes(), Serdes::bytes());
+            let mut cfg = config(&b, &tag, w, ProcessingGuarantee::ExactlyOnce);
+            cfg.max_poll_records = 20;
+            let r = run_until(sb.build().unwrap(), cfg, n as u64).await;
+            if base == 0.0 {
+                base = r.rate / w as f64;
+                base_steady = r.steady / w as f64;
+            }
+            println!(
+                "| {w} | {n} | {:.0} | {:.0}% | {:.0} | {:.0}% | {:.0}% | {} |",
+                r.rate,
+                100.0 * r.rate / (base * w as f64),
+                r.steady,
+                100.0 * r.steady / (base_steady * w as f64),
+                r.cpu,
+                r.phases
+            );
         }
-        println!(
-            "| {w} | {n} | {rate:.0} | {:.0}% |",
-            100.0 * rate / (base * w as f64)
-        );
     }
 
     println!(
         "\n## 3. end-to-end latency, produce -> read_committed visibility (100 B, 4 partitions, 4 workers, exactly_once)\n"
     );
-    let rate = (eos_100 / 2.0).max(100.0);
-    let tag = "latency";
-    setup(&b, tag, "in-latency", "out-latency", 4).await;
-    let h = Runtime::builder(forward(tag, "in-latency", "out-latency"))
-        .config(config(&b, tag, 4, ProcessingGuarantee::ExactlyOnce))
-        .start()
-        .await
-        .unwrap();
-    let base_instant = Instant::now();
-    let p = producer(&b).await;
-    let secs = 6.0;
-    let n = (rate * secs) as usize;
-    let sender = tokio::spawn(async move {
-        let interval = Duration::from_secs_f64(1.0 / rate);
-        let start = Instant::now();
-        for i in 0..n {
-            let due = start + interval.mul_f64(i as f64);
-            if let Some(wait) = due.checked_duration_since(Instant::now())
-                && wait > Duration::from_millis(1)
-            {
-                tokio::time::sleep(wait).await;
-            }
-            let sent = base_instant.elapsed().as_nanos() as u64;
-            let mut v = sent.to_be_bytes().to_vec();
-            v.resize(100, b'x');
-            drop(p.send(ProducerRecord::new("in-latency", v).with_key(format!("k{i}"))));
-        }
-        p.flush().await;
-    });
-    let md = Metadata::new(vec![b.bootstrap_servers()], ConnectionConfig::default());
-    let mut reader = CommittedReader::new(&md, "out-latency").await.unwrap();
-    let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
-    let deadline = Instant::now() + Duration::from_secs_f64(secs + 15.0);
-    while (hist.len() as usize) < n && Instant::now() < deadline {
-        for r in reader.poll().await.unwrap() {
-            let v = r.value.unwrap();
-            let sent = u64::from_be_bytes(v[..8].try_into().unwrap());
-            let now = base_instant.elapsed().as_nanos() as u64;
-            let _ = hist.record(((now.saturating_sub(sent)) / 1000).max(1));
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
+    if !section(3) {
+        b.shutdown().await;
+        return;
     }
-    sender.await.unwrap();
-    h.stop().await.unwrap();
-    println!("| offered rate | records seen | p50 | p99 | max |");
-    println!("|---|---|---|---|---|");
+    let rate = std::env::var("SHARESTREAM_BENCH_LATENCY_RATE")
+        .ok()
+        .and_then(|r| r.parse::<f64>().ok())
+        .unwrap_or((eos_100 / 2.0).max(100.0));
     println!(
-        "| {rate:.0} records/s | {}/{n} | {:.1} ms | {:.1} ms | {:.1} ms |",
-        hist.len(),
-        hist.value_at_quantile(0.5) as f64 / 1e3,
-        hist.value_at_quantile(0.99) as f64 / 1e3,
-        hist.max() as f64 / 1e3
+        "| variant | offered rate | records seen | p50 | p99 | max | commit p50 / p99 | records per txn |"
     );
+    println!("|---|---|---|---|---|---|---|---|");
+    let variants: Vec<String> = match std::env::var("SHARESTREAM_BENCH_LATENCY_VARIANTS") {
+        Ok(v) => v.split(',').map(|s| s.trim().to_string()).collect(),
+        Err(_) => vec!["default".into()],
+    };
+    for (i, v) in variants.iter().enumerate() {
+        latency(&b, &format!("latency-{i}"), v, rate).await;
+    }
     b.shutdown().await;
     println!(
         "\n(total bench time {:.0} s)",

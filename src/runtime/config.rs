@@ -96,6 +96,23 @@ pub struct RuntimeConfig {
     /// into the next transaction). Off: the loop waits for the commit, as
     /// the KIP's pseudo code does (kept for comparisons).
     pub poll_during_commit: bool,
+    /// `commit.within.interval` (default true): under exactly_once, start a
+    /// transaction's commit early by the duration of the recent commits
+    /// (a moving average, at most half of `commit.interval.ms`), so that
+    /// the transaction has *ended* (its records are visible to
+    /// read_committed readers) about `commit.interval.ms` after its first
+    /// record, instead of one commit later. Off: the commit starts once
+    /// the interval has passed (kept for comparisons).
+    pub commit_within_interval: bool,
+    /// `commit.aligned` (default true): under exactly_once, the workers of
+    /// a process end their transactions on one shared grid (every
+    /// `commit.interval.ms` from the runtime's start) rather than each
+    /// `commit.interval.ms` after its own first record. Transactions of
+    /// several workers that write to the same output partition then end
+    /// together, so the partition's last stable offset is not held back by
+    /// another worker's longer-open transaction (read_committed readers
+    /// see records up to one interval sooner). Off: per-worker intervals.
+    pub commit_aligned: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -117,6 +134,8 @@ impl Default for RuntimeConfig {
             security: Default::default(),
             lag_interval: Duration::from_secs(5),
             poll_during_commit: true,
+            commit_within_interval: true,
+            commit_aligned: true,
         }
     }
 }
@@ -144,6 +163,14 @@ fn hosts(v: &str) -> Vec<String> {
         .filter(|s| !s.is_empty())
         .map(String::from)
         .collect()
+}
+
+fn boolean(setting: &str, v: &str) -> Result<bool, RuntimeConfigError> {
+    match v.trim() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(err(setting, format!("{v:?}: expected true or false"))),
+    }
 }
 
 fn positive(setting: &str, v: &str) -> Result<u64, RuntimeConfigError> {
@@ -231,6 +258,8 @@ impl RuntimeConfig {
                     _ => return Err(err(name, format!("{value:?}: expected true or false"))),
                 }
             }
+            "commit.within.interval" => self.commit_within_interval = boolean(name, value)?,
+            "commit.aligned" => self.commit_aligned = boolean(name, value)?,
             other if crate::client::security::is_security_setting(other) => {
                 self.security.insert(other, value)
             }
@@ -336,6 +365,17 @@ mod tests {
         assert_eq!(e.setting, "linger");
         let e = RuntimeConfig::from_properties([("metrics.listen", "nowhere")]).unwrap_err();
         assert_eq!(e.setting, "metrics.listen");
+
+        let d = RuntimeConfig::default();
+        assert!(d.commit_within_interval && d.commit_aligned);
+        let c = RuntimeConfig::from_properties([
+            ("commit.within.interval", "false"),
+            ("commit.aligned", "false"),
+        ])
+        .unwrap();
+        assert!(!c.commit_within_interval && !c.commit_aligned);
+        let e = RuntimeConfig::from_properties([("commit.aligned", "yes")]).unwrap_err();
+        assert_eq!(e.setting, "commit.aligned");
     }
 
     #[test]

@@ -51,6 +51,8 @@ pub struct RuntimeMetrics {
     pub transactions_aborted: AtomicU64,
     /// Records delivered and not yet committed or aborted.
     pub records_in_flight: AtomicI64,
+    /// Where the workers' time goes, summed over workers (nanoseconds).
+    pub worker_time: WorkerTime,
     /// Share-group lag per source topic-partition; `None` until known (or
     /// when the cluster cannot tell).
     share_group_lag: Mutex<Option<BTreeMap<(String, i32), i64>>>,
@@ -69,10 +71,51 @@ impl Default for RuntimeMetrics {
             transactions_committed: AtomicU64::new(0),
             transactions_aborted: AtomicU64::new(0),
             records_in_flight: AtomicI64::new(0),
+            worker_time: WorkerTime::default(),
             share_group_lag: Mutex::new(None),
             commit_latency_us: Mutex::new(Histogram::new_with_bounds(1, 600_000_000, 3).unwrap()),
             batch_size: Mutex::new(Histogram::new_with_bounds(1, 10_000_000, 3).unwrap()),
         }
+    }
+}
+
+/// The workers' time by phase of their loop, nanoseconds summed over
+/// workers (`sharestream_runtime_worker_seconds_total{phase}`): what a
+/// profile of the loop needs without a profiler.
+#[derive(Debug, Default)]
+pub struct WorkerTime {
+    /// In `poll` on the loop's path (waiting for ShareFetch answers, or for
+    /// records when the source is idle).
+    pub poll_ns: AtomicU64,
+    /// Processing poll batches through the topology on the loop's path.
+    pub process_ns: AtomicU64,
+    /// Handing a processed batch's outputs to the producer and taking its
+    /// records into the transaction.
+    pub stage_ns: AtomicU64,
+    /// Ending transactions: TxnShareAcknowledge, the produce flush, EndTxn
+    /// (overlapped with the next poll under `poll.during.commit`).
+    pub commit_ns: AtomicU64,
+    /// Polls that returned no record.
+    pub empty_polls: AtomicU64,
+    /// Polls that returned records.
+    pub polls: AtomicU64,
+}
+
+impl WorkerTime {
+    /// Adds `d` to a phase counter.
+    pub fn add(c: &AtomicU64, d: Duration) {
+        c.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// The phases as (name, seconds).
+    pub fn seconds(&self) -> [(&'static str, f64); 4] {
+        let s = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64 / 1e9;
+        [
+            ("poll", s(&self.poll_ns)),
+            ("process", s(&self.process_ns)),
+            ("stage", s(&self.stage_ns)),
+            ("commit", s(&self.commit_ns)),
+        ]
     }
 }
 
@@ -181,6 +224,16 @@ impl RuntimeMetrics {
             out,
             "# HELP sharestream_runtime_records_in_flight Records acquired by this process and not yet committed.\n# TYPE sharestream_runtime_records_in_flight gauge\nsharestream_runtime_records_in_flight {in_flight}"
         );
+        let _ = writeln!(
+            out,
+            "# HELP sharestream_runtime_worker_seconds_total Time of the workers by phase of their loop, summed over workers.\n# TYPE sharestream_runtime_worker_seconds_total counter"
+        );
+        for (phase, secs) in self.worker_time.seconds() {
+            let _ = writeln!(
+                out,
+                "sharestream_runtime_worker_seconds_total{{phase=\"{phase}\"}} {secs}"
+            );
+        }
         if let Some(lag) = self.share_group_lag.lock().as_ref() {
             let _ = writeln!(
                 out,

@@ -53,6 +53,17 @@
 //! batch is sent or acknowledged until the commit has ended, so the new
 //! batch simply belongs to the next transaction.
 //!
+//! A transaction's commit starts at a deadline computed from its first
+//! record's arrival: `commit.interval.ms` later, less the worker's recent
+//! commit duration (`commit.within.interval`, so that the transaction has
+//! ended, not merely begun ending, about one interval after its first
+//! record), and moved onto a grid shared by the process's workers
+//! (`commit.aligned`): every worker writes to every output partition, and
+//! a read_committed reader sees a partition only up to its oldest open
+//! transaction, so staggered transactions would hold each other's records
+//! back by up to one more interval. The poll waits at most until the
+//! deadline.
+//!
 //! After an abort the broker puts the records back to ACQUIRED for the same
 //! member (D6) and the consumer hands them out again on its next poll, so
 //! they are simply processed again. Offsets acquired without data (gaps)
@@ -120,7 +131,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use config::{ProcessingGuarantee, RuntimeConfig, RuntimeConfigError};
-pub use metrics::RuntimeMetrics;
+pub use metrics::{RuntimeMetrics, WorkerTime};
 
 use crate::client::admin::AdminClient;
 use crate::client::config::ProducerConfig;
@@ -327,6 +338,7 @@ impl RuntimeBuilder {
             ));
         }
         let mut workers = Vec::with_capacity(config.num_workers);
+        let epoch = tokio::time::Instant::now();
         for index in 0..config.num_workers {
             let producer = start_producer(&config, &connection, index).await?;
             let consumer_config = ShareConsumerConfig::builder(self.topology.share_group())
@@ -363,6 +375,8 @@ impl RuntimeBuilder {
                 config: config.clone(),
                 shutdown: shutdown_rx.clone(),
                 txn_id: None,
+                commit_estimate: Duration::ZERO,
+                epoch,
             });
         }
 

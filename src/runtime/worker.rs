@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::RuntimeError;
 use super::config::{ProcessingGuarantee, RuntimeConfig};
-use super::metrics::RuntimeMetrics;
+use super::metrics::{RuntimeMetrics, WorkerTime};
 use crate::client::producer::{DeliveryFuture, Producer, ProducerError, ProducerRecord};
 use crate::client::share_consumer::{
     ShareConsumer, ShareRecord, ShareRecords, TransactionAcknowledgementsId, TransactionOutcome,
@@ -34,7 +34,8 @@ const OVERLAP_POLL: Duration = Duration::from_millis(5);
 /// window) and what they produced.
 #[derive(Debug)]
 pub(crate) struct OpenBatch {
-    started: Instant,
+    /// When the batch must end (its commit start).
+    deadline: Instant,
     records: u64,
     out: u64,
     rejected: u64,
@@ -42,9 +43,10 @@ pub(crate) struct OpenBatch {
 }
 
 impl OpenBatch {
-    fn new(now: Instant) -> Self {
+    /// A batch whose commit starts at `deadline`.
+    fn new(deadline: Instant) -> Self {
         Self {
-            started: now,
+            deadline,
             records: 0,
             out: 0,
             rejected: 0,
@@ -52,18 +54,45 @@ impl OpenBatch {
         }
     }
 
-    /// Whether the batch must end now: `commit.interval.ms` after its first
-    /// record, or once it holds `max.records.per.transaction`.
-    pub(crate) fn due(&self, now: Instant, interval: Duration, max_records: usize) -> bool {
-        self.records >= max_records as u64
-            || now.saturating_duration_since(self.started) >= interval
+    /// Whether the batch must end now: at its deadline, or once it holds
+    /// `max.records.per.transaction`.
+    pub(crate) fn due(&self, now: Instant, max_records: usize) -> bool {
+        self.records >= max_records as u64 || now >= self.deadline
     }
 
-    /// How long the next poll may wait without overrunning the interval.
-    fn poll_timeout(&self, now: Instant, interval: Duration) -> Duration {
-        interval
-            .saturating_sub(now.saturating_duration_since(self.started))
+    /// How long the next poll may wait without overrunning the deadline.
+    fn poll_timeout(&self, now: Instant) -> Duration {
+        self.deadline
+            .saturating_duration_since(now)
             .max(Duration::from_millis(1))
+    }
+}
+
+/// When a transaction whose first record arrived at `first` starts its
+/// commit. `ahead` is the expected commit duration (subtracted so that the
+/// commit ends about when the interval does). With `aligned`, the
+/// deadlines of all workers fall on one grid (`epoch` + k × `interval`,
+/// less `ahead`): their transactions end together, so the last stable
+/// offset of an output partition that several workers write is not held
+/// back by a transaction of another worker that began earlier and ends
+/// later (which, unaligned, delays visibility by up to one more interval).
+pub(crate) fn commit_deadline(
+    first: Instant,
+    interval: Duration,
+    ahead: Duration,
+    aligned: Option<Instant>,
+) -> Instant {
+    let interval = interval.max(Duration::from_millis(1));
+    let ahead = ahead.min(interval / 2);
+    match aligned {
+        None => first + (interval - ahead),
+        Some(epoch) => {
+            // The first grid point G with G - ahead > first.
+            let since = (first + ahead).saturating_duration_since(epoch);
+            let k = since.as_nanos() / interval.as_nanos() + 1;
+            let grid = Duration::from_nanos((k * interval.as_nanos()).min(u64::MAX as u128) as u64);
+            epoch + grid - ahead
+        }
     }
 }
 
@@ -85,6 +114,11 @@ pub(crate) struct Worker {
     pub shutdown: watch::Receiver<bool>,
     /// The acknowledgements staged in the open transaction.
     pub txn_id: Option<TransactionAcknowledgementsId>,
+    /// Moving average of this worker's recent commit durations.
+    pub commit_estimate: Duration,
+    /// The origin of the commit grid shared by the workers
+    /// (`commit.aligned`).
+    pub epoch: Instant,
 }
 
 pub(crate) fn to_source(r: &ShareRecord) -> SourceRecord {
@@ -141,11 +175,24 @@ impl Worker {
         }
     }
 
+    /// When the commit of a transaction whose first record arrived at
+    /// `first` starts (see [`commit_deadline`]).
+    fn deadline(&self, first: Instant) -> Instant {
+        let ahead = if self.config.commit_within_interval {
+            self.commit_estimate
+        } else {
+            Duration::ZERO
+        };
+        let aligned = self.config.commit_aligned.then_some(self.epoch);
+        commit_deadline(first, self.config.commit_interval, ahead, aligned)
+    }
+
     fn stopping(&self) -> bool {
         *self.shutdown.borrow()
     }
 
     async fn poll(&mut self, timeout: Duration) -> Result<ShareRecords, RuntimeError> {
+        let t0 = Instant::now();
         let records =
             self.consumer
                 .poll(timeout)
@@ -155,6 +202,13 @@ impl Worker {
                     source,
                 })?;
         let n = records.len() as u64;
+        let wt = &self.metrics.worker_time;
+        WorkerTime::add(&wt.poll_ns, t0.elapsed());
+        if n == 0 {
+            wt.empty_polls.fetch_add(1, Ordering::Relaxed);
+        } else {
+            wt.polls.fetch_add(1, Ordering::Relaxed);
+        }
         self.metrics.records_in.fetch_add(n, Ordering::Relaxed);
         self.metrics
             .records_in_flight
@@ -179,10 +233,12 @@ impl Worker {
     }
 }
 
-/// A poll batch and the result of processing it.
+/// A poll batch, the result of processing it, and when it was polled (a
+/// transaction's interval runs from its first record's arrival).
 pub(crate) type Polled = (
     ShareRecords,
     Result<Vec<crate::topology::ProcessResult>, RuntimeError>,
+    Instant,
 );
 
 /// Polls (briefly) and processes what came, without touching the producer:
@@ -200,13 +256,14 @@ async fn poll_and_process(
             worker: index,
             source,
         })?;
+    let polled_at = Instant::now();
     let n = records.len() as u64;
     metrics.records_in.fetch_add(n, Ordering::Relaxed);
     metrics
         .records_in_flight
         .fetch_add(n as i64, Ordering::Relaxed);
     if records.is_empty() {
-        return Ok((records, Ok(Vec::new())));
+        return Ok((records, Ok(Vec::new()), polled_at));
     }
     let sources: Vec<SourceRecord> = records.iter().map(to_source).collect();
     let coords: Vec<(String, i32, i64)> = records
@@ -214,7 +271,7 @@ async fn poll_and_process(
         .map(|r| (r.topic.clone(), r.partition, r.offset))
         .collect();
     let processed = process_batch(index, topology, sources, coords).await;
-    Ok((records, processed))
+    Ok((records, processed, polled_at))
 }
 
 async fn process_batch(
@@ -281,7 +338,6 @@ impl Worker {
     // ---------------------------------------------------------------- EOS
 
     async fn run_exactly_once(&mut self) -> Result<(), RuntimeError> {
-        let interval = self.config.commit_interval;
         let max = self.config.max_records_per_transaction;
         let mut open: Option<OpenBatch> = None;
         // Records polled and processed while the previous transaction
@@ -295,20 +351,22 @@ impl Worker {
                 }
                 return Ok(());
             }
-            let (records, processed) = match carried.take() {
+            let (records, processed, polled_at) = match carried.take() {
                 Some(p) => p,
                 None => {
                     let now = Instant::now();
-                    let timeout = open
-                        .as_ref()
-                        .map_or(IDLE_POLL, |b| b.poll_timeout(now, interval));
+                    let timeout = open.as_ref().map_or(IDLE_POLL, |b| b.poll_timeout(now));
                     let records = self.poll(timeout).await?;
+                    let polled_at = Instant::now();
                     let processed = if records.is_empty() {
                         Ok(Vec::new())
                     } else {
-                        self.process(&records).await
+                        let t0 = Instant::now();
+                        let p = self.process(&records).await;
+                        WorkerTime::add(&self.metrics.worker_time.process_ns, t0.elapsed());
+                        p
                     };
-                    (records, processed)
+                    (records, processed, polled_at)
                 }
             };
             if !records.is_empty() {
@@ -316,12 +374,18 @@ impl Worker {
                     self.producer
                         .begin_transaction()
                         .map_err(|e| self.fatal_producer(e))?;
-                    open = Some(OpenBatch::new(Instant::now()));
+                    // The interval runs from the first record's arrival
+                    // (for a batch polled during the previous commit, that
+                    // is before this transaction began).
+                    open = Some(OpenBatch::new(self.deadline(polled_at)));
                 }
                 let b = open.as_mut().expect("opened above");
                 match processed {
                     Ok(results) => {
-                        if let Err(injected) = self.stage_batch(&records, results, b) {
+                        let t0 = Instant::now();
+                        let staged = self.stage_batch(&records, results, b);
+                        WorkerTime::add(&self.metrics.worker_time.stage_ns, t0.elapsed());
+                        if let Err(injected) = staged {
                             tracing::warn!(worker = self.index, error = %injected, "aborting the transaction");
                             let b = open.take().expect("open");
                             self.abort(b).await?;
@@ -340,10 +404,7 @@ impl Worker {
                     }
                 }
             }
-            if open
-                .as_ref()
-                .is_some_and(|b| b.due(Instant::now(), interval, max))
-            {
+            if open.as_ref().is_some_and(|b| b.due(Instant::now(), max)) {
                 let b = open.take().expect("checked");
                 let overlap = self.config.poll_during_commit && !self.stopping();
                 carried = self.end_transaction(b, overlap).await?;
@@ -405,7 +466,12 @@ impl Worker {
     ) -> Result<Option<Polled>, RuntimeError> {
         let started = Instant::now();
         let commit = self.stage_and_commit();
-        let (result, polled) = if overlap {
+        // The commit's own duration (not the overlapped poll's).
+        let commit = async move {
+            let r = commit.await;
+            (r, started.elapsed())
+        };
+        let ((result, took), polled) = if overlap {
             let next = poll_and_process(
                 &mut self.consumer,
                 &self.metrics,
@@ -417,6 +483,11 @@ impl Worker {
         } else {
             (commit.await, None)
         };
+        WorkerTime::add(&self.metrics.worker_time.commit_ns, started.elapsed());
+        if result.is_ok() {
+            // Moving average (1/4 weight) of the commit's duration.
+            self.commit_estimate = (self.commit_estimate * 3 + took) / 4;
+        }
         match result {
             Ok(id) => {
                 if let Some(id) = id {
@@ -425,7 +496,7 @@ impl Worker {
                         .transaction_outcome(id, TransactionOutcome::Committed);
                 }
                 self.txn_id = None;
-                self.on_committed(&b, started.elapsed());
+                self.on_committed(&b, took);
             }
             Err(TxnFailure::Abortable(e)) if e.code() == Some(ErrorCode::INVALID_RECORD_STATE) => {
                 // The broker no longer holds these records for this member
@@ -550,11 +621,7 @@ impl Worker {
         let mut open: Option<OpenBatch> = None;
         loop {
             let stopping = self.stopping();
-            if stopping
-                || open
-                    .as_ref()
-                    .is_some_and(|b| b.due(Instant::now(), interval, max))
-            {
+            if stopping || open.as_ref().is_some_and(|b| b.due(Instant::now(), max)) {
                 if let Some(b) = open.take() {
                     let started = Instant::now();
                     match self.consumer.commit_sync(self.config.request_timeout).await {
@@ -580,7 +647,7 @@ impl Worker {
                 continue;
             }
             let results = self.process(&records).await?;
-            let b = open.get_or_insert_with(|| OpenBatch::new(Instant::now()));
+            let b = open.get_or_insert_with(|| OpenBatch::new(Instant::now() + interval));
             let mut deliveries: Vec<(usize, DeliveryFuture)> = Vec::new();
             let mut types = Vec::with_capacity(records.len());
             for (i, res) in results.into_iter().enumerate() {
@@ -647,4 +714,59 @@ fn stage(
             .send_share_acknowledgements_to_transaction(acknowledgements, &group)
             .await
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn unaligned_deadline_is_the_interval_less_the_expected_commit() {
+        let t = Instant::now();
+        assert_eq!(
+            commit_deadline(t, 100 * MS, Duration::ZERO, None),
+            t + 100 * MS
+        );
+        assert_eq!(commit_deadline(t, 100 * MS, 20 * MS, None), t + 80 * MS);
+        // A slow commit does not shrink the interval below half.
+        assert_eq!(commit_deadline(t, 100 * MS, 90 * MS, None), t + 50 * MS);
+    }
+
+    #[test]
+    fn aligned_deadlines_fall_on_the_shared_grid_within_one_interval() {
+        let epoch = Instant::now();
+        // Two workers whose transactions began at different times end
+        // together, on the next grid point.
+        let a = commit_deadline(epoch + 130 * MS, 100 * MS, Duration::ZERO, Some(epoch));
+        let b = commit_deadline(epoch + 170 * MS, 100 * MS, Duration::ZERO, Some(epoch));
+        assert_eq!(a, epoch + 200 * MS);
+        assert_eq!(a, b);
+        // Exactly on a grid point: the next one, never a zero-length
+        // transaction.
+        let c = commit_deadline(epoch + 200 * MS, 100 * MS, Duration::ZERO, Some(epoch));
+        assert_eq!(c, epoch + 300 * MS);
+        // With the expected commit time: the grid point less it, and
+        // always after the first record, at most one interval later.
+        let d = commit_deadline(epoch + 185 * MS, 100 * MS, 20 * MS, Some(epoch));
+        assert_eq!(d, epoch + 280 * MS);
+        for first_ms in [0u32, 1, 79, 80, 81, 99, 100, 150, 999] {
+            let first = epoch + first_ms * MS;
+            let d = commit_deadline(first, 100 * MS, 20 * MS, Some(epoch));
+            assert!(d > first && d <= first + 100 * MS, "{first_ms}");
+        }
+    }
+
+    #[test]
+    fn open_batch_is_due_at_its_deadline_or_when_full() {
+        let t = Instant::now();
+        let mut b = OpenBatch::new(t + 50 * MS);
+        assert!(!b.due(t, 10));
+        assert_eq!(b.poll_timeout(t), 50 * MS);
+        assert!(b.due(t + 50 * MS, 10));
+        b.records = 10;
+        assert!(b.due(t, 10));
+        assert_eq!(b.poll_timeout(t + 60 * MS), MS);
+    }
 }
