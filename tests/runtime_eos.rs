@@ -213,3 +213,34 @@ async fn fenced_producer_stops_the_zombie_with_a_clear_error() {
     assert_group_drained(&b, "g-fence", ids[0], 1);
     b.shutdown().await;
 }
+
+/// The overlapped loop (`poll.during.commit=true`: the next batch is polled
+/// and processed while EndTxn is in flight) keeps exactly-once, also when
+/// transactions abort and their records come back.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polling_during_commit_keeps_exactly_once_with_aborts() {
+    let _serial = SERIAL.lock().await;
+    let b = broker().await;
+    let ids = setup(&b, "g-overlap", &[("in", 2), ("out", 2)]).await;
+    produce_inputs(&b, "in", 2, 400).await;
+    sharestream::failpoints::arm("runtime.abort_mid_batch", Some(2));
+    let mut cfg = config(&b, "app-overlap");
+    cfg.num_workers = 2;
+    cfg.poll_during_commit = true;
+    cfg.max_records_per_transaction = 50;
+    let h = Runtime::builder(topology("g-overlap"))
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    wait_committed(&h, 400).await;
+    let m = h.metrics().clone();
+    h.stop().await.unwrap();
+    sharestream::failpoints::disarm("runtime.abort_mid_batch");
+    assert_eq!(m.transactions_aborted.load(Ordering::Relaxed), 2);
+    assert!(m.transactions_committed.load(Ordering::Relaxed) >= 8);
+    assert_exactly_once(&committed(&b, "out").await, 400, |i| format!("out-v{i}"));
+    assert_group_drained(&b, "g-overlap", ids[0], 2);
+    b.shutdown().await;
+}

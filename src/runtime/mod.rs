@@ -46,7 +46,7 @@
 //! }
 //! ```
 //!
-//! With `poll.during.commit` (the default) the next poll and its
+//! With `poll.during.commit=true` (off by default) the next poll and its
 //! processing run while `commit_transaction` is in flight: the consumer is
 //! idle then (the transaction's acknowledgements were sealed by
 //! `take_transaction_acknowledgements` before), and nothing of the new
