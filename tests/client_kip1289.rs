@@ -26,7 +26,6 @@ use sharestream::client::share_consumer::{
 use sharestream::client::{ClientError, ConnectionConfig, Producer, ProducerConfig, ProducerError};
 use sharestream::eos::AcknowledgeType;
 use sharestream::protocol::ErrorCode;
-use sharestream::protocol::records::RecordBatchView;
 use uuid::Uuid;
 
 #[global_allocator]
@@ -149,43 +148,11 @@ async fn fetch(b: &BrokerHandle, topic: &str) -> PartitionData {
 }
 
 /// The values a read_committed consumer returns from partition 0 of
-/// `topic`: data below the LSO, minus batches of aborted transactions.
+/// `topic`.
 async fn committed_values(b: &BrokerHandle, topic: &str) -> Vec<String> {
     let p = fetch(b, topic).await;
     assert_eq!(p.error_code, 0);
-    let mut aborted: Vec<(i64, i64)> = p
-        .aborted_transactions
-        .clone()
-        .unwrap_or_default()
-        .iter()
-        .map(|a| (a.producer_id.0, a.first_offset))
-        .collect();
-    let mut skipping: Vec<i64> = Vec::new();
-    let mut out = Vec::new();
-    for batch in RecordBatchView::parse_all(p.records.clone().unwrap_or_default()).unwrap() {
-        if batch.base_offset() >= p.last_stable_offset {
-            break;
-        }
-        aborted.retain(|&(pid, first)| {
-            if pid == batch.producer_id() && first <= batch.base_offset() {
-                skipping.push(pid);
-                false
-            } else {
-                true
-            }
-        });
-        if batch.is_control() {
-            skipping.retain(|&x| x != batch.producer_id());
-            continue;
-        }
-        if batch.is_transactional() && skipping.contains(&batch.producer_id()) {
-            continue;
-        }
-        for r in batch.records(1 << 24).unwrap() {
-            out.push(String::from_utf8(r.value.unwrap().to_vec()).unwrap());
-        }
-    }
-    out
+    common::records::committed_values(&p)
 }
 
 /// The states of the share partition `in`-0 of `group`, one per offset.

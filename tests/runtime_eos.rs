@@ -14,15 +14,6 @@ use std::time::Duration;
 
 use rt::*;
 use sharestream::runtime::{Runtime, RuntimeError};
-use sharestream::topology::{Serdes, StreamsBuilder, Topology};
-
-fn topology(group: &str) -> Topology {
-    let b = StreamsBuilder::new(group);
-    b.stream::<String, String>("in", Serdes::string(), Serdes::string())
-        .map_values(|v| format!("out-{v}"))
-        .to("out", Serdes::string(), Serdes::string());
-    b.build().unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exactly_once_two_workers_every_input_once() {
@@ -32,7 +23,7 @@ async fn exactly_once_two_workers_every_input_once() {
     produce_inputs(&b, "in", 2, 300).await;
     let mut cfg = config(&b, "app1");
     cfg.num_workers = 2;
-    let h = Runtime::builder(topology("g1"))
+    let h = Runtime::builder(map_values_topology("g1"))
         .config(cfg)
         .start()
         .await
@@ -87,7 +78,7 @@ async fn abort_mid_batch_records_come_back_and_are_processed_once() {
     let ids = setup(&b, "g-abort", &[("in", 1), ("out", 1)]).await;
     produce_inputs(&b, "in", 1, 200).await;
     sharestream::failpoints::arm("runtime.abort_mid_batch", Some(3));
-    let h = Runtime::builder(topology("g-abort"))
+    let h = Runtime::builder(map_values_topology("g-abort"))
         .config(config(&b, "app-abort"))
         .start()
         .await
@@ -113,7 +104,7 @@ async fn stale_member_epoch_aborts_and_the_retry_commits() {
     let ids = setup(&b, "g-stale", &[("in", 1), ("out", 1)]).await;
     produce_inputs(&b, "in", 1, 100).await;
     sharestream::failpoints::arm("runtime.stale_member_epoch", Some(2));
-    let h = Runtime::builder(topology("g-stale"))
+    let h = Runtime::builder(map_values_topology("g-stale"))
         .config(config(&b, "app-stale"))
         .start()
         .await
@@ -136,7 +127,7 @@ async fn worker_dropped_between_send_and_commit_then_restart() {
     let ids = setup(&b, "g-crash", &[("in", 1), ("out", 1)]).await;
     produce_inputs(&b, "in", 1, 150).await;
     sharestream::failpoints::arm("runtime.crash_before_commit", Some(1));
-    let h = Runtime::builder(topology("g-crash"))
+    let h = Runtime::builder(map_values_topology("g-crash"))
         .config(config(&b, "app-crash"))
         .start()
         .await
@@ -152,7 +143,7 @@ async fn worker_dropped_between_send_and_commit_then_restart() {
     // The restarted process (same application.id) fences the zombie's
     // transaction; its records come back once the dead member's lock
     // expires.
-    let h = Runtime::builder(topology("g-crash"))
+    let h = Runtime::builder(map_values_topology("g-crash"))
         .config(config(&b, "app-crash"))
         .start()
         .await
@@ -170,7 +161,7 @@ async fn fenced_producer_stops_the_zombie_with_a_clear_error() {
     let b = broker().await;
     let ids = setup(&b, "g-fence", &[("in", 1), ("out", 1)]).await;
     produce_inputs(&b, "in", 1, 100).await;
-    let h = Runtime::builder(topology("g-fence"))
+    let h = Runtime::builder(map_values_topology("g-fence"))
         .config(config(&b, "app-fence"))
         .start()
         .await
@@ -198,7 +189,7 @@ async fn fenced_producer_stops_the_zombie_with_a_clear_error() {
     drop(usurper);
     // The new instance finishes the work: 200 inputs (the second batch
     // repeats values v0..v99), each exactly once.
-    let h = Runtime::builder(topology("g-fence"))
+    let h = Runtime::builder(map_values_topology("g-fence"))
         .config(config(&b, "app-fence"))
         .start()
         .await
@@ -229,7 +220,7 @@ async fn polling_during_commit_keeps_exactly_once_with_aborts() {
     cfg.num_workers = 2;
     cfg.poll_during_commit = true;
     cfg.max_records_per_transaction = 50;
-    let h = Runtime::builder(topology("g-overlap"))
+    let h = Runtime::builder(map_values_topology("g-overlap"))
         .config(cfg)
         .start()
         .await

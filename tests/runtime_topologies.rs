@@ -17,21 +17,13 @@ use sharestream::runtime::{ProcessingGuarantee, Runtime, RuntimeConfig, RuntimeE
 use sharestream::topology::error::DLQ_ORIGINAL_OFFSET;
 use sharestream::topology::{ErrorPolicy, Serdes, SinkRecord, StreamsBuilder, TopologyError};
 
-fn mirror(group: &str) -> sharestream::topology::Topology {
-    let b = StreamsBuilder::new(group);
-    b.stream::<String, String>("in", Serdes::string(), Serdes::string())
-        .map_values(|v| format!("out-{v}"))
-        .to("out", Serdes::string(), Serdes::string());
-    b.build().unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exactly_once_is_refused_without_kip_1289_and_at_least_once_loses_nothing() {
     // share.version 2: share groups, but no TxnShareAcknowledge.
     let b = broker_with(2).await;
     let ids = setup(&b, "g-old", &[("in", 2), ("out", 2)]).await;
     produce_inputs(&b, "in", 2, 200).await;
-    let err = Runtime::builder(mirror("g-old"))
+    let err = Runtime::builder(map_values_topology("g-old"))
         .config(config(&b, "app-old"))
         .start()
         .await
@@ -46,7 +38,7 @@ async fn exactly_once_is_refused_without_kip_1289_and_at_least_once_loses_nothin
     let mut cfg = config(&b, "app-old");
     cfg.processing_guarantee = ProcessingGuarantee::AtLeastOnce;
     cfg.num_workers = 3;
-    let h = Runtime::builder(mirror("g-old"))
+    let h = Runtime::builder(map_values_topology("g-old"))
         .config(cfg)
         .start()
         .await

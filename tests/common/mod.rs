@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod kip;
+pub mod records;
 pub mod sasl;
 
 use std::net::SocketAddr;

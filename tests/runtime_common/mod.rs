@@ -198,3 +198,14 @@ pub fn assert_group_drained(b: &BrokerHandle, group: &str, topic_id: Uuid, parti
         );
     }
 }
+
+/// The topology of most runtime tests: `in` (UTF-8 key and value) through
+/// `map_values(v -> "out-" + v)` to `out`, in share group `group`.
+pub fn map_values_topology(group: &str) -> sharestream::topology::Topology {
+    use sharestream::topology::{Serdes, StreamsBuilder};
+    let b = StreamsBuilder::new(group);
+    b.stream::<String, String>("in", Serdes::string(), Serdes::string())
+        .map_values(|v| format!("out-{v}"))
+        .to("out", Serdes::string(), Serdes::string());
+    b.build().unwrap()
+}
