@@ -17,7 +17,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use sharestream::broker::group::{HeartbeatRequest, ShareGroupBrokerConfig, TopicInfo};
 use sharestream::broker::log::{AppendOptions, LogConfig, PartitionLog};
-use sharestream::broker::share::{AcknowledgeType, AcknowledgementBatch};
+use sharestream::broker::share::{AcknowledgeType, AcknowledgementBatch, AcquireMode};
 use sharestream::broker::shares::SharePartitionManager;
 use sharestream::protocol::records::{BatchSpec, Record, RecordBatchView, encode_batch};
 use uuid::Uuid;
@@ -83,7 +83,17 @@ fn run(members: usize, records: usize, size: usize) -> f64 {
         let id = &ids[turn % members];
         turn += 1;
         let d = m
-            .acquire("g", id, TOPIC, 0, &log, 500, 1 << 20, now)
+            .acquire(
+                "g",
+                id,
+                TOPIC,
+                0,
+                &log,
+                500,
+                AcquireMode::BatchOptimized,
+                1 << 20,
+                now,
+            )
             .unwrap();
         for r in &d.acquired {
             m.acknowledge(
@@ -150,7 +160,17 @@ fn main() {
     )
     .unwrap();
     let d = m
-        .acquire("g", "a", TOPIC, 0, &log, 2000, 64 << 20, 1)
+        .acquire(
+            "g",
+            "a",
+            TOPIC,
+            0,
+            &log,
+            2000,
+            AcquireMode::BatchOptimized,
+            64 << 20,
+            1,
+        )
         .unwrap();
     let runs_one = m.run_count();
     // Worst case: every other record released (alternating AVAILABLE /

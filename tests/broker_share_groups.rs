@@ -569,7 +569,9 @@ async fn share_apis_are_gated_by_share_version() {
             .iter()
             .find(|x| x.api_key == k)
             .expect("advertised");
-        assert_eq!((e.min_version, e.max_version), (1, 1));
+        // ShareFetch and ShareAcknowledge v2: KIP-1206 / KIP-1222.
+        let max = if k == 78 || k == 79 { 2 } else { 1 };
+        assert_eq!((e.min_version, e.max_version), (1, max), "key {k}");
     }
 }
 

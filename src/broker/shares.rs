@@ -451,8 +451,9 @@ impl SharePartitionManager {
 
     /// Acquires records of `topic_id`/`partition` for the member, reading
     /// the log from the share partition's next fetch offset, at most
-    /// `max_bytes` (at least one batch) and about `max_records` records
-    /// (whole batches). Creates the share partition at first use. The
+    /// `max_bytes` (at least one batch) and `max_records` records (about,
+    /// in whole batches, with [`AcquireMode::BatchOptimized`]; at most with
+    /// [`AcquireMode::RecordLimit`]). Creates the share partition at first use. The
     /// member must be in the group (UNKNOWN_MEMBER_ID).
     #[allow(clippy::too_many_arguments)]
     pub fn acquire(
@@ -463,6 +464,7 @@ impl SharePartitionManager {
         partition: i32,
         log: &Mutex<PartitionLog>,
         max_records: u32,
+        mode: AcquireMode,
         max_bytes: usize,
         now_ms: i64,
     ) -> Result<ShareFetchData, ErrorCode> {
@@ -477,7 +479,7 @@ impl SharePartitionManager {
         let k = key(group_id, topic_id, partition);
         inner.ensure_partition(&k, &log);
         let entry = inner.partitions.get_mut(&k).expect("just ensured");
-        let data = acquire_from_log(entry, member_id, &log, max_records, max_bytes, now_ms)?;
+        let data = acquire_from_log(entry, member_id, &log, max_records, mode, max_bytes, now_ms)?;
         drop(log);
         inner.persist_if_dirty(&k);
         Ok(data)
@@ -1029,6 +1031,7 @@ fn acquire_from_log(
     member_id: &str,
     log: &PartitionLog,
     max_records: u32,
+    mode: AcquireMode,
     max_bytes: usize,
     now_ms: i64,
 ) -> Result<ShareFetchData, ErrorCode> {
@@ -1075,7 +1078,7 @@ fn acquire_from_log(
     let acquisition = sp.acquire(
         member_id,
         max_records,
-        AcquireMode::BatchOptimized,
+        mode,
         now_ms,
         &LogView {
             high_watermark: hw,

@@ -76,8 +76,18 @@ fn acquire(
     member: &str,
     now: i64,
 ) -> ShareFetchData {
-    m.acquire("g", member, tid(), 0, log, 500, 1 << 20, now)
-        .unwrap()
+    m.acquire(
+        "g",
+        member,
+        tid(),
+        0,
+        log,
+        500,
+        AcquireMode::BatchOptimized,
+        1 << 20,
+        now,
+    )
+    .unwrap()
 }
 
 fn ack(
@@ -169,7 +179,17 @@ fn unknown_member_cannot_acquire() {
     let log = new_log();
     append(&log, 1, None);
     assert_eq!(
-        m.acquire("g", "ghost", tid(), 0, &log, 10, 1 << 20, T0),
+        m.acquire(
+            "g",
+            "ghost",
+            tid(),
+            0,
+            &log,
+            10,
+            AcquireMode::BatchOptimized,
+            1 << 20,
+            T0
+        ),
         Err(ErrorCode::UNKNOWN_MEMBER_ID)
     );
 }
@@ -454,8 +474,18 @@ fn the_state_log_is_compacted() {
     // Many small state changes: acquire and release one record over and
     // over (each persisted).
     for i in 0..300i64 {
-        m.acquire("g", "a", tid(), 0, &log, 1, 1 << 20, T0 + i)
-            .unwrap();
+        m.acquire(
+            "g",
+            "a",
+            tid(),
+            0,
+            &log,
+            1,
+            AcquireMode::BatchOptimized,
+            1 << 20,
+            T0 + i,
+        )
+        .unwrap();
         let off = m.partition_offsets("g", tid(), 0).unwrap().0;
         let _ = ack(&m, "a", off, off, AcknowledgeType::Release, T0 + i);
         if m.inner.lock().store.as_ref().unwrap().size_bytes() > 3 * 4096 {

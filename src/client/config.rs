@@ -280,6 +280,7 @@ pub const CONSUMER_SETTINGS: &[SettingDef] = settings! {
     "group.id" => NAME, None;
     "max.poll.records" => POSITIVE, Some("500");
     "share.acknowledgement.mode" => SettingKind::OneOf(&["implicit", "explicit"]), Some("implicit");
+    "share.acquire.mode" => SettingKind::OneOf(&["batch_optimized", "record_limit"]), Some("batch_optimized");
 };
 
 /// Every table of known settings. A new client kind adds its table here.

@@ -646,7 +646,7 @@ impl Connection {
         &self,
         req: &R,
     ) -> Result<PendingResponse<R::Response>, ClientError> {
-        let version = self.versions.version_for(R::API_KEY)?;
+        let version = self.versions.version_for_type::<R>()?;
         self.enqueue_at(req, version, self.request_timeout).await
     }
 
@@ -657,7 +657,7 @@ impl Connection {
         req: &R,
         timeout: Duration,
     ) -> Result<R::Response, ClientError> {
-        let version = self.versions.version_for(R::API_KEY)?;
+        let version = self.versions.version_for_type::<R>()?;
         self.enqueue_at(req, version, timeout).await?.await
     }
 
@@ -689,7 +689,7 @@ impl Connection {
         &self,
         req: &R,
     ) -> Result<PendingWrite, ClientError> {
-        let version = self.versions.version_for(R::API_KEY)?;
+        let version = self.versions.version_for_type::<R>()?;
         let frame = self.encode(req, version)?;
         let _gate = self.gate().await?;
         let slot = self.acquire_slot().await?;

@@ -25,6 +25,10 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message, Str
 
 use super::error::ProtocolError;
 use super::frame::{finish_frame, start_frame};
+use super::share_v2::{
+    SHARE_ACKNOWLEDGE_API_KEY, SHARE_FETCH_API_KEY, SHARE_VERSIONS, ShareAcknowledgeV2Request,
+    ShareFetchV2Request,
+};
 use super::txn_share_ack::{TXN_SHARE_ACKNOWLEDGE_API_KEY, TxnShareAcknowledgeRequest};
 
 /// An inclusive range of versions.
@@ -74,6 +78,10 @@ pub fn codec_versions(api_key: i16) -> Option<Versions> {
         let v = TxnShareAcknowledgeRequest::VERSIONS;
         return Some(v);
     }
+    if api_key == SHARE_FETCH_API_KEY || api_key == SHARE_ACKNOWLEDGE_API_KEY {
+        // Version 2 is ours (src/protocol/share_v2.rs); kafka-protocol stops at 1.
+        return Some(SHARE_VERSIONS);
+    }
     let k = ApiKey::try_from(api_key).ok()?;
     let r = k.valid_versions();
     // `ApiKey::valid_versions` is the range of the *response* struct; for a
@@ -120,7 +128,7 @@ fn unsupported(api_key: i16, version: i16) -> ProtocolError {
     }
 }
 
-fn check_version(api_key: i16, version: i16) -> Result<(), ProtocolError> {
+pub(super) fn check_version(api_key: i16, version: i16) -> Result<(), ProtocolError> {
     match codec_versions(api_key) {
         None => Err(ProtocolError::UnknownApiKey { api_key }),
         Some(v) if v.contains(version) => Ok(()),
@@ -128,7 +136,7 @@ fn check_version(api_key: i16, version: i16) -> Result<(), ProtocolError> {
     }
 }
 
-fn decode_err(api_key: i16, version: i16, e: impl std::fmt::Display) -> ProtocolError {
+pub(super) fn decode_err(api_key: i16, version: i16, e: impl std::fmt::Display) -> ProtocolError {
     ProtocolError::Decode {
         api_key,
         api_name: api_name(api_key),
@@ -137,7 +145,7 @@ fn decode_err(api_key: i16, version: i16, e: impl std::fmt::Display) -> Protocol
     }
 }
 
-fn encode_err(api_key: i16, version: i16, e: impl std::fmt::Display) -> ProtocolError {
+pub(super) fn encode_err(api_key: i16, version: i16, e: impl std::fmt::Display) -> ProtocolError {
     ProtocolError::Encode {
         api_key,
         api_name: api_name(api_key),
@@ -224,6 +232,10 @@ pub enum AnyRequest {
     Kafka(Box<RequestKind>),
     /// KIP-1289 TxnShareAcknowledge.
     TxnShareAcknowledge(TxnShareAcknowledgeRequest),
+    /// ShareFetch, version 1 or 2.
+    ShareFetch(ShareFetchV2Request),
+    /// ShareAcknowledge, version 1 or 2.
+    ShareAcknowledge(ShareAcknowledgeV2Request),
 }
 
 /// Decodes a request body whose key and version came from its header.
@@ -236,6 +248,13 @@ pub fn decode_request(
     if api_key == TXN_SHARE_ACKNOWLEDGE_API_KEY {
         return TxnShareAcknowledgeRequest::decode_request(body, version)
             .map(AnyRequest::TxnShareAcknowledge);
+    }
+    if api_key == SHARE_FETCH_API_KEY {
+        return ShareFetchV2Request::decode_request(body, version).map(AnyRequest::ShareFetch);
+    }
+    if api_key == SHARE_ACKNOWLEDGE_API_KEY {
+        return ShareAcknowledgeV2Request::decode_request(body, version)
+            .map(AnyRequest::ShareAcknowledge);
     }
     let key = ApiKey::try_from(api_key).map_err(|()| ProtocolError::UnknownApiKey { api_key })?;
     crate::alloc::warn_if_unguarded();

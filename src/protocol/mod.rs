@@ -6,6 +6,8 @@
 //!   every request type, and decoding by key and version for the broker.
 //!   Message structs of existing APIs come from the `kafka-protocol` crate.
 //! - [`txn_share_ack`]: KIP-1289's TxnShareAcknowledge (apiKey 95), our own.
+//! - [`share_v2`]: ShareFetch and ShareAcknowledge v2 (KIP-1206/1222), which
+//!   kafka-protocol 0.18 lacks, as its v1 structs plus the added fields.
 //! - [`versions`]: version negotiation from ApiVersions.
 //! - [`error_code`]: Kafka's error codes with names and retriable flags.
 //! - [`records`]: magic v2 record batches.
@@ -18,6 +20,7 @@ pub mod error_code;
 pub mod frame;
 pub mod records;
 pub mod sasl;
+pub mod share_v2;
 pub mod txn_share_ack;
 pub mod versions;
 pub mod wire;

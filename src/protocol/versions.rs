@@ -69,6 +69,22 @@ impl NegotiatedVersions {
         self.version_within(api_key, ours)
     }
 
+    /// The highest version both sides support for the request type `R`: the
+    /// key's codec range narrowed to `R`'s own (kafka-protocol's ShareFetch
+    /// and ShareAcknowledge structs stop at v1, our wrappers of them reach v2).
+    pub fn version_for_type<R: crate::protocol::api::ApiRequest>(
+        &self,
+    ) -> Result<i16, ProtocolError> {
+        let key = R::API_KEY;
+        let codec = codec_versions(key).ok_or(ProtocolError::UnknownApiKey { api_key: key })?;
+        let own = R::versions();
+        let ours = crate::protocol::api::Versions {
+            min: codec.min.max(own.min),
+            max: codec.max.min(own.max),
+        };
+        self.version_within(key, ours)
+    }
+
     /// The highest version of `api_key` within both `ours` and the peer's range.
     pub fn version_within(&self, api_key: i16, ours: Versions) -> Result<i16, ProtocolError> {
         let theirs = self

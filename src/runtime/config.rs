@@ -72,6 +72,13 @@ pub struct RuntimeConfig {
     pub max_records_per_transaction: usize,
     /// `max.poll.records` (default 500).
     pub max_poll_records: usize,
+    /// `share.acquire.mode` of the workers' share consumers (default
+    /// `batch_optimized`, Kafka's default). `record_limit` (ShareFetch v2,
+    /// Kafka 4.2+ and the embedded broker) makes the broker hand each poll
+    /// at most `max.poll.records` records even out of large producer
+    /// batches, so that workers beyond the partition count share the
+    /// records evenly; see docs/BENCHMARKS.md (Runtime, parallelism).
+    pub acquire_mode: crate::client::share_consumer::config::ShareAcquireMode,
     /// `transaction.timeout.ms` (default 60 s).
     pub transaction_timeout: Duration,
     /// `linger.ms` of the producers (default 1 ms).
@@ -128,6 +135,7 @@ impl Default for RuntimeConfig {
             commit_interval: Duration::from_millis(100),
             max_records_per_transaction: 1000,
             max_poll_records: 500,
+            acquire_mode: Default::default(),
             transaction_timeout: Duration::from_secs(60),
             linger: Duration::from_millis(1),
             metrics_listen: None,
@@ -221,6 +229,19 @@ impl RuntimeConfig {
                 self.max_records_per_transaction = positive(name, value)? as usize
             }
             "max.poll.records" => self.max_poll_records = positive(name, value)? as usize,
+            "share.acquire.mode" => {
+                use crate::client::share_consumer::config::ShareAcquireMode;
+                self.acquire_mode = match value.trim().to_ascii_lowercase().as_str() {
+                    "batch_optimized" => ShareAcquireMode::BatchOptimized,
+                    "record_limit" => ShareAcquireMode::RecordLimit,
+                    _ => {
+                        return Err(err(
+                            name,
+                            format!("{value:?}: expected batch_optimized or record_limit"),
+                        ));
+                    }
+                }
+            }
             "transaction.timeout.ms" => {
                 self.transaction_timeout = Duration::from_millis(positive(name, value)?)
             }

@@ -350,6 +350,7 @@ impl RuntimeBuilder {
                         .min(config.max_records_per_transaction),
                 )
                 .acknowledgement_mode(AcknowledgementMode::Explicit)
+                .acquire_mode(config.acquire_mode)
                 .fetch_max_wait(Duration::from_millis(100))
                 .request_timeout(config.request_timeout)
                 .connection(connection.clone())

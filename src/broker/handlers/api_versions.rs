@@ -40,8 +40,8 @@ const SERVED: &[(i16, i16, i16)] = &[
     (60, 0, 2), // DescribeCluster
     (76, 1, 1), // ShareGroupHeartbeat
     (77, 1, 1), // ShareGroupDescribe
-    (78, 1, 1), // ShareFetch
-    (79, 1, 1), // ShareAcknowledge
+    (78, 1, 2), // ShareFetch (v2: acquire mode, renew)
+    (79, 1, 2), // ShareAcknowledge (v2: renew)
     (90, 0, 0), // DescribeShareGroupOffsets (v1 adds Lag; the codec has v0)
     (22, 0, 5), // InitProducerId
     (24, 0, 5), // AddPartitionsToTxn

@@ -27,6 +27,7 @@ use crate::protocol::ErrorCode;
 use crate::protocol::api::{
     AnyRequest, ApiRequest, RequestHeaderInfo, api_name, decode_request, encode_response_frame,
 };
+use crate::protocol::share_v2::{ShareAcknowledgeV2Request, ShareFetchV2Request};
 use crate::protocol::txn_share_ack::{TxnShareAcknowledgeRequest, TxnShareAcknowledgeResponse};
 
 pub(crate) use api_versions::advertised_versions;
@@ -206,10 +207,6 @@ pub(crate) async fn dispatch(
                 let resp = share::share_group_describe(core, &ctx, r);
                 respond::<ShareGroupDescribeRequest>(&ctx, &resp, out)
             }
-            RequestKind::ShareFetch(r) => {
-                let resp = share::share_fetch(core, &ctx, r).await;
-                respond::<ShareFetchRequest>(&ctx, &resp, out)
-            }
             RequestKind::CreateAcls(r) => {
                 let resp = acls::create_acls(core, &ctx, r);
                 respond::<CreateAclsRequest>(&ctx, &resp, out)
@@ -226,15 +223,19 @@ pub(crate) async fn dispatch(
                 let resp = share::describe_share_group_offsets(core, &ctx, r);
                 respond::<DescribeShareGroupOffsetsRequest>(&ctx, &resp, out)
             }
-            RequestKind::ShareAcknowledge(r) => {
-                let resp = share::share_acknowledge(core, &ctx, r);
-                respond::<ShareAcknowledgeRequest>(&ctx, &resp, out)
-            }
             _ => Err(Close::Protocol(format!(
                 "no handler for {} (key {key})",
                 api_name(key)
             ))),
         },
+        AnyRequest::ShareFetch(r) => {
+            let resp = share::share_fetch(core, &ctx, r).await;
+            respond::<ShareFetchV2Request>(&ctx, &resp, out)
+        }
+        AnyRequest::ShareAcknowledge(r) => {
+            let resp = share::share_acknowledge(core, &ctx, r);
+            respond::<ShareAcknowledgeV2Request>(&ctx, &resp, out)
+        }
         AnyRequest::TxnShareAcknowledge(r) => {
             let resp = if api_versions::is_gated_off(core, key) {
                 // Feature off (share.version < 3 or transaction.version < 2):

@@ -1,5 +1,5 @@
 //! Share-group APIs (KIP-932): ShareGroupHeartbeat v1, ShareGroupDescribe
-//! v1, ShareFetch v1, ShareAcknowledge v1, and group configs through
+//! v1, ShareFetch v1-2, ShareAcknowledge v1-2, and group configs through
 //! IncrementalAlterConfigs / DescribeConfigs on the GROUP resource.
 //!
 //! The state lives in [`SharePartitionManager`](crate::broker::shares::SharePartitionManager);
@@ -21,6 +21,16 @@
 //! AVAILABLE again by an acknowledgement, a lock expiry or a departure.
 //! Repeated entries of one topic in a request are merged (librdkafka sends
 //! them).
+//!
+//! Version 2 (Kafka 4.2): `ShareAcquireMode` record_limit (KIP-1206)
+//! acquires at most MaxRecords records, splitting batches, where
+//! batch_optimized (v1's only mode) finishes the last batch; an unknown mode
+//! is INVALID_REQUEST. `IsRenewAck` (KIP-1222) marks a request whose
+//! acknowledgements include Renew (4): ShareFetch then acknowledges and
+//! fetches nothing, and must have MaxBytes, MinBytes, MaxRecords and
+//! MaxWaitMs all 0 (else INVALID_REQUEST, as Kafka). A Renew in a v1 request
+//! is INVALID_REQUEST. ShareAcknowledge v2 answers the group's
+//! AcquisitionLockTimeoutMs.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -43,11 +53,14 @@ use crate::broker::acl::{AUTHORIZED_OPERATIONS_OMITTED, AclOperation, Resource};
 use crate::broker::core::BrokerCore;
 use crate::broker::group::coordinator::MAX_MEMBER_ID_LENGTH;
 use crate::broker::group::{ConfigSource, HeartbeatRequest};
-use crate::broker::share::AcknowledgementBatch;
+use crate::broker::share::{AcknowledgementBatch, AcquireMode};
 use crate::broker::shares::{
     FINAL_SHARE_SESSION_EPOCH, INITIAL_SHARE_SESSION_EPOCH, TopicIdPartition,
 };
 use crate::protocol::ErrorCode;
+use crate::protocol::share_v2::{
+    ShareAcknowledgeV2Request, ShareAcknowledgeV2Response, ShareAcquireMode, ShareFetchV2Request,
+};
 
 /// Config resource type GROUP (Kafka's ConfigResource.Type).
 pub(crate) const RESOURCE_GROUP: i8 = 32;
@@ -441,13 +454,47 @@ impl<'a> TopicReads<'a> {
 pub(crate) async fn share_fetch(
     core: &Arc<BrokerCore>,
     ctx: &RequestContext,
-    req: ShareFetchRequest,
+    full: ShareFetchV2Request,
 ) -> ShareFetchResponse {
-    let (group, member) =
-        match check_request(core, ctx, req.group_id.as_ref(), req.member_id.as_ref()) {
-            Ok(x) => x,
-            Err((code, msg)) => return fetch_error(code, msg),
-        };
+    let (group, member) = match check_request(
+        core,
+        ctx,
+        full.request.group_id.as_ref(),
+        full.request.member_id.as_ref(),
+    ) {
+        Ok(x) => x,
+        Err((code, msg)) => return fetch_error(code, msg),
+    };
+    let Some(mode) = full.acquire_mode() else {
+        return fetch_error(ErrorCode::INVALID_REQUEST, "Unknown ShareAcquireMode.");
+    };
+    let renew_only = full.is_renew_ack;
+    let req = full.request;
+    if renew_only
+        && (req.max_bytes != 0
+            || req.min_bytes != 0
+            || req.max_records != 0
+            || req.max_wait_ms != 0)
+    {
+        return fetch_error(
+            ErrorCode::INVALID_REQUEST,
+            "A renew acknowledgement request must have MaxBytes, MinBytes, MaxRecords and MaxWaitMs 0.",
+        );
+    }
+    if ctx.version() < 2
+        && has_renew(req.topics.iter().flat_map(|t| {
+            t.partitions.iter().flat_map(|p| {
+                p.acknowledgement_batches
+                    .iter()
+                    .map(|b| &b.acknowledge_types)
+            })
+        }))
+    {
+        return fetch_error(
+            ErrorCode::INVALID_REQUEST,
+            "Renew acknowledgements need ShareFetch version 2.",
+        );
+    }
     let mut reads = TopicReads::new(core, ctx);
     let epoch = req.share_session_epoch;
     let has_acks = req.topics.iter().any(|t| {
@@ -505,7 +552,7 @@ pub(crate) async fn share_fetch(
         rows.get(*tp, leader).acknowledge_error_code = code.0;
     }
     let lock_ms = mgr.group_config(&group).record_lock_duration_ms;
-    if step.closed {
+    if step.closed || renew_only {
         mgr.release_session_records(&group, &member, &step.partitions, now_ms());
         return ShareFetchResponse::default()
             .with_acquisition_lock_timeout_ms(lock_ms)
@@ -575,6 +622,10 @@ pub(crate) async fn share_fetch(
                 partition,
                 &log,
                 records_left,
+                match mode {
+                    ShareAcquireMode::BatchOptimized => AcquireMode::BatchOptimized,
+                    ShareAcquireMode::RecordLimit => AcquireMode::RecordLimit,
+                },
                 budget,
                 now,
             ) {
@@ -631,18 +682,40 @@ pub(crate) async fn share_fetch(
 pub(crate) fn share_acknowledge(
     core: &BrokerCore,
     ctx: &RequestContext,
-    req: ShareAcknowledgeRequest,
-) -> ShareAcknowledgeResponse {
+    full: ShareAcknowledgeV2Request,
+) -> ShareAcknowledgeV2Response {
+    let req = full.request;
+    let wrap = |response: ShareAcknowledgeResponse, lock_ms: i32| ShareAcknowledgeV2Response {
+        response,
+        acquisition_lock_timeout_ms: lock_ms,
+    };
     let error = |code: ErrorCode, msg: &str| {
-        ShareAcknowledgeResponse::default()
-            .with_error_code(code.0)
-            .with_error_message(Some(s(msg)))
+        wrap(
+            ShareAcknowledgeResponse::default()
+                .with_error_code(code.0)
+                .with_error_message(Some(s(msg))),
+            0,
+        )
     };
     let (group, member) =
         match check_request(core, ctx, req.group_id.as_ref(), req.member_id.as_ref()) {
             Ok(x) => x,
             Err((code, msg)) => return error(code, msg),
         };
+    if ctx.version() < 2
+        && has_renew(req.topics.iter().flat_map(|t| {
+            t.partitions.iter().flat_map(|p| {
+                p.acknowledgement_batches
+                    .iter()
+                    .map(|b| &b.acknowledge_types)
+            })
+        }))
+    {
+        return error(
+            ErrorCode::INVALID_REQUEST,
+            "Renew acknowledgements need ShareAcknowledge version 2.",
+        );
+    }
     let mut reads = TopicReads::new(core, ctx);
     let mgr = core.shares();
     let step = match mgr.acknowledge_session(&group, &member, req.share_session_epoch) {
@@ -695,7 +768,20 @@ pub(crate) fn share_acknowledge(
     if step.closed && req.share_session_epoch == FINAL_SHARE_SESSION_EPOCH {
         mgr.release_session_records(&group, &member, &step.partitions, now_ms());
     }
-    ShareAcknowledgeResponse::default().with_responses(topics)
+    let lock_ms = mgr.group_config(&group).record_lock_duration_ms;
+    wrap(
+        ShareAcknowledgeResponse::default().with_responses(topics),
+        lock_ms,
+    )
+}
+
+/// Whether any acknowledge-type array holds Renew (4), which only version 2
+/// of ShareFetch and ShareAcknowledge may carry.
+fn has_renew<'a>(types: impl Iterator<Item = &'a Vec<i8>>) -> bool {
+    use crate::broker::share::AcknowledgeType;
+    types
+        .flatten()
+        .any(|t| *t == AcknowledgeType::Renew.as_i8())
 }
 
 // ----- group configs -------------------------------------------------------------------

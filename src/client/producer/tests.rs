@@ -125,6 +125,9 @@ async fn serve(io: tokio::io::DuplexStream, script: Arc<Mutex<Script>>) {
                 )
                 .await;
             }
+            AnyRequest::ShareFetch(_) | AnyRequest::ShareAcknowledge(_) => {
+                panic!("share request sent to the producer's peer")
+            }
             AnyRequest::Kafka(k) => match *k {
                 RequestKind::Metadata(_) => {
                     script.lock().log.push((3, String::new()));

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::client::config::{ConnectionConfig, setting_def};
 use crate::client::security::{SecurityProperties, is_security_setting};
+pub use crate::protocol::share_v2::ShareAcquireMode;
 
 /// `share.acknowledgement.mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -53,6 +54,12 @@ pub struct ShareConsumerConfig {
     pub max_poll_records: usize,
     /// `share.acknowledgement.mode` (default implicit).
     pub acknowledgement_mode: AcknowledgementMode,
+    /// `share.acquire.mode` (default `batch_optimized`, as Kafka's): with
+    /// `record_limit` (KIP-1206, ShareFetch v2, Kafka 4.2+) the broker
+    /// acquires at most `max.poll.records` records per fetch, splitting
+    /// batches, so that many members of one partition share its records
+    /// evenly; with `batch_optimized` it hands out whole batches.
+    pub acquire_mode: ShareAcquireMode,
     /// `fetch.max.wait.ms` (default 500 ms): how long a broker may hold a
     /// ShareFetch that has not reached `fetch.min.bytes`.
     pub fetch_max_wait: Duration,
@@ -84,6 +91,7 @@ impl Default for ShareConsumerConfig {
             bootstrap_servers: Vec::new(),
             max_poll_records: 500,
             acknowledgement_mode: AcknowledgementMode::Implicit,
+            acquire_mode: ShareAcquireMode::BatchOptimized,
             fetch_max_wait: Duration::from_millis(500),
             fetch_min_bytes: 1,
             fetch_max_bytes: 52_428_800,
@@ -173,6 +181,18 @@ impl ShareConsumerConfig {
                 self.acknowledgement_mode = AcknowledgementMode::parse(value).ok_or_else(|| {
                     bad("share.acknowledgement.mode", "must be implicit or explicit")
                 })?
+            }
+            "share.acquire.mode" => {
+                self.acquire_mode = match value.trim().to_ascii_lowercase().as_str() {
+                    "batch_optimized" => ShareAcquireMode::BatchOptimized,
+                    "record_limit" => ShareAcquireMode::RecordLimit,
+                    _ => {
+                        return Err(bad(
+                            "share.acquire.mode",
+                            "must be batch_optimized or record_limit",
+                        ));
+                    }
+                }
             }
             "fetch.max.wait.ms" => self.fetch_max_wait = ms("fetch.max.wait.ms")?,
             "fetch.min.bytes" => self.fetch_min_bytes = int("fetch.min.bytes")?,
@@ -283,6 +303,12 @@ impl ShareConsumerConfigBuilder {
         self.config.fetch_max_bytes = v;
         self
     }
+    /// `share.acquire.mode`.
+    pub fn acquire_mode(mut self, v: ShareAcquireMode) -> Self {
+        self.config.acquire_mode = v;
+        self
+    }
+
     /// `max.partition.fetch.bytes`.
     pub fn max_partition_fetch_bytes(mut self, v: i32) -> Self {
         self.config.max_partition_fetch_bytes = v;

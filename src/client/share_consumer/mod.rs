@@ -65,12 +65,21 @@
 //! (closing every share session; the broker releases records still
 //! acquired), then leaves the group (heartbeat at epoch -1).
 //!
+//! # Versions and acquire modes
+//!
+//! ShareFetch and ShareAcknowledge go at version 2 where the broker has it
+//! (Kafka 4.2+, our broker), else version 1. `share.acquire.mode`
+//! `record_limit` (KIP-1206) asks the broker to acquire at most
+//! `max.poll.records` records per fetch; it needs version 2, and a broker
+//! without it fails the poll with an error naming the setting.
+//!
 //! # Not done
 //!
 //! No `wakeup` (drop the poll future instead; acknowledgements taken into a
 //! request that is dropped are lost, and their records come back after the
-//! acquisition lock expires), no renew acknowledgements (ShareFetch v2), no
-//! rack awareness, no client telemetry.
+//! acquisition lock expires), no renew acknowledgements (KIP-1222: the
+//! broker serves them, this consumer does not send them), no rack
+//! awareness, no client telemetry.
 
 pub mod config;
 pub mod error;
@@ -92,6 +101,8 @@ use kafka_protocol::messages::share_fetch_request::{
     AcknowledgementBatch as FetchAckBatch, FetchPartition, FetchTopic, ForgottenTopic,
 };
 use kafka_protocol::messages::{GroupId, ShareAcknowledgeRequest, ShareFetchRequest};
+
+use crate::protocol::share_v2::{ShareAcknowledgeV2Request, ShareAcquireMode, ShareFetchV2Request};
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
@@ -187,6 +198,7 @@ struct Inner {
     completed: Mutex<Vec<AcknowledgementCommit>>,
     lock_timeout_ms: AtomicI32,
     request_timeout: Duration,
+    acquire_mode: ShareAcquireMode,
 }
 
 impl std::fmt::Debug for Inner {
@@ -216,6 +228,30 @@ impl Inner {
                 true
             }
         });
+    }
+}
+
+/// `share.acquire.mode=record_limit` needs ShareFetch v2 (Kafka 4.2+); a
+/// broker without it is refused with a message naming the setting rather
+/// than silently handed whole batches.
+fn record_limit_unsupported(
+    conn: &crate::client::connection::Connection,
+    mode: ShareAcquireMode,
+) -> Option<ClientError> {
+    if mode == ShareAcquireMode::BatchOptimized {
+        return None;
+    }
+    match conn.versions().version_for_type::<ShareFetchV2Request>() {
+        Ok(v) if v >= 2 => None,
+        Ok(v) => Some(ClientError::UnsupportedVersion {
+            api_key: 78,
+            api_name: "ShareFetch",
+            detail: format!(
+                "share.acquire.mode=record_limit needs ShareFetch version 2 (Kafka 4.2 or later), \
+                 this broker speaks version {v}; set share.acquire.mode=batch_optimized"
+            ),
+        }),
+        Err(_) => None,
     }
 }
 
@@ -353,6 +389,7 @@ impl ShareConsumer {
             completed: Mutex::new(Vec::new()),
             lock_timeout_ms: AtomicI32::new(-1),
             request_timeout: config.request_timeout,
+            acquire_mode: config.acquire_mode,
         });
         let task = tokio::spawn(membership_task(inner.clone()));
         Ok(Self {
@@ -975,8 +1012,12 @@ async fn acknowledge_leader(
                 })
                 .collect(),
         );
+    let req = ShareAcknowledgeV2Request {
+        request: req,
+        is_renew_ack: false,
+    };
     let conn = inner.pool.broker(broker.node_id, &broker.address);
-    let out = match conn.send(&req).await {
+    let out = match conn.send(&req).await.map(|r| r.response) {
         Ok(resp) if resp.error_code == 0 => {
             if close {
                 s.session.reset();
@@ -1159,6 +1200,11 @@ impl LeaderFetch {
                     })
                     .collect(),
             );
+        let req = ShareFetchV2Request {
+            request: req,
+            share_acquire_mode: self.inner.acquire_mode.as_i8(),
+            is_renew_ack: false,
+        };
         let ack_count: usize = acks.iter().map(|(_, a)| a.len()).sum();
         let conn = self
             .inner
@@ -1166,7 +1212,10 @@ impl LeaderFetch {
             .broker(self.broker.node_id, &self.broker.address);
         let timeout = self.inner.request_timeout + self.max_wait;
         let result = match conn.connection().await {
-            Ok(c) => c.send_with_timeout(&req, timeout).await,
+            Ok(c) => match record_limit_unsupported(&c, self.inner.acquire_mode) {
+                Some(e) => Err(e),
+                None => c.send_with_timeout(&req, timeout).await,
+            },
             Err(e) => Err(e),
         };
         let resp = match result {

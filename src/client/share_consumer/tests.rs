@@ -8,6 +8,7 @@ use crate::client::connection::Connection;
 use crate::client::test_peer::{Received, ScriptedPeer, all_apis_except};
 use crate::protocol::api::{AnyRequest, encode_response_frame};
 use crate::protocol::records::{BatchSpec, Record, encode_batch};
+use crate::protocol::share_v2::ShareAcknowledgeV2Response;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::share_acknowledge_response::{
     PartitionData as AckPartitionData, ShareAcknowledgeTopicResponse,
@@ -84,26 +85,23 @@ struct Req {
 
 impl Req {
     fn fetch(&self) -> &ShareFetchRequest {
+        &self.fetch_v2().request
+    }
+    fn fetch_v2(&self) -> &ShareFetchV2Request {
         match &self.rx.request {
-            AnyRequest::Kafka(k) => match &**k {
-                RequestKind::ShareFetch(r) => r,
-                other => panic!("expected ShareFetch, got {other:?}"),
-            },
+            AnyRequest::ShareFetch(r) => r,
             other => panic!("expected ShareFetch, got {other:?}"),
         }
     }
     fn ack(&self) -> &ShareAcknowledgeRequest {
         match &self.rx.request {
-            AnyRequest::Kafka(k) => match &**k {
-                RequestKind::ShareAcknowledge(r) => r,
-                other => panic!("expected ShareAcknowledge, got {other:?}"),
-            },
+            AnyRequest::ShareAcknowledge(r) => &r.request,
             other => panic!("expected ShareAcknowledge, got {other:?}"),
         }
     }
     fn answer_fetch(self, resp: ShareFetchResponse) {
         let mut out = BytesMut::new();
-        encode_response_frame::<ShareFetchRequest>(
+        encode_response_frame::<ShareFetchV2Request>(
             &resp,
             self.rx.header.api_version,
             self.rx.header.correlation_id,
@@ -114,8 +112,11 @@ impl Req {
     }
     fn answer_ack(self, resp: ShareAcknowledgeResponse) {
         let mut out = BytesMut::new();
-        encode_response_frame::<ShareAcknowledgeRequest>(
-            &resp,
+        encode_response_frame::<ShareAcknowledgeV2Request>(
+            &ShareAcknowledgeV2Response {
+                response: resp,
+                acquisition_lock_timeout_ms: 30_000,
+            },
             self.rx.header.api_version,
             self.rx.header.correlation_id,
             &mut out,
