@@ -25,6 +25,7 @@ use sharestream::broker::log::AppendOptions;
 use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
 use sharestream::protocol::ErrorCode;
 use sharestream::protocol::records::{BatchSpec, Record, RecordBatchView, encode_batch};
+use sharestream::protocol::share_v2::{ShareAcknowledgeV2Request, ShareFetchV2Request};
 use uuid::Uuid;
 
 const ACCEPT: i8 = 1;
@@ -699,4 +700,123 @@ async fn describe_share_group_offsets_answers_the_share_partition_start_offset()
         .await
         .unwrap_err();
     assert!(err.to_string().contains("GROUP_ID_NOT_FOUND"), "{err}");
+}
+
+const RENEW: i8 = 4;
+
+fn v2(req: ShareFetchRequest, mode: i8, renew: bool) -> ShareFetchV2Request {
+    ShareFetchV2Request {
+        request: req,
+        share_acquire_mode: mode,
+        is_renew_ack: renew,
+    }
+}
+
+/// ShareFetch v2 (KIP-1206): record_limit acquires exactly MaxRecords out of
+/// one large batch, so two members split it; batch_optimized hands out the
+/// rest of the batch. KIP-1222: a renew-only fetch acknowledges and fetches
+/// nothing, and must ask for nothing; Renew needs version 2; ShareAcknowledge
+/// v2 answers the lock duration; an unknown acquire mode is INVALID_REQUEST.
+#[tokio::test]
+async fn share_fetch_v2_record_limit_and_renew() {
+    let (b, mut c, topic) = setup(BrokerConfig::in_memory()).await;
+    append(&b, topic, 20);
+    assert_eq!(heartbeat(&mut c, "g", "m1", 0).await.error_code, 0);
+    assert_eq!(heartbeat(&mut c, "g", "m2", 0).await.error_code, 0);
+    let limited = |member: &str, epoch: i32| {
+        let mut r = fetch_req(member, epoch, topic, vec![], 0);
+        r.max_records = 7;
+        r.batch_size = 7;
+        v2(r, 1, false)
+    };
+    let r = c.send(&limited("m1", 0), 2).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(acquired(&r), vec![(0, 6, 1)], "record_limit stops at 7");
+    // The whole batch comes back; the client keeps only the acquired offsets.
+    let batches = RecordBatchView::parse_all(partition(&r).records.clone().unwrap()).unwrap();
+    assert_eq!(batches.len(), 1);
+    let r = c.send(&limited("m2", 0), 2).await;
+    assert_eq!(
+        acquired(&r),
+        vec![(7, 13, 1)],
+        "the next member gets the next 7"
+    );
+    // batch_optimized (the v1 behaviour) finishes the batch past MaxRecords.
+    let mut rest = fetch_req("m2", 1, topic, vec![], 0);
+    rest.max_records = 2;
+    let r = c.send(&v2(rest, 0, false), 2).await;
+    assert_eq!(acquired(&r), vec![(14, 19, 1)]);
+
+    // Renew-only fetch: acknowledges, acquires nothing, answers at once.
+    let mut renew = fetch_req("m1", 1, topic, vec![(0, 6, RENEW)], 0);
+    (renew.max_bytes, renew.min_bytes, renew.max_records) = (0, 0, 0);
+    let r = c.send(&v2(renew.clone(), 0, true), 2).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(partition(&r).acknowledge_error_code, 0);
+    assert!(acquired(&r).is_empty());
+    // ... and must not ask for records.
+    let mut asks = renew.clone();
+    asks.share_session_epoch = 2;
+    asks.max_records = 7;
+    let r = c.send(&v2(asks, 0, true), 2).await;
+    assert_eq!(r.error_code, ErrorCode::INVALID_REQUEST.0);
+    // Renew in a v1 request.
+    let mut v1_renew = fetch_req("m1", 2, topic, vec![(0, 6, RENEW)], 0);
+    v1_renew.max_records = 7;
+    let r = c.send(&v1_renew, 1).await;
+    assert_eq!(r.error_code, ErrorCode::INVALID_REQUEST.0);
+    let a = acknowledge(&mut c, "m1", 2, topic, vec![(0, 6, RENEW)]).await;
+    assert_eq!(a.error_code, ErrorCode::INVALID_REQUEST.0);
+    // ShareAcknowledge v2 with Renew, then Accept: both succeed, and v2
+    // carries the lock duration.
+    let mut ack = ShareAcknowledgeRequest::default()
+        .with_group_id(Some(GroupId(st("g"))))
+        .with_member_id(Some(st("m1")))
+        .with_share_session_epoch(2)
+        .with_topics(vec![
+            sa::AcknowledgeTopic::default()
+                .with_topic_id(topic)
+                .with_partitions(vec![
+                    sa::AcknowledgePartition::default()
+                        .with_partition_index(0)
+                        .with_acknowledgement_batches(vec![
+                            sa::AcknowledgementBatch::default()
+                                .with_first_offset(0)
+                                .with_last_offset(6)
+                                .with_acknowledge_types(vec![RENEW]),
+                        ]),
+                ]),
+        ]);
+    let a = c
+        .send(
+            &ShareAcknowledgeV2Request {
+                request: ack.clone(),
+                is_renew_ack: true,
+            },
+            2,
+        )
+        .await;
+    assert_eq!(a.response.error_code, 0, "{a:?}");
+    assert_eq!(a.response.responses[0].partitions[0].error_code, 0);
+    assert!(a.acquisition_lock_timeout_ms > 0);
+    ack.share_session_epoch = 3;
+    ack.topics[0].partitions[0].acknowledgement_batches[0].acknowledge_types = vec![ACCEPT];
+    let a = c
+        .send(
+            &ShareAcknowledgeV2Request {
+                request: ack,
+                is_renew_ack: false,
+            },
+            2,
+        )
+        .await;
+    assert_eq!(
+        a.response.responses[0].partitions[0].error_code, 0,
+        "renewed records are still acquired and can be accepted"
+    );
+    // An acquire mode no version defines.
+    let r = c
+        .send(&v2(fetch_req("m1", 4, topic, vec![], 0), 9, false), 2)
+        .await;
+    assert_eq!(r.error_code, ErrorCode::INVALID_REQUEST.0);
 }

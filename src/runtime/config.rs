@@ -388,6 +388,14 @@ mod tests {
         assert_eq!(e.setting, "linger");
         let e = RuntimeConfig::from_properties([("metrics.listen", "nowhere")]).unwrap_err();
         assert_eq!(e.setting, "metrics.listen");
+        let c = RuntimeConfig::from_properties([("share.acquire.mode", "record_limit")]).unwrap();
+        assert_eq!(
+            c.acquire_mode,
+            crate::client::share_consumer::config::ShareAcquireMode::RecordLimit
+        );
+        let e = RuntimeConfig::from_properties([("share.acquire.mode", "all")]).unwrap_err();
+        assert_eq!(e.setting, "share.acquire.mode");
+        assert!(e.to_string().contains("record_limit"), "{e}");
 
         let d = RuntimeConfig::default();
         assert!(d.commit_within_interval && d.commit_aligned);

@@ -553,7 +553,9 @@ pub(crate) async fn share_fetch(
     }
     let lock_ms = mgr.group_config(&group).record_lock_duration_ms;
     if step.closed || renew_only {
-        mgr.release_session_records(&group, &member, &step.partitions, now_ms());
+        if step.closed {
+            mgr.release_session_records(&group, &member, &step.partitions, now_ms());
+        }
         return ShareFetchResponse::default()
             .with_acquisition_lock_timeout_ms(lock_ms)
             .with_responses(rows.into_topics());

@@ -371,6 +371,11 @@ mod tests {
         );
         assert!(c.set("max.poll.records", "0").is_err());
         assert!(c.set("share.acknowledgement.mode", "sometimes").is_err());
+        assert_eq!(c.acquire_mode, ShareAcquireMode::BatchOptimized);
+        c.set("share.acquire.mode", "record_limit").unwrap();
+        assert_eq!(c.acquire_mode, ShareAcquireMode::RecordLimit);
+        let e = c.set("share.acquire.mode", "some").unwrap_err();
+        assert_eq!(e.name, "share.acquire.mode");
         assert!(c.set("no.such.config", "1").is_err());
         assert!(ShareConsumerConfig::builder("").build().is_err());
     }

@@ -132,11 +132,21 @@ struct Cluster {
     heartbeats: Mutex<Vec<ShareGroupHeartbeatRequest>>,
     assignment: Vec<i32>,
     reqs: mpsc::UnboundedSender<Req>,
+    apis: Vec<(i16, i16, i16)>,
 }
 
 fn cluster(assignment: Vec<i32>) -> (Arc<Cluster>, mpsc::UnboundedReceiver<Req>, Arc<BrokerPool>) {
+    cluster_with(assignment, all_apis_except(&[]))
+}
+
+/// A cluster whose brokers list `apis` in ApiVersions.
+fn cluster_with(
+    assignment: Vec<i32>,
+    apis: Vec<(i16, i16, i16)>,
+) -> (Arc<Cluster>, mpsc::UnboundedReceiver<Req>, Arc<BrokerPool>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let c = Arc::new(Cluster {
+        apis,
         heartbeats: Mutex::new(Vec::new()),
         assignment,
         reqs: tx,
@@ -164,7 +174,7 @@ fn cluster(assignment: Vec<i32>) -> (Arc<Cluster>, mpsc::UnboundedReceiver<Req>,
 
 async fn serve(node: i32, c: Arc<Cluster>, io: tokio::io::DuplexStream) {
     let mut peer = ScriptedPeer::new(io);
-    peer.handshake(&all_apis_except(&[])).await;
+    peer.handshake(&c.apis).await;
     while let Some(r) = peer.recv_or_eof().await {
         let hb = match &r.request {
             AnyRequest::Kafka(k) => match &**k {
@@ -582,4 +592,78 @@ async fn commit_async_reports_per_partition_errors_to_handle_and_callback() {
     assert_eq!(r.fetch().share_session_epoch, 2);
     r.answer_fetch(fetch_answer(0, None, &[], 0));
     task.await.unwrap();
+}
+
+/// `share.acquire.mode=record_limit` goes out as ShareAcquireMode 1 at
+/// ShareFetch v2; the default is batch_optimized (0).
+#[tokio::test(start_paused = true)]
+async fn record_limit_is_sent_at_v2() {
+    let (_cl, mut broker, pool) = cluster(vec![0]);
+    let config = ShareConsumerConfig::builder("g")
+        .acquire_mode(ShareAcquireMode::RecordLimit)
+        .max_poll_records(7)
+        .build()
+        .unwrap();
+    let mut c = ShareConsumer::with_parts(config, pool, Arc::new(FakeLookup)).unwrap();
+    c.subscribe(["in"]).unwrap();
+    let task = tokio::spawn(async move {
+        let first = c.poll(Duration::from_secs(10)).await.unwrap();
+        assert_eq!(offsets(&first), [0, 1]);
+    });
+    let r = broker.recv().await.unwrap();
+    assert_eq!(r.rx.header.api_version, 2);
+    assert_eq!(
+        r.fetch_v2().acquire_mode(),
+        Some(ShareAcquireMode::RecordLimit)
+    );
+    assert!(!r.fetch_v2().is_renew_ack);
+    assert_eq!(r.fetch().max_records, 7);
+    r.answer_fetch(fetch_answer(0, Some(batch(0, 2)), &[(0, 1, 1)], 0));
+    task.await.unwrap();
+}
+
+/// A broker with ShareFetch v1 only (Kafka 4.1): batch_optimized works at
+/// v1; record_limit fails the poll with an error naming the setting.
+#[tokio::test(start_paused = true)]
+async fn record_limit_against_a_v1_broker_names_the_setting() {
+    let v1_only = || {
+        all_apis_except(&[])
+            .into_iter()
+            .map(|(k, min, max)| {
+                if k == 78 || k == 79 {
+                    (k, min, 1)
+                } else {
+                    (k, min, max)
+                }
+            })
+            .collect::<Vec<_>>()
+    };
+    let (_cl, mut broker, pool) = cluster_with(vec![0], v1_only());
+    let mut c = consumer(AcknowledgementMode::Implicit, pool);
+    c.subscribe(["in"]).unwrap();
+    let task = tokio::spawn(async move {
+        let first = c.poll(Duration::from_secs(10)).await.unwrap();
+        assert_eq!(offsets(&first), [0, 1]);
+    });
+    let r = broker.recv().await.unwrap();
+    assert_eq!(r.rx.header.api_version, 1);
+    r.answer_fetch(fetch_answer(0, Some(batch(0, 2)), &[(0, 1, 1)], 0));
+    task.await.unwrap();
+
+    let (_cl, _broker, pool) = cluster_with(vec![0], v1_only());
+    let config = ShareConsumerConfig::builder("g")
+        .acquire_mode(ShareAcquireMode::RecordLimit)
+        .build()
+        .unwrap();
+    let mut c = ShareConsumer::with_parts(config, pool, Arc::new(FakeLookup)).unwrap();
+    c.subscribe(["in"]).unwrap();
+    let e = c
+        .poll(Duration::from_secs(10))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("share.acquire.mode=record_limit") && e.contains("batch_optimized"),
+        "{e}"
+    );
 }
