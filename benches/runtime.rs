@@ -15,6 +15,8 @@
 //! run), `SHARESTREAM_BENCH_WORKERS=1,16,32` (section 2),
 //! `SHARESTREAM_BENCH_PAR_BATCH=524288,2048` (section 2's input
 //! `batch.size`, bytes, one table per value),
+//! `SHARESTREAM_BENCH_PAR_MODES=batch_optimized,record_limit` (section 2's
+//! `share.acquire.mode`, one table per value; default both),
 //! `SHARESTREAM_BENCH_LATENCY_RATE=10000` (section 3's offered rate;
 //! default half of section 1's exactly-once 100 B rate, or 100/s),
 //! `SHARESTREAM_BENCH_LATENCY_VARIANTS=default,commit.aligned=false`
@@ -373,11 +375,22 @@ async fn main() {
         Ok(v) => v.split(',').filter_map(|w| w.trim().parse().ok()).collect(),
         Err(_) => vec![512 * 1024],
     };
-    for &pb in par_batch.iter().filter(|_| section(2)) {
-        println!("| input batch.size {pb} B |");
+    // share.acquire.mode of the workers (SHARESTREAM_BENCH_PAR_MODES,
+    // default both, side by side).
+    let par_modes: Vec<String> = match std::env::var("SHARESTREAM_BENCH_PAR_MODES") {
+        Ok(v) => v.split(',').map(|m| m.trim().to_string()).collect(),
+        Err(_) => vec!["batch_optimized".into(), "record_limit".into()],
+    };
+    let combos: Vec<(usize, String)> = par_batch
+        .iter()
+        .flat_map(|&pb| par_modes.iter().map(move |m| (pb, m.clone())))
+        .collect();
+    for (pb, mode) in combos.iter().filter(|_| section(2)) {
+        let pb = *pb;
+        println!("| input batch.size {pb} B, share.acquire.mode={mode} |");
         base = 0.0;
         for &w in &workers {
-            let tag = format!("par-{w}-{pb}");
+            let tag = format!("par-{w}-{pb}-{mode}");
             let (input, output) = (format!("in-{tag}"), format!("out-{tag}"));
             setup(&b, &tag, &input, &output, 1).await;
             let n = (300 * w).max(400);
@@ -393,6 +406,7 @@ async fn main() {
                 .to(output.as_str(), Serdes::bytes(), Serdes::bytes());
             let mut cfg = config(&b, &tag, w, ProcessingGuarantee::ExactlyOnce);
             cfg.max_poll_records = 20;
+            cfg.set("share.acquire.mode", mode).unwrap();
             let r = run_until(sb.build().unwrap(), cfg, n as u64).await;
             if base == 0.0 {
                 base = r.rate / w as f64;

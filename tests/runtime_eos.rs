@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rt::*;
+use sharestream::client::share_consumer::config::ShareAcquireMode;
 use sharestream::runtime::{Runtime, RuntimeError};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -28,6 +29,11 @@ async fn exactly_once_two_workers_every_input_once() {
         .start()
         .await
         .unwrap();
+    // share.acquire.mode=auto: a worker per partition, whole batches.
+    assert_eq!(
+        h.config().acquire_mode,
+        Some(ShareAcquireMode::BatchOptimized)
+    );
     wait_committed(&h, 300).await;
     let m = h.metrics().clone();
     h.stop().await.unwrap();
@@ -233,5 +239,31 @@ async fn polling_during_commit_keeps_exactly_once_with_aborts() {
     assert!(m.transactions_committed.load(Ordering::Relaxed) >= 8);
     assert_exactly_once(&committed(&b, "out").await, 400, |i| format!("out-v{i}"));
     assert_group_drained(&b, "g-overlap", ids[0], 2);
+    b.shutdown().await;
+}
+
+/// More workers than partitions: `share.acquire.mode=auto` resolves to
+/// record_limit (ShareFetch v2), and every input is still in the output
+/// exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_beyond_the_partitions_use_record_limit_exactly_once() {
+    let _serial = SERIAL.lock().await;
+    let b = broker().await;
+    let ids = setup(&b, "g7", &[("in", 1), ("out", 1)]).await;
+    produce_inputs(&b, "in", 1, 400).await;
+    let mut cfg = config(&b, "app7");
+    cfg.num_workers = 3;
+    cfg.max_poll_records = 10;
+    let h = Runtime::builder(map_values_topology("g7"))
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(h.config().acquire_mode, Some(ShareAcquireMode::RecordLimit));
+    wait_committed(&h, 400).await;
+    h.stop().await.unwrap();
+    let out = committed(&b, "out").await;
+    assert_exactly_once(&out, 400, |i| format!("out-v{i}"));
+    assert_group_drained(&b, "g7", ids[0], 1);
     b.shutdown().await;
 }

@@ -72,13 +72,18 @@ pub struct RuntimeConfig {
     pub max_records_per_transaction: usize,
     /// `max.poll.records` (default 500).
     pub max_poll_records: usize,
-    /// `share.acquire.mode` of the workers' share consumers (default
-    /// `batch_optimized`, Kafka's default). `record_limit` (ShareFetch v2,
-    /// Kafka 4.2+ and the embedded broker) makes the broker hand each poll
-    /// at most `max.poll.records` records even out of large producer
-    /// batches, so that workers beyond the partition count share the
-    /// records evenly; see docs/BENCHMARKS.md (Runtime, parallelism).
-    pub acquire_mode: crate::client::share_consumer::config::ShareAcquireMode,
+    /// `share.acquire.mode` of the workers' share consumers: `auto` (the
+    /// default, `None` here), `batch_optimized` or `record_limit`.
+    /// `record_limit` (ShareFetch v2: Kafka 4.2+ and the embedded broker)
+    /// makes the broker hand each poll at most `max.poll.records` records
+    /// even out of large producer batches, so that workers beyond the
+    /// partition count share the records evenly; `batch_optimized`
+    /// (Kafka's default) hands out whole batches, which is cheaper when
+    /// every worker has partitions of its own. `auto` picks `record_limit`
+    /// when `num.workers` exceeds the partitions of a source topic and the
+    /// broker has ShareFetch v2, else `batch_optimized` (logged at start).
+    /// See docs/BENCHMARKS.md (Runtime, parallelism).
+    pub acquire_mode: Option<crate::client::share_consumer::config::ShareAcquireMode>,
     /// `transaction.timeout.ms` (default 60 s).
     pub transaction_timeout: Duration,
     /// `linger.ms` of the producers (default 1 ms).
@@ -135,7 +140,7 @@ impl Default for RuntimeConfig {
             commit_interval: Duration::from_millis(100),
             max_records_per_transaction: 1000,
             max_poll_records: 500,
-            acquire_mode: Default::default(),
+            acquire_mode: None,
             transaction_timeout: Duration::from_secs(60),
             linger: Duration::from_millis(1),
             metrics_listen: None,
@@ -232,12 +237,13 @@ impl RuntimeConfig {
             "share.acquire.mode" => {
                 use crate::client::share_consumer::config::ShareAcquireMode;
                 self.acquire_mode = match value.trim().to_ascii_lowercase().as_str() {
-                    "batch_optimized" => ShareAcquireMode::BatchOptimized,
-                    "record_limit" => ShareAcquireMode::RecordLimit,
+                    "auto" => None,
+                    "batch_optimized" => Some(ShareAcquireMode::BatchOptimized),
+                    "record_limit" => Some(ShareAcquireMode::RecordLimit),
                     _ => {
                         return Err(err(
                             name,
-                            format!("{value:?}: expected batch_optimized or record_limit"),
+                            format!("{value:?}: expected auto, batch_optimized or record_limit"),
                         ));
                     }
                 }
@@ -391,8 +397,9 @@ mod tests {
         let c = RuntimeConfig::from_properties([("share.acquire.mode", "record_limit")]).unwrap();
         assert_eq!(
             c.acquire_mode,
-            crate::client::share_consumer::config::ShareAcquireMode::RecordLimit
+            Some(crate::client::share_consumer::config::ShareAcquireMode::RecordLimit)
         );
+        assert_eq!(RuntimeConfig::default().acquire_mode, None, "auto");
         let e = RuntimeConfig::from_properties([("share.acquire.mode", "all")]).unwrap_err();
         assert_eq!(e.setting, "share.acquire.mode");
         assert!(e.to_string().contains("record_limit"), "{e}");

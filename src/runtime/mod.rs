@@ -139,6 +139,7 @@ use crate::client::share_consumer::{
     AcknowledgementMode, ConsumerError, ShareConsumer, ShareConsumerConfig,
 };
 use crate::client::{ClientError, ConnectionConfig, Metadata, Producer, ProducerError};
+use crate::protocol::share_v2::{SHARE_FETCH_API_KEY, ShareAcquireMode};
 use crate::protocol::txn_share_ack::TXN_SHARE_ACKNOWLEDGE_API_KEY;
 use crate::topology::{ProcessingError, Topology};
 use worker::Worker;
@@ -318,14 +319,20 @@ impl RuntimeBuilder {
             None => None,
         };
 
-        let config = Arc::new(config);
-        let compiled = self.topology.compile();
         let topics: Vec<String> = self
             .topology
             .source_topics()
             .into_iter()
             .map(String::from)
             .collect();
+        let acquire_mode = match config.acquire_mode {
+            Some(m) => m,
+            None => auto_acquire_mode(&config, &connection, &topics).await,
+        };
+        // The handle's config shows the mode in effect.
+        config.acquire_mode = Some(acquire_mode);
+        let config = Arc::new(config);
+        let compiled = self.topology.compile();
         if !config.lag_interval.is_zero() {
             let admin = AdminClient::new(config.source_servers().to_vec(), connection.clone());
             tokio::spawn(lag::run(
@@ -350,7 +357,7 @@ impl RuntimeBuilder {
                         .min(config.max_records_per_transaction),
                 )
                 .acknowledgement_mode(AcknowledgementMode::Explicit)
-                .acquire_mode(config.acquire_mode)
+                .acquire_mode(acquire_mode)
                 .fetch_max_wait(Duration::from_millis(100))
                 .request_timeout(config.request_timeout)
                 .connection(connection.clone())
@@ -442,6 +449,48 @@ async fn wait_for_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
+}
+
+/// `share.acquire.mode=auto`: `record_limit` when this process has more
+/// workers than a source topic has partitions (so workers share
+/// partitions, and whole-batch acquisition would hand one worker thousands
+/// of records while the others wait) and the broker has ShareFetch v2;
+/// else `batch_optimized`. A topic not created yet counts as one partition;
+/// a cluster that cannot be asked gives `batch_optimized` (the consumers
+/// then report the connection error themselves).
+async fn auto_acquire_mode(
+    config: &RuntimeConfig,
+    connection: &ConnectionConfig,
+    topics: &[String],
+) -> ShareAcquireMode {
+    let md = Metadata::new(config.source_servers().to_vec(), connection.clone());
+    let v2 = match async { md.any_broker()?.connection().await }.await {
+        Ok(conn) => conn
+            .versions()
+            .peer_range(SHARE_FETCH_API_KEY)
+            .is_some_and(|v| v.max >= 2),
+        Err(_) => false,
+    };
+    let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
+    let _ = md.refresh(&refs).await;
+    let fewest = topics
+        .iter()
+        .map(|t| md.topic(t).map_or(1, |m| m.partitions.len().max(1)))
+        .min()
+        .unwrap_or(1);
+    let mode = if v2 && config.num_workers > fewest {
+        ShareAcquireMode::RecordLimit
+    } else {
+        ShareAcquireMode::BatchOptimized
+    };
+    tracing::info!(
+        share_acquire_mode = mode.name(),
+        workers = config.num_workers,
+        fewest_partitions = fewest,
+        share_fetch_v2 = v2,
+        "share.acquire.mode=auto"
+    );
+    mode
 }
 
 /// D2: exactly_once needs apiKey 95 on the cluster.
@@ -554,7 +603,7 @@ impl RuntimeHandle {
         self.metrics_addr
     }
 
-    /// The configuration in effect.
+    /// The configuration in effect (`share.acquire.mode=auto` resolved).
     pub fn config(&self) -> &RuntimeConfig {
         &self.config
     }
