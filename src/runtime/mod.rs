@@ -116,6 +116,7 @@
 //! the copier chaos test.
 
 pub mod config;
+mod grid;
 pub mod lag;
 pub mod metrics;
 pub mod verify;
@@ -345,7 +346,12 @@ impl RuntimeBuilder {
             ));
         }
         let mut workers = Vec::with_capacity(config.num_workers);
-        let epoch = tokio::time::Instant::now();
+        let grid = Arc::new(grid::CommitGrid::new(
+            tokio::time::Instant::now(),
+            config.commit_interval,
+            config.commit_within_interval,
+            config.commit_aligned,
+        ));
         for index in 0..config.num_workers {
             let producer = start_producer(&config, &connection, index).await?;
             let consumer_config = ShareConsumerConfig::builder(self.topology.share_group())
@@ -383,8 +389,7 @@ impl RuntimeBuilder {
                 config: config.clone(),
                 shutdown: shutdown_rx.clone(),
                 txn_id: None,
-                commit_estimate: Duration::ZERO,
-                epoch,
+                grid: grid.clone(),
             });
         }
 

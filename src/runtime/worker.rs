@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use super::RuntimeError;
 use super::config::{ProcessingGuarantee, RuntimeConfig};
+use super::grid::CommitGrid;
 use super::metrics::{RuntimeMetrics, WorkerTime};
 use crate::client::producer::{DeliveryFuture, Producer, ProducerError, ProducerRecord};
 use crate::client::share_consumer::{
@@ -68,34 +69,6 @@ impl OpenBatch {
     }
 }
 
-/// When a transaction whose first record arrived at `first` starts its
-/// commit. `ahead` is the expected commit duration (subtracted so that the
-/// commit ends about when the interval does). With `aligned`, the
-/// deadlines of all workers fall on one grid (`epoch` + k × `interval`,
-/// less `ahead`): their transactions end together, so the last stable
-/// offset of an output partition that several workers write is not held
-/// back by a transaction of another worker that began earlier and ends
-/// later (which, unaligned, delays visibility by up to one more interval).
-pub(crate) fn commit_deadline(
-    first: Instant,
-    interval: Duration,
-    ahead: Duration,
-    aligned: Option<Instant>,
-) -> Instant {
-    let interval = interval.max(Duration::from_millis(1));
-    let ahead = ahead.min(interval / 2);
-    match aligned {
-        None => first + (interval - ahead),
-        Some(epoch) => {
-            // The first grid point G with G - ahead > first.
-            let since = (first + ahead).saturating_duration_since(epoch);
-            let k = since.as_nanos() / interval.as_nanos() + 1;
-            let grid = Duration::from_nanos((k * interval.as_nanos()).min(u64::MAX as u128) as u64);
-            epoch + grid - ahead
-        }
-    }
-}
-
 /// What went wrong inside one transaction.
 enum TxnFailure {
     /// Abort, the records come back, carry on.
@@ -114,11 +87,8 @@ pub(crate) struct Worker {
     pub shutdown: watch::Receiver<bool>,
     /// The acknowledgements staged in the open transaction.
     pub txn_id: Option<TransactionAcknowledgementsId>,
-    /// Moving average of this worker's recent commit durations.
-    pub commit_estimate: Duration,
-    /// The origin of the commit grid shared by the workers
-    /// (`commit.aligned`).
-    pub epoch: Instant,
+    /// When transactions start their commits (shared by the workers).
+    pub grid: Arc<CommitGrid>,
 }
 
 pub(crate) fn to_source(r: &ShareRecord) -> SourceRecord {
@@ -176,15 +146,9 @@ impl Worker {
     }
 
     /// When the commit of a transaction whose first record arrived at
-    /// `first` starts (see [`commit_deadline`]).
+    /// `first` starts (see [`CommitGrid`]).
     fn deadline(&self, first: Instant) -> Instant {
-        let ahead = if self.config.commit_within_interval {
-            self.commit_estimate
-        } else {
-            Duration::ZERO
-        };
-        let aligned = self.config.commit_aligned.then_some(self.epoch);
-        commit_deadline(first, self.config.commit_interval, ahead, aligned)
+        self.grid.commit_start(first)
     }
 
     fn stopping(&self) -> bool {
@@ -485,8 +449,7 @@ impl Worker {
         };
         WorkerTime::add(&self.metrics.worker_time.commit_ns, started.elapsed());
         if result.is_ok() {
-            // Moving average (1/4 weight) of the commit's duration.
-            self.commit_estimate = (self.commit_estimate * 3 + took) / 4;
+            self.grid.record_commit(took);
         }
         match result {
             Ok(id) => {
@@ -721,42 +684,6 @@ mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
-
-    #[test]
-    fn unaligned_deadline_is_the_interval_less_the_expected_commit() {
-        let t = Instant::now();
-        assert_eq!(
-            commit_deadline(t, 100 * MS, Duration::ZERO, None),
-            t + 100 * MS
-        );
-        assert_eq!(commit_deadline(t, 100 * MS, 20 * MS, None), t + 80 * MS);
-        // A slow commit does not shrink the interval below half.
-        assert_eq!(commit_deadline(t, 100 * MS, 90 * MS, None), t + 50 * MS);
-    }
-
-    #[test]
-    fn aligned_deadlines_fall_on_the_shared_grid_within_one_interval() {
-        let epoch = Instant::now();
-        // Two workers whose transactions began at different times end
-        // together, on the next grid point.
-        let a = commit_deadline(epoch + 130 * MS, 100 * MS, Duration::ZERO, Some(epoch));
-        let b = commit_deadline(epoch + 170 * MS, 100 * MS, Duration::ZERO, Some(epoch));
-        assert_eq!(a, epoch + 200 * MS);
-        assert_eq!(a, b);
-        // Exactly on a grid point: the next one, never a zero-length
-        // transaction.
-        let c = commit_deadline(epoch + 200 * MS, 100 * MS, Duration::ZERO, Some(epoch));
-        assert_eq!(c, epoch + 300 * MS);
-        // With the expected commit time: the grid point less it, and
-        // always after the first record, at most one interval later.
-        let d = commit_deadline(epoch + 185 * MS, 100 * MS, 20 * MS, Some(epoch));
-        assert_eq!(d, epoch + 280 * MS);
-        for first_ms in [0u32, 1, 79, 80, 81, 99, 100, 150, 999] {
-            let first = epoch + first_ms * MS;
-            let d = commit_deadline(first, 100 * MS, 20 * MS, Some(epoch));
-            assert!(d > first && d <= first + 100 * MS, "{first_ms}");
-        }
-    }
 
     #[test]
     fn open_batch_is_due_at_its_deadline_or_when_full() {
