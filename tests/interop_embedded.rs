@@ -151,9 +151,9 @@ const CHECK: &str = "dev.sharestream.interop.Check";
 const T: &str = "interop-main";
 const T_SHARE_X: &str = "interop-share-explicit";
 const T_SHARE_I: &str = "interop-share-implicit";
-const T_SHARE_RL: &str = "interop-share-record-limit";
-const T_SHARE_BO: &str = "interop-share-batch-optimized";
-const T_SHARE_RENEW: &str = "interop-share-renew";
+/// The topic of the acquire-mode and renew scenarios (each reads it with its
+/// own share group).
+const T_SHARE_ACQ: &str = "interop-share-acquire";
 /// Records of the acquire-mode scenarios, produced with a long linger so
 /// that they go out in a few big batches.
 const ACQUIRE_RECORDS: i64 = 300;
@@ -178,9 +178,7 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
     let extra_topics = [
         T_SHARE_X,
         T_SHARE_I,
-        T_SHARE_RL,
-        T_SHARE_BO,
-        T_SHARE_RENEW,
+        T_SHARE_ACQ,
         T_PERF,
         T_PY,
         T_PY_SHARE,
@@ -395,16 +393,14 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
             timeout: t60,
         });
     }
-    // KIP-1206 acquire modes (ShareFetch v2): the same 300 records, produced
-    // in big batches, read with max.poll.records=7. record_limit must never
-    // hand out more than 7 records at once; batch_optimized acquires whole
-    // batches, so the client's polls exceed 7.
+    // KIP-1206 acquire modes (ShareFetch v2): 300 records, produced in big
+    // batches by the first scenario, read by two share groups with
+    // max.poll.records=7. record_limit must never hand out more than 7
+    // records at once; batch_optimized acquires whole batches, so the
+    // client's polls exceed 7 (on Apache Kafka too).
     let acquire_n = ACQUIRE_RECORDS.to_string();
     let max_poll = ACQUIRE_MAX_POLL.to_string();
-    for (acquire_mode, topic) in [
-        ("record_limit", T_SHARE_RL),
-        ("batch_optimized", T_SHARE_BO),
-    ] {
+    for acquire_mode in ["record_limit", "batch_optimized"] {
         let verify: Verify = if acquire_mode == "record_limit" {
             |v| {
                 ok(v)?;
@@ -434,6 +430,33 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
                 Ok(())
             }
         };
+        let group = format!("interop-share-{acquire_mode}");
+        let mut args = vec![
+            "share-consume",
+            "--topic",
+            T_SHARE_ACQ,
+            "--group",
+            &group,
+            "--mode",
+            "implicit",
+            "--acquire-mode",
+            acquire_mode,
+            "--max-poll-records",
+            &max_poll,
+            "--expect",
+            &acquire_n,
+        ];
+        if acquire_mode == "record_limit" {
+            // The first of the three produces the records, in big batches.
+            args.extend([
+                "--produce",
+                &acquire_n,
+                "--produce-linger-ms",
+                "200",
+                "--warmup-ms",
+                "1000",
+            ]);
+        }
         out.push(Scenario {
             client: "java-share-consumer",
             feature: if acquire_mode == "record_limit" {
@@ -442,27 +465,7 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
                 "share.acquire.mode=batch_optimized, max.poll.records=7 (ShareFetch v2)"
             },
             runner: Runner::Java,
-            args: j(&[
-                "share-consume",
-                "--topic",
-                topic,
-                "--group",
-                &format!("interop-share-{acquire_mode}"),
-                "--mode",
-                "implicit",
-                "--acquire-mode",
-                acquire_mode,
-                "--max-poll-records",
-                &max_poll,
-                "--produce",
-                &acquire_n,
-                "--produce-linger-ms",
-                "200",
-                "--warmup-ms",
-                "1000",
-                "--expect",
-                &acquire_n,
-            ]),
+            args: j(&args),
             output: Output::ResultLine,
             needs: &[SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE],
             embedded_gap: None,
@@ -471,7 +474,8 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
         });
     }
     // KIP-1222: the first record is acknowledged RENEW (IsRenewAck), comes
-    // back in a later poll still at delivery count 1, and is ACCEPTed.
+    // back in a later poll still at delivery count 1, and is ACCEPTed; the
+    // same 300 records, a third share group.
     out.push(Scenario {
         client: "java-share-consumer",
         feature: "RENEW acknowledgement, then ACCEPT (ShareAcknowledge v2)",
@@ -479,26 +483,22 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
         args: j(&[
             "share-consume",
             "--topic",
-            T_SHARE_RENEW,
+            T_SHARE_ACQ,
             "--group",
             "interop-share-renew",
             "--mode",
             "explicit",
             "--renew-first",
-            "--produce",
-            "50",
-            "--warmup-ms",
-            "1000",
             "--expect",
-            "50",
+            &acquire_n,
         ]),
         output: Output::ResultLine,
         needs: &[SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE],
         embedded_gap: None,
         verify: |v| {
             ok(v)?;
-            expect_eq(v, "received", 50)?;
-            expect_eq(v, "distinct", 50)?;
+            expect_eq(v, "received", ACQUIRE_RECORDS)?;
+            expect_eq(v, "distinct", ACQUIRE_RECORDS)?;
             expect_eq(v, "commit_errors", 0)?;
             expect_true(v, "renew_returned")?;
             expect_eq(v, "renew_returned_delivery_count", 1)
