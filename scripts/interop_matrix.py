@@ -101,7 +101,7 @@ BYTES = """\
 `tests/jvm_bytes.rs` (run by `scripts/interop.sh` in its embedded part)
 keeps one JVM running `interop/java/.../Codec.java`, which wraps
 kafka-clients' generated message classes, RequestHeaderData /
-ResponseHeaderData and MemoryRecords. For each of the 138 (API, version)
+ResponseHeaderData and MemoryRecords. For each of the 140 (API, version)
 pairs of the 28 Kafka APIs our protocol layer codes that kafka-clients 4.4
 also reads, 10 generated requests and 10 generated responses (the generators
 of tests/protocol_roundtrip.rs, unknown tagged fields included) are encoded
@@ -112,10 +112,17 @@ read by MemoryRecords must describe the same batches and records, and
 MemoryRecordsBuilder must rebuild our uncompressed batches byte for byte;
 batches Kafka builds with every codec must decode with our layer to the same
 records. Compressed bytes are not compared (compressor output may differ
-legitimately). The KIP-932 requests are also compared field by field with
-the JSON of kafka-clients' converters. Not compared: TxnShareAcknowledge (apiKey 95, KIP-1289), which
-kafka-clients 4.4 does not have, and versions only kafka-clients has (e.g.
-ShareFetch/ShareAcknowledge v2, ApiVersions v5), which our codec does not.
+legitimately). ShareFetch and ShareAcknowledge go through our own v1/v2
+wrappers (src/protocol/share_v2.rs; KIP-1206 ShareAcquireMode, KIP-1222
+IsRenewAck and AcquisitionLockTimeoutMs), every ShareAcquireMode/IsRenewAck
+combination included; the test fails unless both v2 pairs are compared.
+The KIP-932 requests are also compared field by field with the JSON of
+kafka-clients' converters, against both our decoding and the values we
+encoded (which catches a field written where Kafka reads another, e.g. the
+two v2 bytes of ShareFetch swapped). Not compared: TxnShareAcknowledge
+(apiKey 95, KIP-1289), which kafka-clients 4.4 does not have, and versions
+only kafka-clients has (e.g. ApiVersions v5, ListOffsets v11), which our
+codec does not.
 Found: kafka-protocol 0.18 encodes a null in fields Kafka only allows null
 from some version on (Metadata topic names before v10/v12, Metadata request
 topics at v0, DeleteTopics response names before v6, ShareFetch response

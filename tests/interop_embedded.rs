@@ -151,6 +151,14 @@ const CHECK: &str = "dev.sharestream.interop.Check";
 const T: &str = "interop-main";
 const T_SHARE_X: &str = "interop-share-explicit";
 const T_SHARE_I: &str = "interop-share-implicit";
+/// The topic of the acquire-mode and renew scenarios (each reads it with its
+/// own share group).
+const T_SHARE_ACQ: &str = "interop-share-acquire";
+/// Records of the acquire-mode scenarios, produced with a long linger so
+/// that they go out in a few big batches.
+const ACQUIRE_RECORDS: i64 = 300;
+/// `max.poll.records` of the acquire-mode scenarios.
+const ACQUIRE_MAX_POLL: i64 = 7;
 const T_PERF: &str = "interop-perf";
 const T_PY: &str = "interop-python";
 const T_PY_SHARE: &str = "interop-python-share";
@@ -167,7 +175,15 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
         v
     };
     let t60 = Duration::from_secs(60);
-    let extra_topics = [T_SHARE_X, T_SHARE_I, T_PERF, T_PY, T_PY_SHARE, T_KCAT];
+    let extra_topics = [
+        T_SHARE_X,
+        T_SHARE_I,
+        T_SHARE_ACQ,
+        T_PERF,
+        T_PY,
+        T_PY_SHARE,
+        T_KCAT,
+    ];
     let mut out = vec![Scenario {
         client: "java-admin",
         feature: "create topics, describe cluster/topics/configs",
@@ -377,6 +393,118 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
             timeout: t60,
         });
     }
+    // KIP-1206 acquire modes (ShareFetch v2): 300 records, produced in big
+    // batches by the first scenario, read by two share groups with
+    // max.poll.records=7. record_limit must never hand out more than 7
+    // records at once; batch_optimized acquires whole batches, so the
+    // client's polls exceed 7 (on Apache Kafka too).
+    let acquire_n = ACQUIRE_RECORDS.to_string();
+    let max_poll = ACQUIRE_MAX_POLL.to_string();
+    for acquire_mode in ["record_limit", "batch_optimized"] {
+        let verify: Verify = if acquire_mode == "record_limit" {
+            |v| {
+                ok(v)?;
+                expect_eq(v, "received", ACQUIRE_RECORDS)?;
+                expect_eq(v, "distinct", ACQUIRE_RECORDS)?;
+                expect_eq(v, "commit_errors", 0)?;
+                let most = field_i64(v, "max_poll_batch");
+                if !(1..=ACQUIRE_MAX_POLL).contains(&most) {
+                    return Err(format!(
+                        "max_poll_batch = {most}, record_limit allows {ACQUIRE_MAX_POLL}"
+                    ));
+                }
+                Ok(())
+            }
+        } else {
+            |v| {
+                ok(v)?;
+                expect_eq(v, "received", ACQUIRE_RECORDS)?;
+                expect_eq(v, "distinct", ACQUIRE_RECORDS)?;
+                expect_eq(v, "commit_errors", 0)?;
+                let most = field_i64(v, "max_poll_batch");
+                if most <= ACQUIRE_MAX_POLL {
+                    return Err(format!(
+                        "max_poll_batch = {most}: batch_optimized should hand out whole batches"
+                    ));
+                }
+                Ok(())
+            }
+        };
+        let group = format!("interop-share-{acquire_mode}");
+        let mut args = vec![
+            "share-consume",
+            "--topic",
+            T_SHARE_ACQ,
+            "--group",
+            &group,
+            "--mode",
+            "implicit",
+            "--acquire-mode",
+            acquire_mode,
+            "--max-poll-records",
+            &max_poll,
+            "--expect",
+            &acquire_n,
+        ];
+        if acquire_mode == "record_limit" {
+            // The first of the three produces the records, in big batches.
+            args.extend([
+                "--produce",
+                &acquire_n,
+                "--produce-linger-ms",
+                "200",
+                "--warmup-ms",
+                "1000",
+            ]);
+        }
+        out.push(Scenario {
+            client: "java-share-consumer",
+            feature: if acquire_mode == "record_limit" {
+                "share.acquire.mode=record_limit, max.poll.records=7 (ShareFetch v2)"
+            } else {
+                "share.acquire.mode=batch_optimized, max.poll.records=7 (ShareFetch v2)"
+            },
+            runner: Runner::Java,
+            args: j(&args),
+            output: Output::ResultLine,
+            needs: &[SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE],
+            embedded_gap: None,
+            verify,
+            timeout: t60,
+        });
+    }
+    // KIP-1222: the first record is acknowledged RENEW (IsRenewAck), comes
+    // back in a later poll still at delivery count 1, and is ACCEPTed; the
+    // same 300 records, a third share group.
+    out.push(Scenario {
+        client: "java-share-consumer",
+        feature: "RENEW acknowledgement, then ACCEPT (ShareAcknowledge v2)",
+        runner: Runner::Java,
+        args: j(&[
+            "share-consume",
+            "--topic",
+            T_SHARE_ACQ,
+            "--group",
+            "interop-share-renew",
+            "--mode",
+            "explicit",
+            "--renew-first",
+            "--expect",
+            &acquire_n,
+        ]),
+        output: Output::ResultLine,
+        needs: &[SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE],
+        embedded_gap: None,
+        verify: |v| {
+            ok(v)?;
+            expect_eq(v, "received", ACQUIRE_RECORDS)?;
+            expect_eq(v, "distinct", ACQUIRE_RECORDS)?;
+            expect_eq(v, "commit_errors", 0)?;
+            expect_true(v, "renew_returned")?;
+            expect_eq(v, "renew_returned_delivery_count", 1)
+        },
+        timeout: t60,
+    });
     let perf_n = PERF_RECORDS.to_string();
     out.extend([
         Scenario {

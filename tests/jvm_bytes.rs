@@ -38,6 +38,7 @@ mod gen_messages;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use bytes::{Bytes, BytesMut};
 use entropy::Entropy as G;
@@ -47,11 +48,15 @@ use kafka_protocol::protocol::StrBytes;
 use sharestream::alloc::GuardedAlloc;
 use sharestream::protocol::ProtocolError;
 use sharestream::protocol::api::{
-    ApiRequest, Versions, codec_versions, encode_request_frame, encode_response_frame,
+    AnyRequest, ApiRequest, Versions, codec_versions, encode_request_frame, encode_response_frame,
     request_header_version, response_header_version,
 };
 use sharestream::protocol::records::{
     BatchSpec, Compression, Record, RecordBatchView, TimestampType, control_batch, encode_batch,
+};
+use sharestream::protocol::share_v2::{
+    SHARE_ACKNOWLEDGE_API_KEY, SHARE_FETCH_API_KEY, ShareAcknowledgeV2Request,
+    ShareAcknowledgeV2Response, ShareFetchV2Request,
 };
 use sharestream::protocol::txn_share_ack::TXN_SHARE_ACKNOWLEDGE_API_KEY;
 
@@ -244,6 +249,113 @@ fn kafka_nullability(msg: &mut dyn std::any::Any, v: i16) {
     }
 }
 
+/// The v2 field values seen by the ShareFetch/ShareAcknowledge encoders, one
+/// bit per (API, ShareAcquireMode, IsRenewAck) combination (see
+/// [`note_v2_combination`]), so that the test can check every combination
+/// was compared.
+static V2_COMBINATIONS: AtomicU32 = AtomicU32::new(0);
+
+fn note_v2_combination(key: i16, mode: i8, renew: bool) {
+    let bit = (key - SHARE_FETCH_API_KEY) as u32 * 4 + mode as u32 * 2 + renew as u32;
+    V2_COMBINATIONS.fetch_or(1 << bit, Ordering::Relaxed);
+}
+
+/// The v2 fields of a generated ShareFetch/ShareAcknowledge:
+/// `ShareAcquireMode` in {0, 1} and `IsRenewAck` cycle through every
+/// combination call after call on each thread (a few random cases could
+/// miss one), and
+/// `AcquisitionLockTimeoutMs` is any int32 from the last bytes of the
+/// entropy (the generator reads from the front).
+fn v2_fields(data: &[u8]) -> (i8, bool, i32) {
+    thread_local!(static NEXT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) });
+    let n = NEXT.with(|c| c.replace(c.get().wrapping_add(1)));
+    let end = data.len().saturating_sub(4);
+    let b = |i: usize| data.get(end + i).copied().unwrap_or(0);
+    (
+        (n & 1) as i8,
+        n & 2 != 0,
+        i32::from_be_bytes([b(0), b(1), b(2), b(3)]),
+    )
+}
+
+/// A generated ShareFetch request: kafka-protocol's v1 struct (its
+/// generator only fills v1) in our version-2 wrapper.
+fn gen_share_fetch(data: Vec<u8>, v: i16) -> ShareFetchV2Request {
+    let (mode, renew, _) = v2_fields(&data);
+    let request = gm::share_fetch_request__ShareFetchRequest(&mut G::new(data), 1);
+    let (share_acquire_mode, is_renew_ack) = if v >= 2 { (mode, renew) } else { (0, false) };
+    ShareFetchV2Request {
+        request,
+        share_acquire_mode,
+        is_renew_ack,
+    }
+}
+
+/// A generated ShareAcknowledge request in our version-2 wrapper.
+fn gen_share_acknowledge(data: Vec<u8>, v: i16) -> ShareAcknowledgeV2Request {
+    let (mode, _, _) = v2_fields(&data);
+    let request = gm::share_acknowledge_request__ShareAcknowledgeRequest(&mut G::new(data), 1);
+    ShareAcknowledgeV2Request {
+        request,
+        is_renew_ack: v >= 2 && mode == 1,
+    }
+}
+
+/// ShareFetch through [`ShareFetchV2Request`] at every version it codes
+/// (1 and 2): kafka-protocol's struct cannot encode version 2.
+fn share_fetch_api() -> Api {
+    Api {
+        name: "ShareFetchRequest",
+        key: SHARE_FETCH_API_KEY,
+        versions: codec_versions(SHARE_FETCH_API_KEY).expect("known key"),
+        request: |data, v, client_id| {
+            let req = gen_share_fetch(data, v);
+            if v >= 2 {
+                note_v2_combination(
+                    SHARE_FETCH_API_KEY,
+                    req.share_acquire_mode,
+                    req.is_renew_ack,
+                );
+            }
+            request_bytes(req, v, client_id)
+        },
+        response: |data, v, _| {
+            // The response is the same at versions 1 and 2.
+            let mut resp = gm::share_fetch_response__ShareFetchResponse(&mut G::new(data), 1);
+            kafka_nullability(&mut resp, v);
+            response_bytes::<ShareFetchV2Request>(resp, v)
+        },
+    }
+}
+
+/// ShareAcknowledge through [`ShareAcknowledgeV2Request`] and
+/// [`ShareAcknowledgeV2Response`] at versions 1 and 2.
+fn share_acknowledge_api() -> Api {
+    Api {
+        name: "ShareAcknowledgeRequest",
+        key: SHARE_ACKNOWLEDGE_API_KEY,
+        versions: codec_versions(SHARE_ACKNOWLEDGE_API_KEY).expect("known key"),
+        request: |data, v, client_id| {
+            let req = gen_share_acknowledge(data, v);
+            if v >= 2 {
+                note_v2_combination(SHARE_ACKNOWLEDGE_API_KEY, 0, req.is_renew_ack);
+            }
+            request_bytes(req, v, client_id)
+        },
+        response: |data, v, _| {
+            let (_, _, lock) = v2_fields(&data);
+            let response =
+                gm::share_acknowledge_response__ShareAcknowledgeResponse(&mut G::new(data), 1);
+            let resp = ShareAcknowledgeV2Response {
+                response,
+                // Version 1 has no such field (and our encoder drops it).
+                acquisition_lock_timeout_ms: if v >= 2 { lock } else { 0 },
+            };
+            response_bytes::<ShareAcknowledgeV2Request>(resp, v)
+        },
+    }
+}
+
 /// Every kafka-protocol API our layer uses (the list of
 /// tests/protocol_roundtrip.rs, without our own TxnShareAcknowledge).
 fn apis() -> Vec<Api> {
@@ -353,16 +465,8 @@ fn apis() -> Vec<Api> {
             gm::share_group_describe_request__ShareGroupDescribeRequest,
             gm::share_group_describe_response__ShareGroupDescribeResponse
         ),
-        api!(
-            ShareFetchRequest,
-            gm::share_fetch_request__ShareFetchRequest,
-            gm::share_fetch_response__ShareFetchResponse
-        ),
-        api!(
-            ShareAcknowledgeRequest,
-            gm::share_acknowledge_request__ShareAcknowledgeRequest,
-            gm::share_acknowledge_response__ShareAcknowledgeResponse
-        ),
+        share_fetch_api(),
+        share_acknowledge_api(),
         api!(
             SaslHandshakeRequest,
             gm::sasl_handshake_request__SaslHandshakeRequest,
@@ -437,6 +541,10 @@ fn messages_are_byte_identical_to_kafka_clients() {
 
     let mut pairs = 0usize;
     let mut cases = 0usize;
+    // ShareFetch/ShareAcknowledge v2 (our share_v2 wrappers): counted so
+    // that a skipped version 2 fails the test instead of passing silently.
+    let mut share_v2_pairs = 0usize;
+    let mut share_v2_cases = 0usize;
     let mut mismatches: Vec<String> = Vec::new();
     let mut excluded: Vec<String> = Vec::new();
     let mut newer: Vec<String> = Vec::new();
@@ -454,6 +562,11 @@ fn messages_are_byte_identical_to_kafka_clients() {
                 continue;
             }
             pairs += 1;
+            let share_v2 =
+                [SHARE_FETCH_API_KEY, SHARE_ACKNOWLEDGE_API_KEY].contains(&api.key) && v >= 2;
+            if share_v2 {
+                share_v2_pairs += 1;
+            }
             for (side, encode) in [("request", api.request), ("response", api.response)] {
                 let mut done = 0;
                 for attempt in 0..ATTEMPTS_PER_PAIR {
@@ -474,6 +587,9 @@ fn messages_are_byte_identical_to_kafka_clients() {
                     };
                     done += 1;
                     cases += 1;
+                    if share_v2 {
+                        share_v2_cases += 1;
+                    }
                     let cmd = if side == "request" { "req" } else { "resp" };
                     let want_hv = if side == "request" {
                         request_header_version(api.key, v)
@@ -537,6 +653,27 @@ fn messages_are_byte_identical_to_kafka_clients() {
             .map(|m| m.lines().next().unwrap_or("").to_string())
             .collect::<Vec<_>>()
             .join("\n")
+    );
+    println!(
+        "jvm_bytes: ShareFetch/ShareAcknowledge v2 (src/protocol/share_v2.rs): {share_v2_pairs} \
+         (API, version) pairs, {share_v2_cases} messages"
+    );
+    assert_eq!(
+        share_v2_pairs, 2,
+        "ShareFetch v2 and ShareAcknowledge v2 must both be compared (not compared: {excluded:?})"
+    );
+    assert_eq!(
+        share_v2_cases,
+        2 * 2 * CASES_PER_PAIR,
+        "every v2 request and response case must encode"
+    );
+    // Both acquire modes with and without IsRenewAck for ShareFetch, both
+    // IsRenewAck values for ShareAcknowledge.
+    let seen = V2_COMBINATIONS.load(Ordering::Relaxed);
+    assert_eq!(
+        seen & 0b0011_1111,
+        0b0011_1111,
+        "v2 field combinations compared: {seen:#b}"
     );
 }
 
@@ -970,17 +1107,10 @@ async fn capture_golden_frames() {
         let h = sharestream::protocol::api::decode_request_header(&mut frame).unwrap();
         let req = sharestream::protocol::api::decode_request(h.api_key, h.api_version, &mut frame)
             .unwrap_or_else(|e| panic!("we cannot decode a Java client's frame: {e}"));
-        let sharestream::protocol::api::AnyRequest::Kafka(req) = req else {
-            continue;
-        };
         // One frame per interesting shape, the first that has it.
-        let name = match *req {
-            RequestKind::ShareGroupHeartbeat(r) if r.member_epoch == 0 => "share_group_heartbeat",
-            RequestKind::ShareGroupHeartbeat(r) if r.member_epoch == -1 => {
-                "share_group_heartbeat_leave"
-            }
-            RequestKind::ShareFetch(r)
-                if r.topics.iter().any(|t| {
+        let name = match req {
+            AnyRequest::ShareFetch(w)
+                if w.request.topics.iter().any(|t| {
                     t.partitions
                         .iter()
                         .any(|p| !p.acknowledgement_batches.is_empty())
@@ -988,14 +1118,23 @@ async fn capture_golden_frames() {
             {
                 "share_fetch_acks"
             }
-            RequestKind::ShareFetch(r) if r.share_session_epoch == 0 => "share_fetch",
-            RequestKind::ShareAcknowledge(r) if !r.topics.is_empty() => "share_acknowledge",
-            RequestKind::Produce(r) if r.transactional_id.is_some() => "produce_txn",
-            RequestKind::Fetch(r) if !r.topics.is_empty() => "fetch",
-            RequestKind::InitProducerId(r) if r.transactional_id.is_some() => {
-                "init_producer_id_txn"
-            }
-            RequestKind::EndTxn(_) => "end_txn",
+            AnyRequest::ShareFetch(w) if w.request.share_session_epoch == 0 => "share_fetch",
+            AnyRequest::ShareAcknowledge(w) if !w.request.topics.is_empty() => "share_acknowledge",
+            AnyRequest::Kafka(req) => match *req {
+                RequestKind::ShareGroupHeartbeat(r) if r.member_epoch == 0 => {
+                    "share_group_heartbeat"
+                }
+                RequestKind::ShareGroupHeartbeat(r) if r.member_epoch == -1 => {
+                    "share_group_heartbeat_leave"
+                }
+                RequestKind::Produce(r) if r.transactional_id.is_some() => "produce_txn",
+                RequestKind::Fetch(r) if !r.topics.is_empty() => "fetch",
+                RequestKind::InitProducerId(r) if r.transactional_id.is_some() => {
+                    "init_producer_id_txn"
+                }
+                RequestKind::EndTxn(_) => "end_txn",
+                _ => continue,
+            },
             _ => continue,
         };
         if seen.insert(name) {
@@ -1040,52 +1179,70 @@ fn ack_batches<'a>(batches: impl Iterator<Item = (i64, i64, &'a Vec<i8>)>) -> se
 
 /// Our reading of a KIP-932 request, in the shape of Kafka's JSON converters
 /// (camelCase names, Uuids as Kafka prints them, only the fields of `v`).
-fn share_request_json(req: &RequestKind) -> serde_json::Value {
+fn share_request_json(req: &AnyRequest, v: i16) -> serde_json::Value {
     use serde_json::json;
     match req {
-        RequestKind::ShareGroupHeartbeat(r) => json!({
-            "groupId": r.group_id.0.as_str(),
-            "memberId": r.member_id.as_str(),
-            "memberEpoch": r.member_epoch,
-            "rackId": r.rack_id.as_ref().map(|s| s.as_str()),
-            "subscribedTopicNames": r.subscribed_topic_names.as_ref()
-                .map(|v| v.iter().map(|t| t.0.as_str()).collect::<Vec<_>>()),
-        }),
-        RequestKind::ShareFetch(r) => json!({
-            "groupId": r.group_id.as_ref().map(|g| g.0.as_str()),
-            "memberId": r.member_id.as_ref().map(|s| s.as_str()),
-            "shareSessionEpoch": r.share_session_epoch,
-            "maxWaitMs": r.max_wait_ms,
-            "minBytes": r.min_bytes,
-            "maxBytes": r.max_bytes,
-            "maxRecords": r.max_records,
-            "batchSize": r.batch_size,
-            "topics": r.topics.iter().map(|t| json!({
-                "topicId": java_uuid(&t.topic_id),
-                "partitions": t.partitions.iter().map(|p| json!({
-                    "partitionIndex": p.partition_index,
-                    "acknowledgementBatches": ack_batches(p.acknowledgement_batches.iter()
-                        .map(|b| (b.first_offset, b.last_offset, &b.acknowledge_types))),
+        AnyRequest::Kafka(k) => match &**k {
+            RequestKind::ShareGroupHeartbeat(r) => json!({
+                "groupId": r.group_id.0.as_str(),
+                "memberId": r.member_id.as_str(),
+                "memberEpoch": r.member_epoch,
+                "rackId": r.rack_id.as_ref().map(|s| s.as_str()),
+                "subscribedTopicNames": r.subscribed_topic_names.as_ref()
+                    .map(|v| v.iter().map(|t| t.0.as_str()).collect::<Vec<_>>()),
+            }),
+            other => panic!("not a share request: {other:?}"),
+        },
+        AnyRequest::ShareFetch(w) => {
+            let r = &w.request;
+            let mut j = json!({
+                "groupId": r.group_id.as_ref().map(|g| g.0.as_str()),
+                "memberId": r.member_id.as_ref().map(|s| s.as_str()),
+                "shareSessionEpoch": r.share_session_epoch,
+                "maxWaitMs": r.max_wait_ms,
+                "minBytes": r.min_bytes,
+                "maxBytes": r.max_bytes,
+                "maxRecords": r.max_records,
+                "batchSize": r.batch_size,
+                "topics": r.topics.iter().map(|t| json!({
+                    "topicId": java_uuid(&t.topic_id),
+                    "partitions": t.partitions.iter().map(|p| json!({
+                        "partitionIndex": p.partition_index,
+                        "acknowledgementBatches": ack_batches(p.acknowledgement_batches.iter()
+                            .map(|b| (b.first_offset, b.last_offset, &b.acknowledge_types))),
+                    })).collect::<Vec<_>>(),
                 })).collect::<Vec<_>>(),
-            })).collect::<Vec<_>>(),
-            "forgottenTopicsData": r.forgotten_topics_data.iter().map(|t| json!({
-                "topicId": java_uuid(&t.topic_id),
-                "partitions": t.partitions,
-            })).collect::<Vec<_>>(),
-        }),
-        RequestKind::ShareAcknowledge(r) => json!({
-            "groupId": r.group_id.as_ref().map(|g| g.0.as_str()),
-            "memberId": r.member_id.as_ref().map(|s| s.as_str()),
-            "shareSessionEpoch": r.share_session_epoch,
-            "topics": r.topics.iter().map(|t| json!({
-                "topicId": java_uuid(&t.topic_id),
-                "partitions": t.partitions.iter().map(|p| json!({
-                    "partitionIndex": p.partition_index,
-                    "acknowledgementBatches": ack_batches(p.acknowledgement_batches.iter()
-                        .map(|b| (b.first_offset, b.last_offset, &b.acknowledge_types))),
+                "forgottenTopicsData": r.forgotten_topics_data.iter().map(|t| json!({
+                    "topicId": java_uuid(&t.topic_id),
+                    "partitions": t.partitions,
                 })).collect::<Vec<_>>(),
-            })).collect::<Vec<_>>(),
-        }),
+            });
+            if v >= 2 {
+                j["shareAcquireMode"] = json!(w.share_acquire_mode);
+                j["isRenewAck"] = json!(w.is_renew_ack);
+            }
+            j
+        }
+        AnyRequest::ShareAcknowledge(w) => {
+            let r = &w.request;
+            let mut j = json!({
+                "groupId": r.group_id.as_ref().map(|g| g.0.as_str()),
+                "memberId": r.member_id.as_ref().map(|s| s.as_str()),
+                "shareSessionEpoch": r.share_session_epoch,
+                "topics": r.topics.iter().map(|t| json!({
+                    "topicId": java_uuid(&t.topic_id),
+                    "partitions": t.partitions.iter().map(|p| json!({
+                        "partitionIndex": p.partition_index,
+                        "acknowledgementBatches": ack_batches(p.acknowledgement_batches.iter()
+                            .map(|b| (b.first_offset, b.last_offset, &b.acknowledge_types))),
+                    })).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
+            });
+            if v >= 2 {
+                j["isRenewAck"] = json!(w.is_renew_ack);
+            }
+            j
+        }
         other => panic!("not a share request: {other:?}"),
     }
 }
@@ -1098,11 +1255,15 @@ fn share_request_json(req: &RequestKind) -> serde_json::Value {
 fn share_requests_read_the_same_field_by_field() {
     let Some(cp) = interop_cp() else { return };
     let mut jvm = Jvm::start(&cp);
-    let mut bodies: Vec<(String, i16, i16, Bytes)> = Vec::new();
+    // (what, key, version, frame, what we meant to encode: JSON of the
+    // generated value, none for golden frames).
+    type Body = (String, i16, i16, Bytes, Option<serde_json::Value>);
+    let mut bodies: Vec<Body> = Vec::new();
     for seed in 0..20u64 {
-        let mut push = |name: &str, key: i16, v: i16, enc: Option<Vec<u8>>| {
+        let mut push = |name: &str, key: i16, v: i16, enc: Option<Vec<u8>>, meant: AnyRequest| {
             if let Some(b) = enc {
-                bodies.push((format!("{name} seed {seed}"), key, v, Bytes::from(b)));
+                let meant = share_request_json(&meant, v);
+                bodies.push((format!("{name} seed {seed}"), key, v, b.into(), Some(meant)));
             }
         };
         let data = || entropy(0x5EED_0000 + seed, 512);
@@ -1111,15 +1272,24 @@ fn share_requests_read_the_same_field_by_field() {
                 &mut G::new(data()),
                 v,
             );
-            push("ShareGroupHeartbeat", 76, v, request_bytes(r, v, None));
+            let meant = AnyRequest::Kafka(Box::new(RequestKind::ShareGroupHeartbeat(r.clone())));
+            push(
+                "ShareGroupHeartbeat",
+                76,
+                v,
+                request_bytes(r, v, None),
+                meant,
+            );
         }
         for v in codec_versions(78).unwrap().min..=codec_versions(78).unwrap().max {
-            let r = gm::share_fetch_request__ShareFetchRequest(&mut G::new(data()), v);
-            push("ShareFetch", 78, v, request_bytes(r, v, None));
+            let r = gen_share_fetch(data(), v);
+            let meant = AnyRequest::ShareFetch(r.clone());
+            push("ShareFetch", 78, v, request_bytes(r, v, None), meant);
         }
         for v in codec_versions(79).unwrap().min..=codec_versions(79).unwrap().max {
-            let r = gm::share_acknowledge_request__ShareAcknowledgeRequest(&mut G::new(data()), v);
-            push("ShareAcknowledge", 79, v, request_bytes(r, v, None));
+            let r = gen_share_acknowledge(data(), v);
+            let meant = AnyRequest::ShareAcknowledge(r.clone());
+            push("ShareAcknowledge", 79, v, request_bytes(r, v, None), meant);
         }
     }
     let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/java");
@@ -1134,15 +1304,16 @@ fn share_requests_read_the_same_field_by_field() {
         let b = unhex(&h);
         let key = i16::from_be_bytes([b[0], b[1]]);
         let v = i16::from_be_bytes([b[2], b[3]]);
-        bodies.push((format!("golden {name}"), key, v, Bytes::from(b)));
+        bodies.push((format!("golden {name}"), key, v, Bytes::from(b), None));
     }
     let mut compared = 0;
-    for (what, key, v, frame) in bodies {
+    let mut compared_v2 = 0;
+    for (what, key, v, frame, meant) in bodies {
         let mut body = frame.clone();
         let h = sharestream::protocol::api::decode_request_header(&mut body).unwrap();
         let ours = match sharestream::protocol::api::decode_request(key, v, &mut body.clone()) {
-            Ok(sharestream::protocol::api::AnyRequest::Kafka(r)) => share_request_json(&r),
-            other => panic!("{what}: {other:?}"),
+            Ok(r) => share_request_json(&r, v),
+            Err(e) => panic!("{what}: {e}"),
         };
         assert_eq!(h.api_key, key);
         let theirs = jvm
@@ -1150,9 +1321,60 @@ fn share_requests_read_the_same_field_by_field() {
             .unwrap_or_else(|e| panic!("{what}: kafka-clients cannot read it: {e}"));
         let theirs: serde_json::Value = serde_json::from_str(&theirs).expect("JSON from the JVM");
         assert_eq!(ours, theirs, "{what} v{v}: fields differ");
+        // Our encoder put each field where Kafka reads it (reading our own
+        // bytes back cannot show two fields swapped by encoder and decoder
+        // alike).
+        if let Some(meant) = meant {
+            assert_eq!(
+                meant, theirs,
+                "{what} v{v}: Kafka reads other values than we encoded"
+            );
+        }
         compared += 1;
+        if v >= 2 && (key == SHARE_FETCH_API_KEY || key == SHARE_ACKNOWLEDGE_API_KEY) {
+            compared_v2 += 1;
+        }
+    }
+
+    // ShareAcknowledgeResponse v2: AcquisitionLockTimeoutMs as Kafka reads it.
+    for seed in 0..20u64 {
+        let data = entropy(0x10C4_0000 + seed, 512);
+        let (_, _, lock) = v2_fields(&data);
+        let resp = ShareAcknowledgeV2Response {
+            response: gm::share_acknowledge_response__ShareAcknowledgeResponse(
+                &mut G::new(data),
+                1,
+            ),
+            acquisition_lock_timeout_ms: lock,
+        };
+        let mut body = BytesMut::new();
+        ShareAcknowledgeV2Request::encode_response(&resp, &mut body, 2).unwrap();
+        let theirs = jvm
+            .ask(&format!("json resp 79 2 {}", hex(&body)))
+            .unwrap_or_else(|e| panic!("seed {seed}: kafka-clients cannot read it: {e}"));
+        let theirs: serde_json::Value = serde_json::from_str(&theirs).expect("JSON from the JVM");
+        let r = &resp.response;
+        let ours = serde_json::json!({
+            "throttleTimeMs": r.throttle_time_ms,
+            "errorCode": r.error_code,
+            "errorMessage": r.error_message.as_ref().map(|s| s.as_str()),
+            "acquisitionLockTimeoutMs": lock,
+            "responses": r.responses.len(),
+        });
+        let theirs = serde_json::json!({
+            "throttleTimeMs": theirs["throttleTimeMs"],
+            "errorCode": theirs["errorCode"],
+            "errorMessage": theirs["errorMessage"],
+            "acquisitionLockTimeoutMs": theirs["acquisitionLockTimeoutMs"],
+            "responses": theirs["responses"].as_array().map_or(usize::MAX, Vec::len),
+        });
+        assert_eq!(ours, theirs, "ShareAcknowledgeResponse v2 seed {seed}");
+        compared_v2 += 1;
     }
     println!(
-        "jvm_bytes: {compared} share requests compared field by field with kafka-clients' JSON"
+        "jvm_bytes: {compared} share requests compared field by field with kafka-clients' JSON \
+         ({compared_v2} ShareFetch/ShareAcknowledge v2 messages, 20 of them responses)"
     );
+    // 20 seeds x (ShareFetch + ShareAcknowledge) requests + 20 responses.
+    assert_eq!(compared_v2, 60, "every v2 message must be compared");
 }

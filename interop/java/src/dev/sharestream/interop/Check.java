@@ -248,7 +248,7 @@ public final class Check {
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
         p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
-        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        p.putIfAbsent(ProducerConfig.LINGER_MS_CONFIG, "5");
         return new KafkaProducer<>(p);
     }
 
@@ -381,6 +381,17 @@ public final class Check {
      * the consumer subscribes first and then produces its own records.
      * In explicit mode the first record delivered is RELEASEd once and must
      * come back with delivery count 2; every other record is ACCEPTed.
+     *
+     * <p>Options: {@code --acquire-mode record_limit|batch_optimized} sets
+     * {@code share.acquire.mode} (KIP-1206), {@code --max-poll-records N}
+     * sets {@code max.poll.records}; the result reports the largest number
+     * of records one poll returned ({@code max_poll_batch}).
+     * {@code --produce-linger-ms N} makes the records produced by
+     * {@code --produce} go out in big batches. {@code --renew-first}
+     * (explicit mode, KIP-1222) acknowledges the first record RENEW instead
+     * of RELEASE: the client must hand it back in a later poll, still with
+     * delivery count 1 (a renewal is not a redelivery), and it is then
+     * ACCEPTed like the others.
      */
     static void shareConsume(Opts o, Json out) throws Exception {
         String topic = o.str("topic");
@@ -406,10 +417,25 @@ public final class Check {
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put("share.acknowledgement.mode", mode);
+        if (o.flag("acquire-mode")) {
+            p.put(ConsumerConfig.SHARE_ACQUIRE_MODE_CONFIG, o.str("acquire-mode"));
+        }
+        if (o.flag("max-poll-records")) {
+            p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, o.str("max-poll-records"));
+        }
+        boolean renewFirst = o.flag("renew-first");
+        if (renewFirst && !mode.equals("explicit")) {
+            throw new IllegalArgumentException("--renew-first needs --mode explicit");
+        }
         List<String> values = new ArrayList<>();
         boolean released = false;
         boolean redelivered = false;
         String releasedValue = null;
+        long renewedOffset = -1;
+        boolean renewReturned = false;
+        int renewReturnedCount = -1;
+        int maxPollBatch = 0;
+        int polls = 0;
         int commitErrors = 0;
         int commits = 0;
         try (KafkaShareConsumer<String, String> consumer = new KafkaShareConsumer<>(p)) {
@@ -425,6 +451,10 @@ public final class Check {
                 }
                 Properties pp = base(o);
                 pp.put(ProducerConfig.ACKS_CONFIG, "all");
+                if (o.flag("produce-linger-ms")) {
+                    pp.put(ProducerConfig.LINGER_MS_CONFIG, o.str("produce-linger-ms"));
+                    pp.put(ProducerConfig.BATCH_SIZE_CONFIG, "1048576");
+                }
                 try (KafkaProducer<String, String> producer = producer(o, pp)) {
                     for (int i = 0; i < produce; i++) {
                         producer.send(new ProducerRecord<>(topic, "k" + i, o.str("prefix", "share") + "-" + i));
@@ -437,8 +467,21 @@ public final class Check {
                 if (recs.isEmpty()) {
                     continue;
                 }
+                polls++;
+                maxPollBatch = Math.max(maxPollBatch, recs.count());
                 for (ConsumerRecord<String, String> r : recs) {
-                    if (mode.equals("explicit")) {
+                    if (renewFirst) {
+                        if (renewedOffset < 0) {
+                            consumer.acknowledge(r, AcknowledgeType.RENEW);
+                            renewedOffset = r.offset();
+                            continue;
+                        }
+                        if (r.offset() == renewedOffset) {
+                            renewReturned = true;
+                            renewReturnedCount = r.deliveryCount().map(Short::intValue).orElse(-1);
+                        }
+                        consumer.acknowledge(r, AcknowledgeType.ACCEPT);
+                    } else if (mode.equals("explicit")) {
                         if (!released) {
                             consumer.acknowledge(r, AcknowledgeType.RELEASE);
                             released = true;
@@ -465,7 +508,13 @@ public final class Check {
             out.put("mode", mode).put("received", values.size());
             out.put("distinct", new java.util.HashSet<>(values).size());
             out.put("commits", commits).put("commit_errors", commitErrors);
-            if (mode.equals("explicit")) {
+            out.put("polls", polls).put("max_poll_batch", maxPollBatch);
+            out.put("acquire_mode", o.str("acquire-mode", "default"));
+            out.put("acquisition_lock_timeout_ms", consumer.acquisitionLockTimeoutMs().orElse(-1));
+            if (renewFirst) {
+                out.put("renewed_offset", renewedOffset).put("renew_returned", renewReturned);
+                out.put("renew_returned_delivery_count", renewReturnedCount);
+            } else if (mode.equals("explicit")) {
                 out.put("released_once", released).put("redelivered_with_count_2", redelivered);
             }
         }
