@@ -22,7 +22,9 @@
 //! `SHARESTREAM_BENCH_LATENCY_VARIANTS=default,commit.aligned=false`
 //! (section 3 once per variant, `name=value` joined by `+`),
 //! `SHARESTREAM_BENCH_PROPS=name=value+...` (runtime properties for every
-//! run).
+//! run), `SHARESTREAM_BENCH_RECORD_LOCKS=2000` (the broker's
+//! `group.share.partition.max.record.locks`). Section 3 also prints the
+//! input producer's send -> acknowledged latency (every 64th record).
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -242,9 +244,15 @@ async fn latency(b: &BrokerHandle, tag: &str, variant: &str, rate: f64) {
     let secs = 6.0;
     let n = (rate * secs) as usize;
     let topic = input.clone();
+    // Input produce latency (send -> acknowledged), every 64th record.
+    let acks = std::sync::Arc::new(parking_lot::Mutex::new(
+        hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap(),
+    ));
+    let acks2 = acks.clone();
     let sender = tokio::spawn(async move {
         let interval = Duration::from_secs_f64(1.0 / rate);
         let start = Instant::now();
+        let mut pending = Vec::new();
         for i in 0..n {
             let due = start + interval.mul_f64(i as f64);
             if let Some(wait) = due.checked_duration_since(Instant::now())
@@ -255,9 +263,23 @@ async fn latency(b: &BrokerHandle, tag: &str, variant: &str, rate: f64) {
             let sent = base_instant.elapsed().as_nanos() as u64;
             let mut v = sent.to_be_bytes().to_vec();
             v.resize(100, b'x');
-            drop(p.send(ProducerRecord::new(topic.as_str(), v).with_key(format!("k{i}"))));
+            let f = p.send(ProducerRecord::new(topic.as_str(), v).with_key(format!("k{i}")));
+            if i % 64 == 0 {
+                let acks = acks2.clone();
+                let t = Instant::now();
+                pending.push(tokio::spawn(async move {
+                    if f.await.is_ok() {
+                        let _ = acks.lock().record((t.elapsed().as_micros() as u64).max(1));
+                    }
+                }));
+            } else {
+                drop(f);
+            }
         }
         p.flush().await;
+        for t in pending {
+            let _ = t.await;
+        }
     });
     let md = Metadata::new(vec![b.bootstrap_servers()], ConnectionConfig::default());
     let mut reader = CommittedReader::new(&md, &output).await.unwrap();
@@ -275,14 +297,17 @@ async fn latency(b: &BrokerHandle, tag: &str, variant: &str, rate: f64) {
     sender.await.unwrap();
     let m = h.metrics().clone();
     h.stop().await.unwrap();
+    let acks = acks.lock().clone();
     println!(
-        "| {variant} | {rate:.0} records/s | {}/{n} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} / {:.1} ms | {:.0} |",
+        "| {variant} | {rate:.0} records/s | {}/{n} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} / {:.1} ms | {:.1} / {:.1} ms | {:.0} |",
         hist.len(),
         hist.value_at_quantile(0.5) as f64 / 1e3,
         hist.value_at_quantile(0.99) as f64 / 1e3,
         hist.max() as f64 / 1e3,
         m.commit_latency_quantile(0.5).as_secs_f64() * 1e3,
         m.commit_latency_quantile(0.99).as_secs_f64() * 1e3,
+        acks.value_at_quantile(0.5) as f64 / 1e3,
+        acks.value_at_quantile(0.99) as f64 / 1e3,
         m.mean_batch_size()
     );
 }
@@ -293,7 +318,16 @@ const REPS: usize = 3;
 #[tokio::main]
 async fn main() {
     let total = Instant::now();
-    let b = Broker::start(BrokerConfig::in_memory()).await.unwrap();
+    let mut broker_config = BrokerConfig::in_memory();
+    // SHARESTREAM_BENCH_RECORD_LOCKS: the broker's
+    // group.share.partition.max.record.locks (Kafka's default 2000).
+    if let Some(n) = std::env::var("SHARESTREAM_BENCH_RECORD_LOCKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        broker_config.share_groups.partition_max_record_locks = n;
+    }
+    let b = Broker::start(broker_config).await.unwrap();
     println!(
         "## 1. exactly_once vs at_least_once (4 partitions, 4 workers, commit.interval.ms=100)\n"
     );
@@ -436,9 +470,9 @@ async fn main() {
         .and_then(|r| r.parse::<f64>().ok())
         .unwrap_or((eos_100 / 2.0).max(100.0));
     println!(
-        "| variant | offered rate | records seen | p50 | p99 | max | commit p50 / p99 | records per txn |"
+        "| variant | offered rate | records seen | p50 | p99 | max | commit p50 / p99 | input produce p50 / p99 | records per txn |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let variants: Vec<String> = match std::env::var("SHARESTREAM_BENCH_LATENCY_VARIANTS") {
         Ok(v) => v.split(',').map(|s| s.trim().to_string()).collect(),
         Err(_) => vec!["default".into()],

@@ -110,22 +110,21 @@ pub struct RuntimeConfig {
     /// overlap was 5-15% slower on 2 cores with equal latency
     /// (docs/BENCHMARKS.md, Runtime section 1).
     pub poll_during_commit: bool,
-    /// `commit.within.interval` (default true): under exactly_once, start a
-    /// transaction's commit early by the duration of the recent commits
-    /// (a moving average, at most half of `commit.interval.ms`), so that
-    /// the transaction has *ended* (its records are visible to
-    /// read_committed readers) about `commit.interval.ms` after its first
-    /// record, instead of one commit later. Off: the commit starts once
-    /// the interval has passed (kept for comparisons).
+    /// `commit.within.interval` (default true): under exactly_once, commits
+    /// start every `commit.interval.ms` less the expected commit duration
+    /// (the slow end of the process's recent commits, at most half the
+    /// interval), so that a record fetched just after one commit started
+    /// is visible about `commit.interval.ms` later rather than one commit
+    /// later still (src/runtime/grid.rs). Off: commits start every
+    /// `commit.interval.ms` (kept for comparisons).
     pub commit_within_interval: bool,
     /// `commit.aligned` (default true): under exactly_once, the workers of
-    /// a process end their transactions on one shared grid (every
-    /// `commit.interval.ms` from the runtime's start) rather than each
-    /// `commit.interval.ms` after its own first record. Transactions of
+    /// a process start their commits on one shared grid of points rather
+    /// than each one period after its own first record. Transactions of
     /// several workers that write to the same output partition then end
     /// together, so the partition's last stable offset is not held back by
     /// another worker's longer-open transaction (read_committed readers
-    /// see records up to one interval sooner). Off: per-worker intervals.
+    /// see records up to one interval sooner). Off: per-worker periods.
     pub commit_aligned: bool,
 }
 
