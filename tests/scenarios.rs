@@ -42,6 +42,7 @@ use serde_json::json;
 use sharestream::broker::group::ShareGroupBrokerConfig;
 use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
 use sharestream::client::admin::{AdminClient, AlterConfigOp, NewTopic};
+use sharestream::client::share_consumer::config::ShareAcquireMode;
 use sharestream::client::share_consumer::{AcknowledgementMode, ShareConsumer};
 use sharestream::client::{
     ConnectionConfig, Metadata, Producer, ProducerConfig, ProducerRecord, ShareConsumerConfig,
@@ -267,6 +268,12 @@ fn scenarios() -> Vec<Scenario> {
             needs: &[Need::ShareGroups],
             flavor: Flavor::Full,
             run: |e| Box::pin(share_explicit_acks(e)),
+        },
+        Scenario {
+            feature: "share consumer share.acquire.mode=record_limit (ShareFetch v2): one big batch shared by two members",
+            needs: &[Need::ShareGroups],
+            flavor: Flavor::Full,
+            run: |e| Box::pin(share_record_limit(e)),
         },
         Scenario {
             feature: "runtime at_least_once end to end (every input forwarded)",
@@ -601,6 +608,76 @@ async fn share_explicit_acks(e: Arc<Env>) -> Detail {
         "an ACCEPT after the lock expired must be refused"
     );
     json!({"deliveries": deliveries, "late_ack_refused": true})
+}
+
+async fn share_record_limit(e: Arc<Env>) -> Detail {
+    const N: usize = 60;
+    const MAX: usize = 7;
+    let topic = e.create_topic("record-limit", 1).await;
+    let group = e.name("record-limit-group");
+    e.group_config(&group, &[("share.auto.offset.reset", "earliest")])
+        .await;
+    // One batch of N records: a long linger, sent without waiting.
+    let producer = Producer::new(
+        e.producer_config()
+            .linger(Duration::from_millis(200))
+            .build()
+            .unwrap(),
+    )
+    .await
+    .expect("producer");
+    let sends: Vec<_> = (0..N)
+        .map(|i| {
+            producer.send(ProducerRecord::new(topic.clone(), format!("r{i}")).with_partition(0))
+        })
+        .collect();
+    for s in sends {
+        s.await.expect("produce");
+    }
+    producer.close().await;
+
+    // Two members. With record_limit the broker acquires at most MAX
+    // records for a fetch, so the first member's poll leaves the rest of
+    // the batch to the second. (With batch_optimized the first takes the
+    // whole batch and the second gets the same offsets only after the
+    // first one's acquisition lock expired: checked to fail here.)
+    let member = || {
+        ShareConsumer::new(
+            ShareConsumerConfig::builder(group.clone())
+                .bootstrap_servers(e.servers())
+                .acknowledgement_mode(AcknowledgementMode::Explicit)
+                .acquire_mode(ShareAcquireMode::RecordLimit)
+                .max_poll_records(MAX)
+                .fetch_max_wait(Duration::from_millis(200))
+                .build()
+                .unwrap(),
+        )
+        .expect("share consumer")
+    };
+    let (mut a, mut b) = (member(), member());
+    a.subscribe([topic.clone()]).expect("subscribe");
+    b.subscribe([topic.clone()]).expect("subscribe");
+    let deadline = Instant::now() + Duration::from_secs(45);
+    let mut polled: Vec<Vec<i64>> = Vec::new();
+    for c in [&mut a, &mut b] {
+        loop {
+            assert!(Instant::now() < deadline, "timed out waiting for records");
+            let records = c.poll(Duration::from_millis(500)).await.expect("poll");
+            if !records.is_empty() {
+                polled.push(records.iter().map(|r| r.offset).collect());
+                break;
+            }
+        }
+    }
+    a.close(Duration::from_secs(10)).await.ok();
+    b.close(Duration::from_secs(10)).await.ok();
+    let (oa, ob) = (&polled[0], &polled[1]);
+    assert!(oa.len() <= MAX && ob.len() <= MAX, "{oa:?} {ob:?}");
+    assert!(
+        oa.iter().all(|o| !ob.contains(o)),
+        "both members got the same offsets: {oa:?} {ob:?}"
+    );
+    json!({"records": N, "first_member": oa, "second_member": ob})
 }
 
 fn forward_topology(group: &str, input: &str, output: &str) -> sharestream::topology::Topology {
