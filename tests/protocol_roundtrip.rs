@@ -36,6 +36,9 @@ use sharestream::protocol::api::{
     decode_response_header, encode_request_frame, encode_response_frame, request_header_version,
 };
 use sharestream::protocol::frame::{FrameDecoder, encode_frame};
+use sharestream::protocol::share_v2::{
+    SHARE_VERSIONS, ShareAcknowledgeV2Request, ShareAcknowledgeV2Response, ShareFetchV2Request,
+};
 use sharestream::protocol::txn_share_ack::*;
 
 // Mutated encodings announce huge arrays all the time; see sharestream::alloc.
@@ -193,6 +196,36 @@ macro_rules! kafka_api {
     };
 }
 
+fn gen_share_fetch(g: &mut G, v: i16) -> ShareFetchV2Request {
+    let request = gm::share_fetch_request__ShareFetchRequest(g, 1);
+    let (share_acquire_mode, is_renew_ack) = if v >= 2 {
+        (g.i8(), g.bool())
+    } else {
+        (0, false)
+    };
+    ShareFetchV2Request {
+        request,
+        share_acquire_mode,
+        is_renew_ack,
+    }
+}
+
+fn gen_share_ack(g: &mut G, v: i16) -> ShareAcknowledgeV2Request {
+    let request = gm::share_acknowledge_request__ShareAcknowledgeRequest(g, 1);
+    ShareAcknowledgeV2Request {
+        request,
+        is_renew_ack: v >= 2 && g.bool(),
+    }
+}
+
+fn gen_share_ack_response(g: &mut G, v: i16) -> ShareAcknowledgeV2Response {
+    let response = gm::share_acknowledge_response__ShareAcknowledgeResponse(g, 1);
+    ShareAcknowledgeV2Response {
+        response,
+        acquisition_lock_timeout_ms: if v >= 2 { g.i32() } else { 0 },
+    }
+}
+
 fn gen_txn_request(g: &mut G) -> TxnShareAcknowledgeRequest {
     let s = |g: &mut G| g.opt(|g| g.string().to_string());
     TxnShareAcknowledgeRequest {
@@ -348,16 +381,61 @@ fn apis() -> Vec<Api> {
             gm::share_group_describe_request__ShareGroupDescribeRequest,
             gm::share_group_describe_response__ShareGroupDescribeResponse
         ),
-        kafka_api!(
-            ShareFetchRequest,
-            gm::share_fetch_request__ShareFetchRequest,
-            gm::share_fetch_response__ShareFetchResponse
-        ),
-        kafka_api!(
-            ShareAcknowledgeRequest,
-            gm::share_acknowledge_request__ShareAcknowledgeRequest,
-            gm::share_acknowledge_response__ShareAcknowledgeResponse
-        ),
+        // ShareFetch / ShareAcknowledge v1-2 through our wrappers
+        // (src/protocol/share_v2.rs): kafka-protocol's v1 structs plus the
+        // v2 fields, generated here.
+        Api {
+            name: "ShareFetchRequest",
+            key: 78,
+            versions: SHARE_VERSIONS,
+            request_round_trip: |data, v| {
+                request_round_trip(
+                    gen_share_fetch(&mut G::new(data), v),
+                    v,
+                    AnyRequest::ShareFetch,
+                )
+            },
+            response_round_trip: |data, v| {
+                response_round_trip::<ShareFetchV2Request>(
+                    gm::share_fetch_response__ShareFetchResponse(&mut G::new(data), 1),
+                    v,
+                )
+            },
+            request_frame: |data, v| request_frame(gen_share_fetch(&mut G::new(data), v), v),
+            response_body: |data, v| {
+                response_body::<ShareFetchV2Request>(
+                    gm::share_fetch_response__ShareFetchResponse(&mut G::new(data), 1),
+                    v,
+                )
+            },
+            decode_response: |b, v| ShareFetchV2Request::decode_response(b, v).map(|_| ()),
+        },
+        Api {
+            name: "ShareAcknowledgeRequest",
+            key: 79,
+            versions: SHARE_VERSIONS,
+            request_round_trip: |data, v| {
+                request_round_trip(
+                    gen_share_ack(&mut G::new(data), v),
+                    v,
+                    AnyRequest::ShareAcknowledge,
+                )
+            },
+            response_round_trip: |data, v| {
+                response_round_trip::<ShareAcknowledgeV2Request>(
+                    gen_share_ack_response(&mut G::new(data), v),
+                    v,
+                )
+            },
+            request_frame: |data, v| request_frame(gen_share_ack(&mut G::new(data), v), v),
+            response_body: |data, v| {
+                response_body::<ShareAcknowledgeV2Request>(
+                    gen_share_ack_response(&mut G::new(data), v),
+                    v,
+                )
+            },
+            decode_response: |b, v| ShareAcknowledgeV2Request::decode_response(b, v).map(|_| ()),
+        },
         kafka_api!(
             SaslHandshakeRequest,
             gm::sasl_handshake_request__SaslHandshakeRequest,
