@@ -193,6 +193,47 @@ fn decode_spliced<T: Decodable>(
     Ok((taken, value))
 }
 
+/// Encodes `value` as version 1, then, at version 2, inserts `extra` at
+/// the splice point found by `steps`.
+fn encode_v1_2<T: Encodable>(
+    value: &T,
+    out: &mut BytesMut,
+    api_key: i16,
+    version: i16,
+    steps: &[Step],
+    what: &'static str,
+    extra: &[u8],
+) -> Result<(), ProtocolError> {
+    let start = out.len();
+    value
+        .encode(out, 1)
+        .map_err(|e| encode_err(api_key, version, e))?;
+    if version >= 2 {
+        let at = splice_point(&out[start..], steps, what)
+            .map_err(|e| encode_err(api_key, version, e))?;
+        insert_at(out, start + at, extra);
+    }
+    Ok(())
+}
+
+/// Decodes a body at version 1 (no extra bytes: `None`) or 2 (the `n`
+/// bytes taken out at the splice point).
+fn decode_v1_2<T: Decodable>(
+    buf: &mut Bytes,
+    api_key: i16,
+    version: i16,
+    steps: &[Step],
+    n: usize,
+    what: &'static str,
+) -> Result<(Option<Vec<u8>>, T), ProtocolError> {
+    if version < 2 {
+        crate::alloc::warn_if_unguarded();
+        let value = T::decode(buf, 1).map_err(|e| decode_err(api_key, version, e))?;
+        return Ok((None, value));
+    }
+    decode_spliced(buf, steps, n, api_key, what).map(|(taken, value)| (Some(taken), value))
+}
+
 const FETCH_REQUEST_PREFIX: &[Step] = &[Step::Str, Step::Str, Step::Fixed(24)];
 const ACK_REQUEST_PREFIX: &[Step] = &[Step::Str, Step::Str, Step::Fixed(4)];
 const ACK_RESPONSE_PREFIX: &[Step] = &[Step::Fixed(6), Step::Str];
@@ -214,40 +255,28 @@ impl ApiRequest for ShareFetchV2Request {
                 "ShareAcquireMode other than batch_optimized and IsRenewAck need version 2",
             ));
         }
-        let start = out.len();
-        self.request
-            .encode(out, 1)
-            .map_err(|e| encode_err(Self::API_KEY, version, e))?;
-        if version >= 2 {
-            let at = splice_point(&out[start..], FETCH_REQUEST_PREFIX, "ShareFetchRequest")
-                .map_err(|e| encode_err(Self::API_KEY, version, e))?;
-            insert_at(
-                out,
-                start + at,
-                &[self.share_acquire_mode as u8, self.is_renew_ack as u8],
-            );
-        }
-        Ok(())
+        encode_v1_2(
+            &self.request,
+            out,
+            Self::API_KEY,
+            version,
+            FETCH_REQUEST_PREFIX,
+            "ShareFetchRequest",
+            &[self.share_acquire_mode as u8, self.is_renew_ack as u8],
+        )
     }
 
     fn decode_request(buf: &mut Bytes, version: i16) -> Result<Self, ProtocolError> {
         check_version(Self::API_KEY, version)?;
-        if version < 2 {
-            crate::alloc::warn_if_unguarded();
-            let request = ShareFetchRequest::decode(buf, 1)
-                .map_err(|e| decode_err(Self::API_KEY, version, e))?;
-            return Ok(Self {
-                request,
-                ..Default::default()
-            });
-        }
-        let (taken, request) = decode_spliced::<ShareFetchRequest>(
+        let (taken, request) = decode_v1_2::<ShareFetchRequest>(
             buf,
+            Self::API_KEY,
+            version,
             FETCH_REQUEST_PREFIX,
             2,
-            Self::API_KEY,
             "ShareFetchRequest",
         )?;
+        let taken = taken.unwrap_or_else(|| vec![0, 0]);
         Ok(Self {
             request,
             share_acquire_mode: taken[0] as i8,
@@ -289,39 +318,30 @@ impl ApiRequest for ShareAcknowledgeV2Request {
                 "IsRenewAck needs version 2",
             ));
         }
-        let start = out.len();
-        self.request
-            .encode(out, 1)
-            .map_err(|e| encode_err(Self::API_KEY, version, e))?;
-        if version >= 2 {
-            let at = splice_point(&out[start..], ACK_REQUEST_PREFIX, "ShareAcknowledgeRequest")
-                .map_err(|e| encode_err(Self::API_KEY, version, e))?;
-            insert_at(out, start + at, &[self.is_renew_ack as u8]);
-        }
-        Ok(())
+        encode_v1_2(
+            &self.request,
+            out,
+            Self::API_KEY,
+            version,
+            ACK_REQUEST_PREFIX,
+            "ShareAcknowledgeRequest",
+            &[self.is_renew_ack as u8],
+        )
     }
 
     fn decode_request(buf: &mut Bytes, version: i16) -> Result<Self, ProtocolError> {
         check_version(Self::API_KEY, version)?;
-        if version < 2 {
-            crate::alloc::warn_if_unguarded();
-            let request = ShareAcknowledgeRequest::decode(buf, 1)
-                .map_err(|e| decode_err(Self::API_KEY, version, e))?;
-            return Ok(Self {
-                request,
-                is_renew_ack: false,
-            });
-        }
-        let (taken, request) = decode_spliced::<ShareAcknowledgeRequest>(
+        let (taken, request) = decode_v1_2::<ShareAcknowledgeRequest>(
             buf,
+            Self::API_KEY,
+            version,
             ACK_REQUEST_PREFIX,
             1,
-            Self::API_KEY,
             "ShareAcknowledgeRequest",
         )?;
         Ok(Self {
             request,
-            is_renew_ack: taken[0] != 0,
+            is_renew_ack: taken.is_some_and(|t| t[0] != 0),
         })
     }
 
@@ -331,49 +351,31 @@ impl ApiRequest for ShareAcknowledgeV2Request {
         version: i16,
     ) -> Result<(), ProtocolError> {
         check_version(Self::API_KEY, version)?;
-        let start = out.len();
-        resp.response
-            .encode(out, 1)
-            .map_err(|e| encode_err(Self::API_KEY, version, e))?;
-        if version >= 2 {
-            let at = splice_point(
-                &out[start..],
-                ACK_RESPONSE_PREFIX,
-                "ShareAcknowledgeResponse",
-            )
-            .map_err(|e| encode_err(Self::API_KEY, version, e))?;
-            insert_at(
-                out,
-                start + at,
-                &resp.acquisition_lock_timeout_ms.to_be_bytes(),
-            );
-        }
-        Ok(())
+        encode_v1_2(
+            &resp.response,
+            out,
+            Self::API_KEY,
+            version,
+            ACK_RESPONSE_PREFIX,
+            "ShareAcknowledgeResponse",
+            &resp.acquisition_lock_timeout_ms.to_be_bytes(),
+        )
     }
 
     fn decode_response(buf: &mut Bytes, version: i16) -> Result<Self::Response, ProtocolError> {
         check_version(Self::API_KEY, version)?;
-        if version < 2 {
-            crate::alloc::warn_if_unguarded();
-            let response = ShareAcknowledgeResponse::decode(buf, 1)
-                .map_err(|e| decode_err(Self::API_KEY, version, e))?;
-            return Ok(ShareAcknowledgeV2Response {
-                response,
-                acquisition_lock_timeout_ms: 0,
-            });
-        }
-        let (taken, response) = decode_spliced::<ShareAcknowledgeResponse>(
+        let (taken, response) = decode_v1_2::<ShareAcknowledgeResponse>(
             buf,
+            Self::API_KEY,
+            version,
             ACK_RESPONSE_PREFIX,
             4,
-            Self::API_KEY,
             "ShareAcknowledgeResponse",
         )?;
         Ok(ShareAcknowledgeV2Response {
             response,
-            acquisition_lock_timeout_ms: i32::from_be_bytes([
-                taken[0], taken[1], taken[2], taken[3],
-            ]),
+            acquisition_lock_timeout_ms: taken
+                .map_or(0, |t| i32::from_be_bytes([t[0], t[1], t[2], t[3]])),
         })
     }
 }
