@@ -24,9 +24,12 @@
 //! [`DEFAULT_HUGE_THRESHOLD`] (1 GiB) with an anonymous private
 //! `mmap(MAP_NORESERVE)`: the kernel grants it without commit accounting, it
 //! costs only address space (of which a 64-bit process has 128 TiB), and pages
-//! get real memory only when written. Everything smaller goes to the system
-//! allocator unchanged. glibc already serves blocks this large with `mmap`,
-//! so legitimate huge buffers behave the same, except that running out of
+//! get real memory only when written. Everything smaller goes to mimalloc
+//! (the `mimalloc` crate; chosen over glibc's malloc because on the runtime
+//! bench glibc's free-list consolidation was at the top of the profile and
+//! mimalloc cut the process's CPU per record by about a fifth; see
+//! docs/BENCHMARKS.md). Both serve blocks this large with `mmap`, so
+//! legitimate huge buffers behave the same, except that running out of
 //! memory while *filling* one ends in the OOM killer rather than an abort —
 //! which is no worse.
 //!
@@ -43,7 +46,7 @@
 //!   future decoder, at zero cost for ordinary allocations (one comparison).
 //!
 //! Limits, stated plainly: the guard works on Linux and Android; elsewhere it
-//! forwards everything to the system allocator (no protection). It cannot help
+//! forwards everything to mimalloc (no protection). It cannot help
 //! under `vm.overcommit_memory=2` (strict accounting ignores `MAP_NORESERVE`)
 //! or a tight `RLIMIT_AS`. Each decode in progress reserves at most a few TiB
 //! of address space (one hostile array per nesting level), released as soon
@@ -65,7 +68,10 @@
 //! [`is_installed`] tells whether it is; the protocol layer logs a warning
 //! once when it decodes without it.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
+
+/// The allocator of every block below the huge threshold.
+static INNER: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Requests of at least this many bytes (1 GiB) are served by
@@ -73,10 +79,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 pub const DEFAULT_HUGE_THRESHOLD: usize = 1 << 30;
 
 /// The smallest threshold [`GuardedAlloc::with_threshold`] accepts (64 KiB);
-/// smaller requests always go to the system allocator.
+/// smaller requests always go to mimalloc.
 pub const MIN_HUGE_THRESHOLD: usize = 64 << 10;
 
-/// Huge blocks are page-aligned; larger alignments go to the system allocator.
+/// Huge blocks are page-aligned; larger alignments go to mimalloc.
 const MAX_HUGE_ALIGN: usize = 4096;
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
@@ -250,7 +256,7 @@ mod huge {
     pub(super) unsafe fn unmap(_ptr: *mut u8, _size: usize) {}
 }
 
-// SAFETY: small blocks are the system allocator's; huge blocks are page-aligned
+// SAFETY: small blocks are mimalloc's; huge blocks are page-aligned
 // mappings of exactly the requested size (satisfying any alignment up to one
 // page), released with that same size. `is_huge` depends on the layout only,
 // so every block is released by the path that made it.
@@ -263,7 +269,7 @@ unsafe impl GlobalAlloc for GuardedAlloc {
             unsafe { huge::map(layout.size()) }
         } else {
             // SAFETY: forwarded with the caller's guarantees.
-            unsafe { System.alloc(layout) }
+            unsafe { INNER.alloc(layout) }
         }
     }
 
@@ -275,7 +281,7 @@ unsafe impl GlobalAlloc for GuardedAlloc {
             unsafe { huge::map(layout.size()) }
         } else {
             // SAFETY: forwarded with the caller's guarantees.
-            unsafe { System.alloc_zeroed(layout) }
+            unsafe { INNER.alloc_zeroed(layout) }
         }
     }
 
@@ -285,8 +291,8 @@ unsafe impl GlobalAlloc for GuardedAlloc {
             // SAFETY: made by `huge::map`/`remap` with this size.
             unsafe { huge::unmap(ptr, layout.size()) }
         } else {
-            // SAFETY: made by the system allocator with this layout.
-            unsafe { System.dealloc(ptr, layout) }
+            // SAFETY: made by mimalloc with this layout.
+            unsafe { INNER.dealloc(ptr, layout) }
         }
     }
 
@@ -295,7 +301,7 @@ unsafe impl GlobalAlloc for GuardedAlloc {
         let new_huge = self.is_huge(new_size, layout.align());
         if !old_huge && !new_huge {
             // SAFETY: forwarded with the caller's guarantees.
-            return unsafe { System.realloc(ptr, layout, new_size) };
+            return unsafe { INNER.realloc(ptr, layout, new_size) };
         }
         #[cfg(target_os = "linux")]
         if old_huge && new_huge {

@@ -89,6 +89,13 @@ struct BrokerArgs {
     /// Partitions of auto-created topics (num.partitions).
     #[arg(long, default_value_t = 1)]
     num_partitions: i32,
+    /// In-flight (acquired, not yet acknowledged) records per share partition
+    /// (group.share.partition.max.record.locks, Kafka's default 2000, at
+    /// most 10000). Under exactly_once records stay acquired until their
+    /// transaction commits, so this caps a partition at about N records per
+    /// commit interval; raise it for high-rate exactly-once consumption.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(i32).range(100..=10000))]
+    share_max_record_locks: i32,
     /// Finalized share.version at first start (3 enables KIP-1289).
     #[arg(long, default_value_t = 3)]
     share_version: i16,
@@ -220,6 +227,10 @@ async fn run_broker(args: BrokerArgs) -> Result<(), String> {
         transaction_version: args.transaction_version,
         max_connections: args.max_connections,
         metrics_listen: args.metrics_listen,
+        share_groups: sharestream::broker::group::ShareGroupBrokerConfig {
+            partition_max_record_locks: args.share_max_record_locks,
+            ..Default::default()
+        },
         ..BrokerConfig::default()
     };
     let handle = Broker::start(config)

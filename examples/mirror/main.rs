@@ -292,9 +292,13 @@ fn fingerprint(r: &CommittedRecord) -> Fingerprint {
 
 async fn demo(mut args: Args) {
     println!("sharestream mirror demo: embedded broker, exactly-once");
-    let broker = Broker::start(BrokerConfig::in_memory())
-        .await
-        .expect("embedded broker");
+    // Exactly-once keeps records acquired until their transaction commits,
+    // so the in-flight cap per share partition bounds throughput (about N
+    // records per commit interval): use Kafka's maximum, not its default
+    // of 2000 (docs/BENCHMARKS.md, Runtime section 1).
+    let mut broker_config = BrokerConfig::in_memory();
+    broker_config.share_groups.partition_max_record_locks = 10_000;
+    let broker = Broker::start(broker_config).await.expect("embedded broker");
     let servers = broker.bootstrap_servers();
     println!("  embedded broker on {servers}");
     let topic = "orders";
