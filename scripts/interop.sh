@@ -72,14 +72,19 @@ if command -v kcat >/dev/null; then export SHARESTREAM_INTEROP_KCAT="$(command -
 export RUST_LOG="${RUST_LOG:-info}"
 
 rm -f target/interop/matrix-*.json
+# The same features as scripts/test.sh, so that CI reuses the test build
+# instead of linking a second set of binaries (time, and disk: see the
+# [profile.dev] note in Cargo.toml). The failpoints are inert unless a test
+# arms them.
+features="--features failpoints"
 status=0
 echo "==> interop: real clients against the embedded broker"
-cargo test --test interop_embedded -- --nocapture || status=1
+cargo test $features --test interop_embedded -- --nocapture || status=1
 echo "==> interop: byte equality with kafka-clients' codecs"
-cargo test --test jvm_bytes -- --nocapture || status=1
+cargo test $features --test jvm_bytes -- --nocapture || status=1
 # Our own clients' scenarios (tests/scenarios.rs; scripts/test.sh runs them
 # too): here for their matrix rows.
-cargo test --test scenarios -- --nocapture || status=1
+cargo test $features --test scenarios -- --nocapture || status=1
 
 if ((!embedded_only)); then
   echo "==> interop: the same checks against Apache Kafka ${KAFKA_VERSION}"
@@ -92,14 +97,14 @@ if ((!embedded_only)); then
     source "$kdir/env"
     SHARESTREAM_INTEROP_BOOTSTRAP="$KAFKA_BOOTSTRAP" \
       SHARESTREAM_INTEROP_BACKEND="apache-kafka-${KAFKA_VERSION}" \
-      cargo test --test interop_embedded -- --nocapture || status=1
+      cargo test $features --test interop_embedded -- --nocapture || status=1
     echo "==> interop: our clients over SASL_PLAINTEXT (PLAIN) against Apache Kafka"
     SHARESTREAM_KAFKA_SASL_BOOTSTRAP="$KAFKA_SASL_BOOTSTRAP" \
-      cargo test --test client_security real_kafka -- --nocapture || status=1
+      cargo test $features --test client_security real_kafka -- --nocapture || status=1
     echo "==> interop: sharestream's clients (tests/scenarios.rs) against Apache Kafka ${KAFKA_VERSION}"
     SHARESTREAM_SCENARIO_BOOTSTRAP="$KAFKA_BOOTSTRAP" \
       SHARESTREAM_SCENARIO_BACKEND="apache-kafka-${KAFKA_VERSION}" \
-      cargo test --test scenarios -- --nocapture || status=1
+      cargo test $features --test scenarios -- --nocapture || status=1
   else
     echo "interop.sh: Apache Kafka did not start" >&2
     status=1
