@@ -130,9 +130,12 @@ fn base_config(
         bootstrap_servers: vec![b.bootstrap_servers()],
         num_workers: workers,
         processing_guarantee: g,
+        // The runtime's defaults otherwise (max.records.per.transaction
+        // 1000, max.poll.records 500): what a user gets. Until session 4
+        // this set 2000 records per transaction, which with 4 workers on
+        // 4 partitions holds every lock Kafka's default cap allows
+        // (docs/BENCHMARKS.md, "what bounds exactly-once").
         commit_interval: Duration::from_millis(100),
-        max_records_per_transaction: 2000,
-        max_poll_records: 500,
         ..RuntimeConfig::default()
     }
 }

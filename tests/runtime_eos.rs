@@ -267,3 +267,49 @@ async fn workers_beyond_the_partitions_use_record_limit_exactly_once() {
     assert_group_drained(&b, "g7", ids[0], 1);
     b.shutdown().await;
 }
+
+/// exactly_once keeps a transaction's records locked until it commits; a
+/// process whose workers could hold more than half of the source
+/// partitions' record locks gets smaller transactions (read from the
+/// broker's group.share.partition.max.record.locks), and stays exactly
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_shrink_to_fit_the_partitions_record_locks() {
+    let _serial = SERIAL.lock().await;
+    let b = broker_with_locks(3, 100).await;
+    let ids = setup(&b, "g8", &[("in", 1), ("out", 1)]).await;
+    produce_inputs(&b, "in", 1, 300).await;
+    let mut cfg = config(&b, "app8");
+    cfg.num_workers = 2;
+    cfg.max_records_per_transaction = 1000;
+    let h = Runtime::builder(map_values_topology("g8"))
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    // 100 locks on 1 partition, half of them for 2 workers: 25 each.
+    assert_eq!(h.config().max_records_per_transaction, 25);
+    wait_committed(&h, 300).await;
+    let m = h.metrics().clone();
+    h.stop().await.unwrap();
+    let out = committed(&b, "out").await;
+    assert_exactly_once(&out, 300, |i| format!("out-v{i}"));
+    assert_group_drained(&b, "g8", ids[0], 1);
+    // 300 records in transactions of at most 25.
+    assert!(m.transactions_committed.load(Ordering::Relaxed) >= 12);
+    b.shutdown().await;
+
+    // Kafka's default cap (2000) leaves the configured size alone.
+    let b = broker().await;
+    setup(&b, "g9", &[("in", 2), ("out", 2)]).await;
+    let mut cfg = config(&b, "app9");
+    cfg.num_workers = 2;
+    let h = Runtime::builder(map_values_topology("g9"))
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(h.config().max_records_per_transaction, 100);
+    h.stop().await.unwrap();
+    b.shutdown().await;
+}

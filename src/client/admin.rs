@@ -37,6 +37,8 @@ use crate::protocol::ErrorCode;
 pub const RESOURCE_TYPE_GROUP: i8 = 32;
 /// Resource type of a topic.
 pub const RESOURCE_TYPE_TOPIC: i8 = 2;
+/// Resource type of a broker (named by its node id).
+pub const RESOURCE_TYPE_BROKER: i8 = 4;
 
 /// A topic to create.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -290,6 +292,40 @@ impl AdminClient {
             .iter()
             .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
             .collect())
+    }
+
+    /// The configs of one broker of the cluster (any): its node id and
+    /// name → value. Asked of that broker itself, as Kafka answers a
+    /// broker resource only on the broker it names.
+    pub async fn describe_broker_configs(
+        &self,
+    ) -> Result<(i32, BTreeMap<String, Option<String>>), ClientError> {
+        self.metadata.refresh(&[]).await?;
+        let broker = self.metadata.any_broker()?;
+        let id = broker.node_id();
+        let req = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(RESOURCE_TYPE_BROKER)
+                .with_resource_name(StrBytes::from_string(id.to_string()))
+                .with_configuration_keys(None),
+        ]);
+        let resp = broker.send(&req).await?;
+        let r = resp.results.first().ok_or(ClientError::Broker {
+            api: "DescribeConfigs",
+            code: ErrorCode::UNKNOWN_SERVER_ERROR,
+            message: Some("empty response".into()),
+        })?;
+        ClientError::check(
+            "DescribeConfigs",
+            r.error_code,
+            r.error_message.as_ref().map(|m| m.to_string()),
+        )?;
+        let configs = r
+            .configs
+            .iter()
+            .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+            .collect();
+        Ok((id, configs))
     }
 
     /// A group's configs (e.g. `share.auto.offset.reset`).

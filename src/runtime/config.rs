@@ -68,7 +68,12 @@ pub struct RuntimeConfig {
     /// after its first record.
     pub commit_interval: Duration,
     /// `max.records.per.transaction` (default 1000): a transaction ends
-    /// once it holds this many source records.
+    /// once it holds this many source records. Under exactly_once the
+    /// runtime lowers it at start-up when this process's workers could
+    /// otherwise hold more than half of the source partitions' record
+    /// locks (the broker's `group.share.partition.max.record.locks`, read
+    /// with DescribeConfigs; a transaction's records stay locked until it
+    /// commits), and logs it; the handle's config shows the value used.
     pub max_records_per_transaction: usize,
     /// `max.poll.records` (default 500).
     pub max_poll_records: usize,

@@ -332,6 +332,9 @@ impl RuntimeBuilder {
         };
         // The handle's config shows the mode in effect.
         config.acquire_mode = Some(acquire_mode);
+        if guarantee == ProcessingGuarantee::ExactlyOnce {
+            fit_lock_budget(&mut config, &connection, &topics).await;
+        }
         let config = Arc::new(config);
         let compiled = self.topology.compile();
         if !config.lag_interval.is_zero() {
@@ -498,6 +501,74 @@ async fn auto_acquire_mode(
     mode
 }
 
+/// exactly_once holds every record of a transaction locked (ACQUIRED)
+/// until the transaction commits, and a share partition lets at most
+/// `group.share.partition.max.record.locks` records be in flight (Kafka's
+/// default 2000). When this process's workers could together hold more
+/// than half of what the source partitions allow, they would run out of
+/// locks and wait for each other's commits (measured: 4 workers of 2000
+/// records on 4 partitions ran at 63% of at_least_once; of 1000, 119%).
+/// So the transaction size is lowered to fit half the budget, and the
+/// start-up log says so. The cap is read from a broker (DescribeConfigs);
+/// when it cannot be read (no permission, an older broker) nothing
+/// changes.
+async fn fit_lock_budget(
+    config: &mut RuntimeConfig,
+    connection: &ConnectionConfig,
+    topics: &[String],
+) {
+    let admin = AdminClient::new(config.source_servers().to_vec(), connection.clone());
+    let cap = match admin.describe_broker_configs().await {
+        Ok((_, configs)) => configs
+            .get(RECORD_LOCKS_CONFIG)
+            .and_then(|v| v.as_deref())
+            .and_then(|v| v.parse::<u64>().ok()),
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot read {RECORD_LOCKS_CONFIG}; max.records.per.transaction kept as configured");
+            None
+        }
+    };
+    let Some(cap) = cap else { return };
+    let md = Metadata::new(config.source_servers().to_vec(), connection.clone());
+    let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
+    let _ = md.refresh(&refs).await;
+    let partitions: u64 = topics
+        .iter()
+        .map(|t| md.topic(t).map_or(1, |m| m.partitions.len().max(1)) as u64)
+        .sum();
+    if let Some(fit) = lock_budget_fit(
+        config.num_workers,
+        config.max_records_per_transaction,
+        partitions,
+        cap,
+    ) {
+        tracing::info!(
+            max_records_per_transaction = fit,
+            configured = config.max_records_per_transaction,
+            workers = config.num_workers,
+            source_partitions = partitions,
+            record_locks_per_partition = cap,
+            "max.records.per.transaction lowered to fit half of the source partitions' record locks \
+             ({RECORD_LOCKS_CONFIG} on the broker); raise that broker setting or add partitions for \
+             larger transactions"
+        );
+        config.max_records_per_transaction = fit;
+    }
+}
+
+/// The broker setting that caps in-flight records per share partition.
+const RECORD_LOCKS_CONFIG: &str = "group.share.partition.max.record.locks";
+
+/// The transaction size that keeps `workers` transactions within half of
+/// `partitions` x `cap` record locks, when `max_records` does not already
+/// (`None`: keep it). Never below 1.
+fn lock_budget_fit(workers: usize, max_records: usize, partitions: u64, cap: u64) -> Option<usize> {
+    let workers = workers.max(1) as u64;
+    let half_budget = partitions.saturating_mul(cap) / 2;
+    let per_worker = (half_budget / workers).max(1);
+    (max_records as u64 > per_worker).then_some(per_worker as usize)
+}
+
 /// D2: exactly_once needs apiKey 95 on the cluster.
 async fn check_txn_share_acknowledge(
     config: &RuntimeConfig,
@@ -611,5 +682,26 @@ impl RuntimeHandle {
     /// The configuration in effect (`share.acquire.mode=auto` resolved).
     pub fn config(&self) -> &RuntimeConfig {
         &self.config
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lock_budget_fit;
+
+    #[test]
+    fn transactions_are_sized_to_half_the_record_locks() {
+        // 4 workers of 1000 on 4 partitions of 2000 locks: exactly half, kept.
+        assert_eq!(lock_budget_fit(4, 1000, 4, 2000), None);
+        // 4 workers of 2000 would hold every lock: lowered to 1000.
+        assert_eq!(lock_budget_fit(4, 2000, 4, 2000), Some(1000));
+        // 32 workers sharing one partition: 1000 locks / 32.
+        assert_eq!(lock_budget_fit(32, 1000, 1, 2000), Some(31));
+        // Already small enough, or a large cap: kept.
+        assert_eq!(lock_budget_fit(32, 20, 1, 2000), None);
+        assert_eq!(lock_budget_fit(4, 1000, 1, 10_000), None);
+        // Never below one record, whatever the numbers.
+        assert_eq!(lock_budget_fit(5000, 1000, 1, 100), Some(1));
+        assert_eq!(lock_budget_fit(0, 1000, 0, 0), Some(1));
     }
 }

@@ -18,6 +18,16 @@ use uuid::Uuid;
 /// A broker whose share groups time out members and locks in about a
 /// second, so that a dropped worker's records come back quickly.
 pub async fn broker_with(share_version: i16) -> BrokerHandle {
+    broker_with_locks(
+        share_version,
+        ShareGroupBrokerConfig::default().partition_max_record_locks,
+    )
+    .await
+}
+
+/// A broker whose share partitions hold at most `record_locks` records in
+/// flight (`group.share.partition.max.record.locks`).
+pub async fn broker_with_locks(share_version: i16, record_locks: i32) -> BrokerHandle {
     let _ = tracing_subscriber::fmt()
         .with_test_writer()
         .with_env_filter(
@@ -31,6 +41,7 @@ pub async fn broker_with(share_version: i16) -> BrokerHandle {
         min_heartbeat_interval_ms: 100,
         record_lock_duration_ms: 1_500,
         min_record_lock_duration_ms: 1_000,
+        partition_max_record_locks: record_locks,
         ..ShareGroupBrokerConfig::default()
     };
     Broker::start(BrokerConfig {
