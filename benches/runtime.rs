@@ -23,7 +23,10 @@
 //! (section 3 once per variant, `name=value` joined by `+`),
 //! `SHARESTREAM_BENCH_PROPS=name=value+...` (runtime properties for every
 //! run), `SHARESTREAM_BENCH_RECORD_LOCKS=2000` (the broker's
-//! `group.share.partition.max.record.locks`). Section 3 also prints the
+//! `group.share.partition.max.record.locks`),
+//! `SHARESTREAM_BENCH_BROKER_THREADS=2` (the broker on a tokio runtime of
+//! its own with that many threads; default 0, the bench's runtime).
+//! Section 3 also prints the
 //! input producer's send -> acknowledged latency (every 64th record).
 
 use std::sync::atomic::Ordering;
@@ -330,7 +333,30 @@ async fn main() {
     {
         broker_config.share_groups.partition_max_record_locks = n;
     }
-    let b = Broker::start(broker_config).await.unwrap();
+    // SHARESTREAM_BENCH_BROKER_THREADS=N: the broker on a tokio runtime of
+    // its own with N threads (as a separate broker process would be), not
+    // on the bench's runtime with the workers and the load (default 0: shared).
+    let broker_threads: usize = std::env::var("SHARESTREAM_BENCH_BROKER_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let b = if broker_threads == 0 {
+        Broker::start(broker_config).await.unwrap()
+    } else {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(broker_threads)
+            .thread_name("broker")
+            .enable_all()
+            .build()
+            .unwrap();
+        // Lives as long as the process (a runtime cannot be dropped inside
+        // another one's async context).
+        let rt: &'static tokio::runtime::Runtime = Box::leak(Box::new(rt));
+        rt.spawn(Broker::start(broker_config))
+            .await
+            .unwrap()
+            .unwrap()
+    };
     println!(
         "## 1. exactly_once vs at_least_once (4 partitions, 4 workers, commit.interval.ms=100)\n"
     );
