@@ -26,8 +26,9 @@
 //! `group.share.partition.max.record.locks`),
 //! `SHARESTREAM_BENCH_BROKER_THREADS=2` (the broker on a tokio runtime of
 //! its own with that many threads; default 0, the bench's runtime).
-//! Section 3 also prints the
-//! input producer's send -> acknowledged latency (every 64th record).
+//! Section 3 also prints the input producer's send -> acknowledged
+//! latency (every 64th record) and, on stderr, the broker's handling time
+//! per API.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -304,6 +305,23 @@ async fn latency(b: &BrokerHandle, tag: &str, variant: &str, rate: f64) {
     let m = h.metrics().clone();
     h.stop().await.unwrap();
     let acks = acks.lock().clone();
+    // On stderr (the table is on stdout): the broker's own handling time
+    // per API since it started (a ShareFetch's includes its long-poll wait).
+    let apis = [
+        (0i16, "Produce"),
+        (78, "ShareFetch"),
+        (1, "Fetch"),
+        (95, "TxnShareAcknowledge"),
+        (26, "EndTxn"),
+    ];
+    for (key, name) in apis {
+        if let Some(a) = b.core().metrics().api(key) {
+            eprintln!(
+                "broker {name}: {} requests, handling p50 {} us, p99 {} us, max {} us",
+                a.count, a.p50_us, a.p99_us, a.max_us
+            );
+        }
+    }
     println!(
         "| {variant} | {rate:.0} records/s | {}/{n} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} / {:.1} ms | {:.1} / {:.1} ms | {:.0} |",
         hist.len(),

@@ -98,6 +98,9 @@ pub(crate) struct Sender {
     backoff: Backoff,
 }
 
+/// Commands handled in one pass of the sender's loop at most.
+const COMMAND_BURST: usize = 256;
+
 impl Sender {
     pub(crate) fn new(
         config: ProducerConfig,
@@ -143,7 +146,24 @@ impl Sender {
             let deadline = self.acc.next_deadline();
             tokio::select! {
                 cmd = commands.recv(), if open => match cmd {
-                    Some(c) => self.handle_command(c).await,
+                    Some(c) => {
+                        self.handle_command(c).await;
+                        // Take what else is queued before looking for ready
+                        // batches: one pass of the loop per burst, not per
+                        // record (bounded, so completions and deadlines
+                        // are still served between bursts).
+                        for _ in 0..COMMAND_BURST {
+                            match commands.try_recv() {
+                                Ok(c) => self.handle_command(c).await,
+                                Err(mpsc::error::TryRecvError::Empty) => break,
+                                Err(mpsc::error::TryRecvError::Disconnected) => {
+                                    open = false;
+                                    self.acc.drain_all(true);
+                                    break;
+                                }
+                            }
+                        }
+                    }
                     None => { open = false; self.acc.drain_all(true); }
                 },
                 Some(done) = self.done_rx.recv() => self.handle_completion(done),
