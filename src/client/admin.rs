@@ -40,6 +40,27 @@ pub const RESOURCE_TYPE_TOPIC: i8 = 2;
 /// Resource type of a broker (named by its node id).
 pub const RESOURCE_TYPE_BROKER: i8 = 4;
 
+/// The first resource's configs of a DescribeConfigs response, or its
+/// error.
+fn configs_of(
+    resp: &kafka_protocol::messages::DescribeConfigsResponse,
+) -> Result<BTreeMap<String, Option<String>>, ClientError> {
+    let r = resp.results.first().ok_or(ClientError::Broker {
+        api: "DescribeConfigs",
+        code: ErrorCode::UNKNOWN_SERVER_ERROR,
+        message: Some("empty response".into()),
+    })?;
+    ClientError::check(
+        "DescribeConfigs",
+        r.error_code,
+        r.error_message.as_ref().map(|m| m.to_string()),
+    )?;
+    Ok(r.configs
+        .iter()
+        .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+        .collect())
+}
+
 /// A topic to create.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewTopic {
@@ -278,20 +299,7 @@ impl AdminClient {
                 .with_configuration_keys(None),
         ]);
         let resp = self.metadata.controller().await?.send(&req).await?;
-        let r = resp.results.first().ok_or(ClientError::Broker {
-            api: "DescribeConfigs",
-            code: ErrorCode::UNKNOWN_SERVER_ERROR,
-            message: Some("empty response".into()),
-        })?;
-        ClientError::check(
-            "DescribeConfigs",
-            r.error_code,
-            r.error_message.as_ref().map(|m| m.to_string()),
-        )?;
-        Ok(r.configs
-            .iter()
-            .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
-            .collect())
+        configs_of(&resp)
     }
 
     /// The configs of one broker of the cluster (any): its node id and
@@ -310,22 +318,7 @@ impl AdminClient {
                 .with_configuration_keys(None),
         ]);
         let resp = broker.send(&req).await?;
-        let r = resp.results.first().ok_or(ClientError::Broker {
-            api: "DescribeConfigs",
-            code: ErrorCode::UNKNOWN_SERVER_ERROR,
-            message: Some("empty response".into()),
-        })?;
-        ClientError::check(
-            "DescribeConfigs",
-            r.error_code,
-            r.error_message.as_ref().map(|m| m.to_string()),
-        )?;
-        let configs = r
-            .configs
-            .iter()
-            .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
-            .collect();
-        Ok((id, configs))
+        Ok((id, configs_of(&resp)?))
     }
 
     /// A group's configs (e.g. `share.auto.offset.reset`).
