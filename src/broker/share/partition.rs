@@ -382,7 +382,12 @@ impl SharePartition {
     }
 
     /// Moves the start offset over terminal records and forgets them.
-    fn advance_start(&mut self) {
+    /// Moves the start offset past the terminal records at the front of
+    /// the window. Returns whether that made room under the in-flight cap
+    /// (the window was full and is no longer): a fetch waiting for room
+    /// must then be woken, as when records become AVAILABLE.
+    fn advance_start(&mut self) -> bool {
+        let was_full = self.window_full();
         while let Some((f, l, s)) = self.runs.first_run() {
             debug_assert_eq!(f, self.start_offset);
             if !s.state.record_state().is_terminal() {
@@ -399,6 +404,13 @@ impl SharePartition {
             self.start_offset = self.end_offset;
             self.dirty = true;
         }
+        was_full && !self.window_full()
+    }
+
+    /// Whether the window holds as many records as the in-flight cap
+    /// allows (no new record can be acquired until the start moves).
+    fn window_full(&self) -> bool {
+        (self.end_offset - self.start_offset) as u64 >= u64::from(self.config.max_in_flight_records)
     }
 
     /// Checks that every offset of `first..=last` is ACQUIRED by `member`.
@@ -482,7 +494,7 @@ impl SharePartition {
         }
         self.lock_expired_total += out.expired_records;
         self.txn_pending_lock_expired_total += out.txn_pending_lock_expired;
-        self.advance_start();
+        out.records_available |= self.advance_start();
         self.deadline_floor = self.next_deadline().unwrap_or(i64::MAX);
         out
     }
@@ -643,7 +655,9 @@ impl SharePartition {
         if !got.is_empty() {
             self.dirty = true;
         }
-        self.advance_start();
+        // The acquiring fetch itself is being served; room it makes is
+        // taken by it or seen by the next fetch.
+        let _ = self.advance_start();
 
         // Merge adjacent ranges of equal delivery count.
         let mut acquired: Vec<AcquiredRange> = Vec::with_capacity(got.len());
@@ -740,7 +754,7 @@ impl SharePartition {
             effects.records_available |= available;
         }
         self.dirty = true;
-        self.advance_start();
+        effects.records_available |= self.advance_start();
         Ok(effects)
     }
 
@@ -771,7 +785,7 @@ impl SharePartition {
             effects.records_available |= available;
             self.dirty = true;
         }
-        self.advance_start();
+        effects.records_available |= self.advance_start();
         effects
     }
 
@@ -884,7 +898,7 @@ impl SharePartition {
         }
         // An abort must not make records deliverable that the log lost.
         self.archive_below_log_start();
-        self.advance_start();
+        out.records_available |= self.advance_start();
         out
     }
 
@@ -920,7 +934,7 @@ impl SharePartition {
     /// offset. The log start offset is not persisted: the broker calls this
     /// again after a restore.
     pub fn advance_log_start(&mut self, log_start_offset: i64, now_ms: i64) -> Effects {
-        let effects = Effects {
+        let mut effects = Effects {
             records_available: self.expire(now_ms).records_available,
         };
         if log_start_offset <= self.log_start_offset {
@@ -940,7 +954,7 @@ impl SharePartition {
             self.end_offset = log_start_offset;
             self.dirty = true;
         }
-        self.advance_start();
+        effects.records_available |= self.advance_start();
         effects
     }
 
@@ -1115,7 +1129,7 @@ impl SharePartition {
                 },
             );
         }
-        sp.advance_start();
+        let _ = sp.advance_start();
         sp.dirty = true;
         Ok(sp)
     }

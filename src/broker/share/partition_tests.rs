@@ -1849,3 +1849,49 @@ mod random_ops {
         }
     }
 }
+
+/// A fetch that found the in-flight window full waits for room: a commit
+/// marker or an acknowledgement that moves the start of a full window
+/// must wake it, even though no record became AVAILABLE.
+#[test]
+fn room_made_under_the_in_flight_cap_wakes_fetches() {
+    let capped = || {
+        SharePartition::new(
+            SharePartitionConfig {
+                max_in_flight_records: 5,
+                ..cfg()
+            },
+            0,
+        )
+    };
+    // Full window, the first two records committed in a transaction.
+    let mut sp = capped();
+    acq(&mut sp, "m1", 100, 0, &data(&[(0, 9)]));
+    assert_eq!(sp.next_fetch_offset(), None);
+    staged(&mut sp, "m1", 0, 1, AcknowledgeType::Accept, 1);
+    let out = sp.apply_marker(PID, EPOCH, true, 2, alive);
+    assert!(out.records_available);
+    assert_eq!(sp.next_fetch_offset(), Some(5));
+    // The same with a plain acknowledgement.
+    let mut sp = capped();
+    acq(&mut sp, "m1", 100, 0, &data(&[(0, 9)]));
+    let e = sp
+        .acknowledge("m1", &[ack(0, 0, AcknowledgeType::Accept)], 1)
+        .unwrap();
+    assert!(e.records_available);
+    // Acknowledging from the middle does not move the start: no room, no wake.
+    let mut sp = capped();
+    acq(&mut sp, "m1", 100, 0, &data(&[(0, 9)]));
+    let e = sp
+        .acknowledge("m1", &[ack(3, 3, AcknowledgeType::Accept)], 1)
+        .unwrap();
+    assert!(!e.records_available);
+    // A window below the cap wakes nobody when its start moves.
+    let mut sp = SharePartition::new(cfg(), 0);
+    acq(&mut sp, "m1", 100, 0, &data(&[(0, 9)]));
+    let e = sp
+        .acknowledge("m1", &[ack(0, 0, AcknowledgeType::Accept)], 1)
+        .unwrap();
+    assert!(!e.records_available);
+    check(&sp);
+}

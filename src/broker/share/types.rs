@@ -273,14 +273,16 @@ impl Acquisition {
 /// What a state change means for the rest of the broker.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Effects {
-    /// Records became AVAILABLE: long-polling fetches should be woken.
+    /// Records became AVAILABLE, or the in-flight window made room under
+    /// its cap: long-polling fetches should be woken.
     pub records_available: bool,
 }
 
 /// The result of [`tick`](super::SharePartition::tick).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TickOutcome {
-    /// Records became AVAILABLE: wake long-polling fetches.
+    /// Records became AVAILABLE, or the in-flight window made room under
+    /// its cap: wake long-polling fetches.
     pub records_available: bool,
     /// Records whose acquisition lock expired in this tick.
     pub expired_records: u64,
@@ -294,7 +296,8 @@ pub struct TickOutcome {
 /// The result of a transaction marker.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MarkerOutcome {
-    /// Records became AVAILABLE: wake long-polling fetches.
+    /// Records became AVAILABLE, or the in-flight window made room under
+    /// its cap: wake long-polling fetches.
     pub records_available: bool,
     /// TX_PENDING records the marker resolved (0 for a duplicate marker or a
     /// producer with nothing staged).
