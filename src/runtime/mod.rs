@@ -326,14 +326,23 @@ impl RuntimeBuilder {
             .into_iter()
             .map(String::from)
             .collect();
+        // The source topics' partition counts, read once for the two
+        // start-up decisions that need them.
+        let source_md = Metadata::new(config.source_servers().to_vec(), connection.clone());
+        let partition_counts =
+            if config.acquire_mode.is_none() || guarantee == ProcessingGuarantee::ExactlyOnce {
+                source_partition_counts(&source_md, &topics).await
+            } else {
+                Vec::new()
+            };
         let acquire_mode = match config.acquire_mode {
             Some(m) => m,
-            None => auto_acquire_mode(&config, &connection, &topics).await,
+            None => auto_acquire_mode(&config, &source_md, &partition_counts).await,
         };
         // The handle's config shows the mode in effect.
         config.acquire_mode = Some(acquire_mode);
         if guarantee == ProcessingGuarantee::ExactlyOnce {
-            fit_lock_budget(&mut config, &connection, &topics).await;
+            fit_lock_budget(&mut config, &connection, &partition_counts).await;
         }
         let config = Arc::new(config);
         let compiled = self.topology.compile();
@@ -468,10 +477,9 @@ async fn wait_for_signal() {
 /// then report the connection error themselves).
 async fn auto_acquire_mode(
     config: &RuntimeConfig,
-    connection: &ConnectionConfig,
-    topics: &[String],
+    md: &Metadata,
+    partition_counts: &[usize],
 ) -> ShareAcquireMode {
-    let md = Metadata::new(config.source_servers().to_vec(), connection.clone());
     let v2 = match async { md.any_broker()?.connection().await }.await {
         Ok(conn) => conn
             .versions()
@@ -479,13 +487,7 @@ async fn auto_acquire_mode(
             .is_some_and(|v| v.max >= 2),
         Err(_) => false,
     };
-    let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
-    let _ = md.refresh(&refs).await;
-    let fewest = topics
-        .iter()
-        .map(|t| md.topic(t).map_or(1, |m| m.partitions.len().max(1)))
-        .min()
-        .unwrap_or(1);
+    let fewest = partition_counts.iter().copied().min().unwrap_or(1);
     let mode = if v2 && config.num_workers > fewest {
         ShareAcquireMode::RecordLimit
     } else {
@@ -515,7 +517,7 @@ async fn auto_acquire_mode(
 async fn fit_lock_budget(
     config: &mut RuntimeConfig,
     connection: &ConnectionConfig,
-    topics: &[String],
+    partition_counts: &[usize],
 ) {
     let admin = AdminClient::new(config.source_servers().to_vec(), connection.clone());
     let cap = match admin.describe_broker_configs().await {
@@ -529,13 +531,7 @@ async fn fit_lock_budget(
         }
     };
     let Some(cap) = cap else { return };
-    let md = Metadata::new(config.source_servers().to_vec(), connection.clone());
-    let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
-    let _ = md.refresh(&refs).await;
-    let partitions: u64 = topics
-        .iter()
-        .map(|t| md.topic(t).map_or(1, |m| m.partitions.len().max(1)) as u64)
-        .sum();
+    let partitions: u64 = partition_counts.iter().map(|&n| n as u64).sum();
     if let Some(fit) = lock_budget_fit(
         config.num_workers,
         config.max_records_per_transaction,
@@ -554,6 +550,17 @@ async fn fit_lock_budget(
         );
         config.max_records_per_transaction = fit;
     }
+}
+
+/// Each source topic's partition count; a topic not created yet (or a
+/// cluster that cannot be asked) counts as one partition.
+async fn source_partition_counts(md: &Metadata, topics: &[String]) -> Vec<usize> {
+    let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
+    let _ = md.refresh(&refs).await;
+    topics
+        .iter()
+        .map(|t| md.topic(t).map_or(1, |m| m.partitions.len().max(1)))
+        .collect()
 }
 
 /// The broker setting that caps in-flight records per share partition.
