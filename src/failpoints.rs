@@ -24,6 +24,10 @@
 //!   source records not yet acknowledged.
 //! - `runtime.window_staged`: exactly_once, acknowledgements staged
 //!   (TxnShareAcknowledge answered), EndTxn not sent.
+//! - `broker.txn_share_ack.before_stage` ([`pause_blocking`]): the broker's
+//!   TxnShareAcknowledge handler has checked the producer and registered
+//!   the share participants, and has not staged yet (the window in which a
+//!   fence can land, docs/DESIGN.md D16).
 
 #[cfg(feature = "failpoints")]
 mod imp {
@@ -141,6 +145,24 @@ pub async fn pause(name: &str) {
                 hook(name);
             }
             tokio::time::sleep(pause).await;
+        }
+    }
+    #[cfg(not(feature = "failpoints"))]
+    {
+        let _ = name;
+    }
+}
+
+/// [`pause`] for code that runs on a blocking thread (no runtime): calls
+/// the hook, which may itself block until a test lets it go, then sleeps.
+pub fn pause_blocking(name: &str) {
+    #[cfg(feature = "failpoints")]
+    {
+        if let Some((pause, hook)) = imp::pause_of(name) {
+            if let Some(hook) = hook {
+                hook(name);
+            }
+            std::thread::sleep(pause);
         }
     }
     #[cfg(not(feature = "failpoints"))]

@@ -224,6 +224,24 @@ async fn corner_case_03_producer_fenced_mid_stage_stages_nothing() {
     assert_eq!(all(&e.b, e.input, 0), uniform(ACQUIRED));
 }
 
+fn marker(
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    imposed: bool,
+) -> sharestream::broker::txn::MarkerRequest {
+    sharestream::broker::txn::MarkerRequest {
+        transactional_id: "t".into(),
+        producer_id,
+        producer_epoch,
+        coordinator_epoch: 0,
+        commit,
+        participants: Vec::new(),
+        transaction_version: sharestream::broker::txn::TransactionVersion::V2,
+        imposed,
+    }
+}
+
 #[tokio::test]
 async fn corner_case_05_duplicate_marker_delivery_is_a_no_op() {
     let mut e = env(BrokerConfig::in_memory(), 1).await;
@@ -237,12 +255,17 @@ async fn corner_case_05_duplicate_marker_delivery_is_a_no_op() {
     assert_eq!(all(&e.b, e.input, 0), uniform(TERMINAL));
     // The same marker again, and a contradicting one, change nothing (D10).
     let core = e.b.core();
-    for commit in [true, false] {
-        let ack = core.write_share_marker(GROUP, e.input, 0, pid, r.producer_epoch, commit);
+    for (commit, imposed) in [(true, false), (false, false), (false, true)] {
+        let ack = core.write_share_marker(
+            GROUP,
+            e.input,
+            0,
+            &marker(pid, r.producer_epoch, commit, imposed),
+        );
         assert_eq!(ack, sharestream::broker::txn::MarkerAck::Written);
     }
     // A marker for a producer that staged nothing is a no-op too.
-    core.write_share_marker(GROUP, e.input, 0, 9999, 0, false);
+    core.write_share_marker(GROUP, e.input, 0, &marker(9999, 0, false, false));
     assert_eq!(all(&e.b, e.input, 0), uniform(TERMINAL));
 }
 
@@ -287,16 +310,19 @@ async fn corner_case_07_transaction_timeout_while_tx_pending_reverts() {
         vec![(0, 0)]
     );
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while all(&e.b, e.input, 0) != uniform(ACQUIRED) {
+    while all(&e.b, e.input, 0) != uniform(AVAILABLE) {
         assert!(
             tokio::time::Instant::now() < deadline,
             "timeout never aborted"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // Back to the member that staged them (alive), with a fresh lock.
+    // The coordinator imposed this abort: the staging member's producer
+    // expired, so the records are released at once (D6), with their
+    // delivery count unchanged.
     let i = info(&e.b, e.input, 0, 0);
-    assert_eq!(i.member_id.as_deref(), Some("m1"));
+    assert_eq!(i.member_id, None);
+    assert_eq!(i.delivery_count, 1);
     // The timed-out producer is fenced.
     let r = end_txn(&mut e.c, "t", pid, epoch, true).await;
     assert_ne!(r.error_code, 0);
@@ -519,10 +545,11 @@ async fn corner_case_14_concurrent_transactions_from_one_transactional_id() {
         partition_errors(&stage_all(&mut e, "t", pid, older, ACCEPT).await),
         vec![(0, 0)]
     );
-    // A second instance: fences the first, whose staged records revert.
+    // A second instance: fences the first, whose staged records are
+    // released (an imposed abort, D6).
     let (_, newer) = init_pid(&mut e.c, "t", 60_000).await;
     assert!(newer > older);
-    assert_eq!(all(&e.b, e.input, 0), uniform(ACQUIRED));
+    assert_eq!(all(&e.b, e.input, 0), uniform(AVAILABLE));
     // The older epoch can neither stage nor commit.
     assert_eq!(
         stage_all(&mut e, "t", pid, older, ACCEPT).await.error_code,
@@ -533,6 +560,11 @@ async fn corner_case_14_concurrent_transactions_from_one_transactional_id() {
         ErrorCode::PRODUCER_FENCED.0
     );
     // The newer one takes them over and commits.
+    let mut c2 = RawClient::connect(e.b.local_addr()).await;
+    assert_eq!(
+        acquire(&mut c2, "m1", e.input, &[0], 0).await,
+        vec![(0, 0, N - 1)]
+    );
     assert_eq!(
         partition_errors(&stage_all(&mut e, "t", pid, newer, ACCEPT).await),
         vec![(0, 0)]

@@ -191,3 +191,79 @@ async fn corner_case_14_the_newer_epoch_cannot_stage_records_still_pending_for_t
     assert_eq!(all(&b, input), uniform(Seen::Terminal));
     b.shutdown().await;
 }
+
+/// docs/DESIGN.md D16, found in issue #15: a fence (InitProducerId of a
+/// restarted instance with the same transactional id) lands between the
+/// TxnShareAcknowledge handler's producer check and its staging. Before the
+/// fix the records were staged at the fenced epoch after the fence's abort
+/// marker had gone out: they stayed TX_PENDING with no transaction left to
+/// resolve them, and the new holder could never stage them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_between_the_producer_check_and_the_stage_stages_nothing() {
+    use std::sync::{Arc, Mutex, mpsc};
+    const POINT: &str = "broker.txn_share_ack.before_stage";
+    let _serial = SERIAL.lock().await;
+    let _disarm = Disarm;
+    let (b, mut c, input, epoch) = env(BrokerConfig::in_memory()).await;
+    let (pid, older) = init_pid(&mut c, "t", 60_000).await;
+
+    // The handler stops at the point and waits for the test.
+    let (reached_tx, reached_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let reached_tx = Mutex::new(reached_tx);
+    let go_rx = Mutex::new(go_rx);
+    failpoints::arm_pause(
+        POINT,
+        Duration::ZERO,
+        Some(Arc::new(move |_: &str| {
+            let _ = reached_tx.lock().unwrap().send(());
+            let _ = go_rx.lock().unwrap().recv_timeout(Duration::from_secs(30));
+        })),
+    );
+    let mut zombie = RawClient::connect(b.local_addr()).await;
+    let req = stage_req(
+        "t",
+        pid,
+        older,
+        "m1",
+        epoch,
+        input,
+        &[(0, 0, N - 1, ACCEPT)],
+    );
+    let staging = tokio::spawn(async move { stage(&mut zombie, &req).await });
+    tokio::task::spawn_blocking(move || reached_rx.recv_timeout(Duration::from_secs(20)))
+        .await
+        .unwrap()
+        .expect("the handler reached the pause point");
+    failpoints::disarm(POINT);
+
+    // The new holder fences the zombie: its transaction (Ongoing, the share
+    // participant registered) is aborted and the abort marker applied while
+    // nothing is staged yet.
+    let (_, newer) = init_pid(&mut c, "t", 60_000).await;
+    assert!(newer > older);
+    go_tx.send(()).unwrap();
+    let r = staging.await.unwrap();
+    assert_eq!(
+        partition_errors(&r),
+        vec![(0, ErrorCode::PRODUCER_FENCED.0)],
+        "a staging below the fence's marker must be refused"
+    );
+    assert_eq!(b.core().txn_pending_records(), 0);
+    assert_eq!(all(&b, input), uniform(Seen::State(RecordState::Acquired)));
+
+    // The new holder stages and commits the same records.
+    let req = stage_req(
+        "t",
+        pid,
+        newer,
+        "m1",
+        epoch,
+        input,
+        &[(0, 0, N - 1, ACCEPT)],
+    );
+    assert_eq!(partition_errors(&stage(&mut c, &req).await), vec![(0, 0)]);
+    assert_eq!(end_txn(&mut c, "t", pid, newer, true).await.error_code, 0);
+    wait_for(&b, input, Seen::Terminal).await;
+    b.shutdown().await;
+}

@@ -521,15 +521,15 @@ pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()>
     Ok(())
 }
 
+use super::shares::MarkerKind;
+
 impl MarkerSink for BrokerCore {
     fn write_share_marker(
         &self,
         group_id: &str,
         topic_id: uuid::Uuid,
         partition: i32,
-        producer_id: i64,
-        producer_epoch: i16,
-        commit: bool,
+        m: &MarkerRequest,
     ) -> MarkerAck {
         if crate::failpoints::hit("txn.share_marker") {
             return MarkerAck::Retry;
@@ -538,9 +538,15 @@ impl MarkerSink for BrokerCore {
             group_id,
             topic_id,
             partition,
-            producer_id,
-            producer_epoch,
-            commit,
+            m.producer_id,
+            m.producer_epoch,
+            if m.commit {
+                MarkerKind::Commit
+            } else if m.imposed {
+                MarkerKind::ImposedAbort
+            } else {
+                MarkerKind::Abort
+            },
             super::now_ms(),
         ) {
             Ok(_) => MarkerAck::Written,

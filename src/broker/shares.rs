@@ -69,6 +69,21 @@ pub const FINAL_SHARE_SESSION_EPOCH: i32 = -1;
 /// A topic-partition by id.
 pub type TopicIdPartition = (Uuid, i32);
 
+/// What a transaction marker does to the records staged on a share
+/// partition (docs/DESIGN.md D6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkerKind {
+    /// Commit: ACCEPT becomes ACKNOWLEDGED, REJECT ARCHIVED.
+    Commit,
+    /// An abort the producer asked for (EndTxn): back to ACQUIRED for the
+    /// staging member if it is still in the group, else AVAILABLE.
+    Abort,
+    /// An abort the coordinator imposed (fence, transaction timeout): the
+    /// staging member's producer is a zombie, so the records become
+    /// AVAILABLE (ARCHIVED at the delivery count limit) at once.
+    ImposedAbort,
+}
+
 /// What one acquisition hands to a ShareFetch response.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ShareFetchData {
@@ -575,9 +590,11 @@ impl SharePartitionManager {
         partition: i32,
         producer_id: i64,
         producer_epoch: i16,
-        commit: bool,
+        kind: MarkerKind,
         now_ms: i64,
     ) -> std::io::Result<u64> {
+        let commit = kind == MarkerKind::Commit;
+        let imposed = kind == MarkerKind::ImposedAbort;
         let mut inner = self.inner.lock();
         let k = key(group_id, topic_id, partition);
         let Inner {
@@ -591,9 +608,11 @@ impl SharePartitionManager {
         let out = entry
             .sp
             .apply_marker(producer_id, producer_epoch, commit, now_ms, |m| {
-                coordinator.is_member_alive(group_id, m)
+                // An imposed abort (fence, timeout): the staging member's
+                // producer is a zombie, so its records are released.
+                !imposed && coordinator.is_member_alive(group_id, m)
             });
-        if !commit {
+        if kind == MarkerKind::Abort {
             // Aborted staging comes back ACQUIRED with a fresh lock.
             let deadline = now_ms + entry.sp.config().record_lock_duration_ms;
             entry.next_deadline_ms =

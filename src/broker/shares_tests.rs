@@ -419,8 +419,16 @@ fn staged_acknowledgements_resolve_by_marker() {
     m.stage("g", "a", epoch, tid(), 0, 10, 0, &later, T0)
         .unwrap();
     assert_eq!(m.txn_pending_records(), 4);
-    assert_eq!(m.apply_marker("g", tid(), 0, 9, 1, true, T0).unwrap(), 2);
-    assert_eq!(m.apply_marker("g", tid(), 0, 10, 1, false, T0).unwrap(), 2);
+    assert_eq!(
+        m.apply_marker("g", tid(), 0, 9, 1, MarkerKind::Commit, T0)
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        m.apply_marker("g", tid(), 0, 10, 1, MarkerKind::Abort, T0)
+            .unwrap(),
+        2
+    );
     assert_eq!(m.txn_pending_records(), 0);
     // The aborted ones are ACQUIRED by "a" again and can be acknowledged.
     ack(&m, "a", 2, 3, AcknowledgeType::Accept, T0).unwrap();

@@ -35,16 +35,15 @@ use crate::protocol::ErrorCode;
 pub trait MarkerSink: Send + Sync {
     /// Appends a COMMIT or ABORT control batch to `topic`-`partition`.
     fn write_log_marker(&self, topic: &str, partition: i32, marker: &MarkerRequest) -> MarkerAck;
-    /// Resolves what `producer_id` staged in the share partition at
-    /// `producer_epoch` (or the epoch before, D4). Duplicates are no-ops (D10).
+    /// Resolves what `marker.producer_id` staged in the share partition at
+    /// `marker.producer_epoch` (or the epoch before, D4). Duplicates are
+    /// no-ops (D10).
     fn write_share_marker(
         &self,
         group_id: &str,
         topic_id: uuid::Uuid,
         partition: i32,
-        producer_id: i64,
-        producer_epoch: i16,
-        commit: bool,
+        marker: &MarkerRequest,
     ) -> MarkerAck;
 }
 
@@ -163,14 +162,7 @@ impl TxnService {
                         topic_id,
                         partition,
                         ..
-                    } => sink.write_share_marker(
-                        group_id,
-                        *topic_id,
-                        *partition,
-                        m.producer_id,
-                        m.producer_epoch,
-                        m.commit,
-                    ),
+                    } => sink.write_share_marker(group_id, *topic_id, *partition, &m),
                 };
                 let mut inner = self.inner.lock();
                 let effects = inner.coordinator.marker_written(

@@ -186,6 +186,11 @@ fn stage(
         return top_level(code);
     }
 
+    // A fence or a transaction timeout may land here: the share partition
+    // refuses a staging below the epoch of a marker it already applied
+    // (D16), so this request then stages nothing.
+    crate::failpoints::pause_blocking("broker.txn_share_ack.before_stage");
+
     // Stage, partition by partition.
     let now = crate::broker::now_ms();
     let mut responses: Vec<TxnShareAcknowledgeTopicResponse> = req
@@ -236,6 +241,7 @@ fn stage(
 fn staging_message(code: ErrorCode) -> String {
     match code {
         ErrorCode::INVALID_RECORD_STATE => "Only ACCEPT and REJECT of records this member holds ACQUIRED can be staged in a transaction".to_string(),
+        ErrorCode::PRODUCER_FENCED => "The transaction of this producer epoch already ended (fenced or timed out) before its acknowledgements could be staged".to_string(),
         ErrorCode::INVALID_REQUEST => "Malformed acknowledgement batches (first <= last, sorted, non-overlapping, one type or one per offset)".to_string(),
         other => other.to_string(),
     }

@@ -3,7 +3,7 @@
 //! See the [module docs](super) for the design; this file holds the state
 //! machine itself.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::runs::RunMap;
@@ -166,7 +166,19 @@ pub struct SharePartition {
     deadline_floor: i64,
     /// Offsets below are gone from the log (retention).
     log_start_offset: i64,
+    /// Per producer id, the highest epoch of a transaction marker applied
+    /// here, and when (docs/DESIGN.md D16). A staging below it belongs to a
+    /// transaction that has already ended (fenced, timed out, or completed)
+    /// and is refused, so that no later marker resolves it and it is never
+    /// left TX_PENDING with no transaction to resolve it.
+    marker_floor: BTreeMap<i64, (i16, i64)>,
 }
+
+/// Marker floors older than this are forgotten once there are more than
+/// [`MARKER_FLOOR_KEEP`]: a staging request is answered within the request
+/// timeout, far sooner.
+const MARKER_FLOOR_TTL_MS: i64 = 15 * 60 * 1000;
+const MARKER_FLOOR_KEEP: usize = 1024;
 
 /// A validated acknowledgement segment: one type over `first..=last`.
 type Segment = (i64, i64, AcknowledgeType);
@@ -246,6 +258,7 @@ impl SharePartition {
             dirty: false,
             deadline_floor: i64::MAX,
             log_start_offset: 0,
+            marker_floor: BTreeMap::new(),
         }
     }
 
@@ -810,6 +823,17 @@ impl SharePartition {
             records_available: self.expire(now_ms).records_available,
         };
         let segments = validate_batches(batches)?;
+        if let Some(&(floor, _)) = self.marker_floor.get(&producer_id)
+            && producer_epoch < floor
+        {
+            // D16: a marker at `floor` already ended this producer's
+            // transaction at `producer_epoch` (a fence or a timeout that
+            // landed between the handler's producer check and this stage).
+            return Err(ShareError::ProducerFenced(format!(
+                "producer {producer_id} epoch {producer_epoch} is older than the epoch {floor} \
+                 of a transaction marker this share partition already applied"
+            )));
+        }
         let mut staged = Vec::with_capacity(segments.len());
         for &(f, l, ty) in &segments {
             let ack = match ty {
@@ -976,6 +1000,19 @@ impl SharePartition {
         member_alive: impl Fn(&str) -> bool,
     ) -> MarkerOutcome {
         let expired = self.expire(now_ms);
+        if self.is_stale_marker(producer_id, producer_epoch) {
+            // D10/D16: a late copy of a marker this partition already
+            // applied (a re-send that crossed the first delivery). Under TV2
+            // every transaction of a producer ends with a marker of its own,
+            // higher epoch, so a marker at or below the floor resolves
+            // nothing: applied, it could end the producer's *next*
+            // transaction, staged at exactly that epoch.
+            return MarkerOutcome {
+                records_available: expired.records_available,
+                ..MarkerOutcome::default()
+            };
+        }
+        self.raise_marker_floor(producer_id, producer_epoch, now_ms);
         let epoch = i32::from(producer_epoch);
         let mut out = self.resolve(
             |p| {
@@ -989,6 +1026,33 @@ impl SharePartition {
         );
         out.records_available |= expired.records_available;
         out
+    }
+
+    /// Whether a marker at `producer_epoch` is at or below the highest
+    /// marker epoch already applied for `producer_id` (TV2: a duplicate).
+    fn is_stale_marker(&self, producer_id: i64, producer_epoch: i16) -> bool {
+        self.marker_floor
+            .get(&producer_id)
+            .is_some_and(|&(floor, _)| producer_epoch <= floor)
+    }
+
+    /// Remembers that a marker of `producer_id` at `producer_epoch` was
+    /// applied (D16).
+    fn raise_marker_floor(&mut self, producer_id: i64, producer_epoch: i16, now_ms: i64) {
+        let e = self
+            .marker_floor
+            .entry(producer_id)
+            .or_insert((producer_epoch, now_ms));
+        *e = (e.0.max(producer_epoch), now_ms);
+        if self.marker_floor.len() > MARKER_FLOOR_KEEP {
+            self.marker_floor
+                .retain(|_, (_, at)| now_ms.saturating_sub(*at) < MARKER_FLOOR_TTL_MS);
+        }
+    }
+
+    /// The highest marker epoch applied for `producer_id`, if remembered.
+    pub fn marker_floor(&self, producer_id: i64) -> Option<i16> {
+        self.marker_floor.get(&producer_id).map(|&(e, _)| e)
     }
 
     /// The distinct (producer id, producer epoch) pairs with records staged.

@@ -1105,8 +1105,98 @@ fn corner_case_14_older_epoch_reverts_and_newer_cannot_stage_its_records() {
     // epoch.
     let out = sp.apply_marker(PID, EPOCH + 1, false, 3, alive);
     assert_eq!(out.resolved_records, 3);
-    staged(&mut sp, "m1", 0, 4, AcknowledgeType::Accept, 4);
+    assert_eq!(sp.marker_floor(PID), Some(EPOCH + 1));
+    // The fenced epoch can no longer stage (D16), the newer one can.
+    let err = sp
+        .stage("m1", PID, EPOCH, &[ack(0, 4, AcknowledgeType::Accept)], 4)
+        .unwrap_err();
+    assert_eq!(err.error_code(), ErrorCode::PRODUCER_FENCED);
+    assert_eq!(sp.txn_pending_records(), 0);
+    sp.stage(
+        "m1",
+        PID,
+        EPOCH + 2,
+        &[ack(0, 4, AcknowledgeType::Accept)],
+        4,
+    )
+    .unwrap();
     assert_eq!(sp.txn_pending_records(), 5);
+}
+
+#[test]
+fn a_late_copy_of_an_applied_marker_does_not_resolve_the_next_transaction() {
+    // Found by tests/model_kip1289.rs: the coordinator re-sends a marker
+    // whose first delivery was slow; the copy lands after the producer's
+    // next transaction staged at exactly the marker's epoch (TV2).
+    let mut sp = SharePartition::new(cfg(), 0);
+    acq(&mut sp, "m1", 10, 0, &data(&[(0, 9)]));
+    staged(&mut sp, "m1", 0, 4, AcknowledgeType::Accept, 1);
+    assert_eq!(
+        sp.apply_marker(PID, EPOCH + 1, true, 2, alive)
+            .resolved_records,
+        5
+    );
+    sp.stage(
+        "m1",
+        PID,
+        EPOCH + 1,
+        &[ack(5, 9, AcknowledgeType::Accept)],
+        3,
+    )
+    .unwrap();
+    for commit in [true, false] {
+        let out = sp.apply_marker(PID, EPOCH + 1, commit, 4, alive);
+        assert_eq!(out.resolved_records, 0, "late copy, commit={commit}");
+    }
+    assert_eq!(sp.txn_pending_records(), 5);
+    // The transaction's own marker resolves it.
+    assert_eq!(
+        sp.apply_marker(PID, EPOCH + 2, true, 5, alive)
+            .resolved_records,
+        5
+    );
+    check(&sp);
+}
+
+#[test]
+fn a_staging_below_an_applied_marker_is_refused_and_the_next_epoch_stages() {
+    let mut sp = SharePartition::new(cfg(), 0);
+    acq(&mut sp, "m1", 10, 0, &data(&[(0, 9)]));
+    // A fence's abort marker reaches the partition before the fenced
+    // epoch's staging (the race of D16): nothing is staged, nothing stuck.
+    sp.apply_marker(PID, EPOCH + 1, false, 1, alive);
+    let err = sp
+        .stage("m1", PID, EPOCH, &[ack(0, 4, AcknowledgeType::Accept)], 2)
+        .unwrap_err();
+    assert_eq!(err.error_code(), ErrorCode::PRODUCER_FENCED);
+    assert_eq!(st(&sp, 0), Some(RecordState::Acquired));
+    // TV2: a commit at EPOCH + 1 ends the transaction staged at EPOCH; the
+    // producer's next transaction runs at EPOCH + 1 and may stage.
+    sp.stage(
+        "m1",
+        PID,
+        EPOCH + 1,
+        &[ack(0, 4, AcknowledgeType::Accept)],
+        3,
+    )
+    .unwrap();
+    assert_eq!(
+        sp.apply_marker(PID, EPOCH + 2, true, 4, alive)
+            .resolved_records,
+        5
+    );
+    assert_eq!(sp.txn_pending_records(), 0);
+    sp.stage(
+        "m1",
+        PID,
+        EPOCH + 2,
+        &[ack(5, 9, AcknowledgeType::Accept)],
+        5,
+    )
+    .unwrap();
+    // Another producer id is not affected by this one's floor.
+    assert_eq!(sp.marker_floor(PID + 1), None);
+    check(&sp);
 }
 
 #[test]
@@ -1657,8 +1747,18 @@ mod random_ops {
                         .collect();
                     boundaries += 2 * b.len();
                     let (p, e) = pids[*pid];
+                    let fenced = sp.marker_floor(p).is_some_and(|f| e < f);
                     let r = sp.stage(MEMBERS[*member], p, e, &b, now);
-                    assert!(r.is_ok(), "staging held records failed: {r:?}");
+                    if fenced {
+                        // D16: a marker above this epoch was applied.
+                        assert!(
+                            matches!(r, Err(ShareError::ProducerFenced(_))),
+                            "a staging below the marker floor was not refused: {r:?}"
+                        );
+                        refused = true;
+                    } else {
+                        assert!(r.is_ok(), "staging held records failed: {r:?}");
+                    }
                 }
                 Op::Marker {
                     pid,

@@ -351,6 +351,10 @@ pub enum ShareError {
     /// (INVALID_RECORD_STATE).
     #[error("invalid record state: {0}")]
     InvalidRecordState(String),
+    /// A staging at an epoch that a transaction marker already ended
+    /// (PRODUCER_FENCED).
+    #[error("producer fenced: {0}")]
+    ProducerFenced(String),
 }
 
 impl ShareError {
@@ -359,6 +363,7 @@ impl ShareError {
         match self {
             ShareError::InvalidRequest(_) => ErrorCode::INVALID_REQUEST,
             ShareError::InvalidRecordState(_) => ErrorCode::INVALID_RECORD_STATE,
+            ShareError::ProducerFenced(_) => ErrorCode::PRODUCER_FENCED,
         }
     }
 }

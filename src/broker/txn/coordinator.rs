@@ -91,6 +91,12 @@ pub struct MarkerRequest {
     pub participants: Vec<Participant>,
     /// Transaction version (WriteTxnMarkers v2).
     pub transaction_version: TransactionVersion,
+    /// An abort the coordinator imposed (a fence by a new holder of the
+    /// transactional id, or the transaction timeout), not one the producer
+    /// asked for: its holder is a zombie, so share participants release
+    /// the staged records to AVAILABLE at once instead of handing them back
+    /// to the staging member (docs/DESIGN.md D6, D15).
+    pub imposed: bool,
 }
 
 /// Result of a coordinator call: the answer for the client and the effects
@@ -273,6 +279,7 @@ struct PendingMarkers {
     producer_epoch: i16,
     commit: bool,
     transaction_version: TransactionVersion,
+    imposed: bool,
     /// Participant -> time after which it is sent again.
     waiting: BTreeMap<Participant, i64>,
 }
@@ -364,7 +371,9 @@ impl TransactionCoordinator {
             .map(|md| md.transactional_id.clone())
             .collect();
         for id in preparing {
-            c.start_markers(&id, now_ms, &mut effects);
+            // Whether an abort was imposed is not persisted; after a
+            // restart no staging member is alive anyway.
+            c.start_markers(&id, false, now_ms, &mut effects);
         }
         (c, effects)
     }
@@ -575,7 +584,7 @@ impl TransactionCoordinator {
         md.txn_last_update_ms = now_ms;
         set_state(md, TxnState::PrepareAbort);
         self.persist(id, effects);
-        self.start_markers(id, now_ms, effects);
+        self.start_markers(id, true, now_ms, effects);
     }
 
     // ------------------------------------------------------------------
@@ -900,6 +909,14 @@ impl TransactionCoordinator {
             return Err(kafka_fenced());
         }
         use TxnState::*;
+        if md.state == Ongoing && md.participants.iter().any(Participant::is_share) {
+            // A transaction with share acknowledgements runs with TV2 (D2):
+            // its markers need the epoch bump, without which the next
+            // transaction stages at the marker's own epoch and a late copy
+            // of the marker could resolve it (D16). Clients that send
+            // TxnShareAcknowledge end their transactions with EndTxn v5+.
+            return Err(ErrorCode::INVALID_TXN_STATE);
+        }
         match (md.state, commit) {
             (Ongoing, _) => {
                 self.begin_completion(id, commit, TransactionVersion::V1, now_ms, effects);
@@ -1031,7 +1048,7 @@ impl TransactionCoordinator {
             }
         };
         self.persist(id, effects);
-        self.start_markers(id, now_ms, effects);
+        self.start_markers(id, false, now_ms, effects);
         if tv.bumps_epoch() {
             answer
         } else {
@@ -1041,7 +1058,13 @@ impl TransactionCoordinator {
 
     /// Sends the markers of a transaction in Prepare*; completes it at once
     /// when it has no participant.
-    fn start_markers(&mut self, id: &str, now_ms: i64, effects: &mut Vec<TxnEffect>) {
+    fn start_markers(
+        &mut self,
+        id: &str,
+        imposed: bool,
+        now_ms: i64,
+        effects: &mut Vec<TxnEffect>,
+    ) {
         let md = &self.txns[id];
         debug_assert!(md.state.is_prepare());
         if md.participants.is_empty() {
@@ -1054,6 +1077,7 @@ impl TransactionCoordinator {
             producer_epoch: md.producer_epoch,
             commit: md.state == TxnState::PrepareCommit,
             transaction_version: md.transaction_version,
+            imposed,
             waiting: md
                 .participants
                 .iter()
@@ -1068,6 +1092,7 @@ impl TransactionCoordinator {
             commit: pending.commit,
             participants: md.participants.iter().cloned().collect(),
             transaction_version: pending.transaction_version,
+            imposed: pending.imposed,
         }));
         self.pending.insert(id.to_string(), pending);
     }
@@ -1197,6 +1222,7 @@ impl TransactionCoordinator {
                 commit: p.commit,
                 participants: due,
                 transaction_version: p.transaction_version,
+                imposed: p.imposed,
             }));
         }
         effects

@@ -1038,17 +1038,24 @@ fn verify_txn_for_staging_refusals() {
         c.verify_txn_for_staging("tx", p2.producer_id, p2.producer_epoch),
         Ok(())
     );
-    let end = c.end_txn(1, 3, "tx", p2.producer_id, p2.producer_epoch, true);
+    // A share transaction cannot end with TV1 (EndTxn below v5).
+    let tv1 = c.end_txn(1, 3, "tx", p2.producer_id, p2.producer_epoch, true);
+    assert_eq!(tv1.result, Err(E::INVALID_TXN_STATE));
+    assert!(tv1.effects.is_empty());
+    let end = c.end_txn(1, 5, "tx", p2.producer_id, p2.producer_epoch, true);
+    let next = end.result.unwrap();
+    assert_eq!(next.producer_epoch, p2.producer_epoch + 1);
     assert_eq!(
-        c.verify_txn_for_staging("tx", p2.producer_id, p2.producer_epoch),
+        c.verify_txn_for_staging("tx", next.producer_id, next.producer_epoch),
         Err(E::CONCURRENT_TRANSACTIONS)
     );
-    let refused = c.add_share_participants(1, "tx", p2.producer_id, p2.producer_epoch, &[share(1)]);
+    let refused =
+        c.add_share_participants(1, "tx", next.producer_id, next.producer_epoch, &[share(1)]);
     assert_eq!(refused.result, Err(E::CONCURRENT_TRANSACTIONS));
     assert!(refused.effects.is_empty());
     ack_all(&mut c, 2, &end.effects);
     assert_eq!(
-        c.verify_txn_for_staging("tx", p2.producer_id, p2.producer_epoch),
+        c.verify_txn_for_staging("tx", next.producer_id, next.producer_epoch),
         Ok(())
     );
 }

@@ -47,13 +47,16 @@ pub struct TransactionAcknowledgementsId(pub u64);
 pub enum TransactionOutcome {
     /// EndTxn(commit) succeeded: the staged acknowledgements took effect.
     Committed,
-    /// The transaction aborted: the records are still acquired by this
-    /// member and come back in the next poll.
+    /// The transaction aborted at the producer's request (EndTxn abort):
+    /// the records are still acquired by this member and come back in the
+    /// next poll.
     Aborted,
     /// The transaction aborted and the broker no longer holds the records
     /// for this member (it answered INVALID_RECORD_STATE, for example after
     /// it restarted and lost its in-memory acquisitions, or after their
-    /// acquisition lock expired): handing them back would fail the same way
+    /// acquisition lock expired, or when the producer was fenced or its
+    /// transaction timed out: the coordinator imposed that abort and the
+    /// broker released the records): handing them back would fail the same way
     /// on every retry, so they are forgotten. The broker delivers them
     /// again, to this member or another, once they are available.
     Abandoned,
