@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use rt::*;
 use sharestream::client::share_consumer::config::ShareAcquireMode;
-use sharestream::runtime::{Runtime, RuntimeError};
+use sharestream::runtime::{Runtime, RuntimeConfig, RuntimeError};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exactly_once_two_workers_every_input_once() {
@@ -125,19 +125,34 @@ async fn stale_member_epoch_aborts_and_the_retry_commits() {
     b.shutdown().await;
 }
 
+/// A worker dies between staging and commit, like a killed process; its
+/// transaction stays open, its staged records TX_PENDING. How the next
+/// process takes over depends on its identity (docs/DESIGN.md D15):
+/// - with the same `application.instance.id`, its InitProducerId fences the
+///   dead one's transaction at once (an imposed abort, which releases the
+///   records), well before the transaction timeout;
+/// - without one, it has a transactional id of its own, and the dead
+///   transaction ends by `transaction.timeout.ms`.
 #[cfg(feature = "failpoints")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn worker_dropped_between_send_and_commit_then_restart() {
+async fn crash_between_stage_and_commit_then_restart(instance: Option<&str>) {
     let _serial = SERIAL.lock().await;
     let b = broker().await;
-    let ids = setup(&b, "g-crash", &[("in", 1), ("out", 1)]).await;
+    let group = format!("g-crash-{}", instance.unwrap_or("none"));
+    let ids = setup(&b, &group, &[("in", 1), ("out", 1)]).await;
     produce_inputs(&b, "in", 1, 150).await;
+    let config = RuntimeConfig {
+        application_instance_id: instance.map(String::from),
+        // With an identity, the takeover must not wait for the timeout.
+        transaction_timeout: Duration::from_secs(if instance.is_some() { 120 } else { 3 }),
+        ..config(&b, "app-crash")
+    };
     sharestream::failpoints::arm("runtime.crash_before_commit", Some(1));
-    let h = Runtime::builder(map_values_topology("g-crash"))
-        .config(config(&b, "app-crash"))
+    let h = Runtime::builder(map_values_topology(&group))
+        .config(config.clone())
         .start()
         .await
         .unwrap();
+    let dead_txn = h.transactional_id(0);
     let err = h.wait().await.unwrap_err();
     sharestream::failpoints::disarm("runtime.crash_before_commit");
     assert!(
@@ -146,66 +161,137 @@ async fn worker_dropped_between_send_and_commit_then_restart() {
     );
     // Its outputs are in an open transaction: nothing visible yet.
     assert!(committed(&b, "out").await.is_empty());
-    // The restarted process (same application.id) fences the zombie's
-    // transaction; its records come back once the dead member's lock
-    // expires.
-    let h = Runtime::builder(map_values_topology("g-crash"))
-        .config(config(&b, "app-crash"))
+    assert!(b.core().txn_pending_records() > 0);
+    let txn =
+        |b: &sharestream::broker::BrokerHandle| b.core().txn().with_coordinator(|c| c.metrics());
+    let before = txn(&b);
+    let h = Runtime::builder(map_values_topology(&group))
+        .config(config)
         .start()
         .await
         .unwrap();
+    assert_eq!(h.transactional_id(0) == dead_txn, instance.is_some());
     wait_output(&b, "out", 150).await;
     h.stop().await.unwrap();
+    let after = txn(&b);
+    if instance.is_some() {
+        assert_eq!(after.producers_fenced, before.producers_fenced + 1);
+        assert_eq!(after.transactions_timed_out, before.transactions_timed_out);
+    } else {
+        assert_eq!(after.producers_fenced, before.producers_fenced);
+        assert_eq!(
+            after.transactions_timed_out,
+            before.transactions_timed_out + 1
+        );
+    }
     assert_exactly_once(&committed(&b, "out").await, 150, |i| format!("out-v{i}"));
-    assert_group_drained(&b, "g-crash", ids[0], 1);
+    assert_group_drained(&b, &group, ids[0], 1);
     b.shutdown().await;
 }
 
+#[cfg(feature = "failpoints")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fenced_producer_stops_the_zombie_with_a_clear_error() {
+async fn a_restarted_instance_with_the_same_identity_fences_its_zombie_at_once() {
+    crash_between_stage_and_commit_then_restart(Some("pod-0")).await;
+}
+
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_process_without_identity_recovers_by_transaction_timeout() {
+    crash_between_stage_and_commit_then_restart(None).await;
+}
+
+/// A worker whose transactional id is taken over once (or whose
+/// transaction timed out) goes back to work with a new producer epoch, by
+/// itself; one whose id keeps being taken over (a second running process
+/// with the same `application.instance.id`) stops with an error that says
+/// so. Every input is processed exactly once throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_worker_recovers_and_a_repeatedly_fenced_one_stops_with_a_clear_error() {
     let _serial = SERIAL.lock().await;
     let b = broker().await;
     let ids = setup(&b, "g-fence", &[("in", 1), ("out", 1)]).await;
     produce_inputs(&b, "in", 1, 100).await;
+    let config = RuntimeConfig {
+        application_instance_id: Some("i1".into()),
+        ..config(&b, "app-fence")
+    };
     let h = Runtime::builder(map_values_topology("g-fence"))
-        .config(config(&b, "app-fence"))
+        .config(config.clone())
         .start()
         .await
         .unwrap();
-    wait_committed(&h, 1).await;
-    // Another instance takes over worker 0's transactional.id.
-    let usurper = sharestream::client::Producer::new(
-        sharestream::client::ProducerConfig::builder()
-            .bootstrap_servers(b.bootstrap_servers())
-            .transactional_id("app-fence-0")
-            .build()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
-    usurper.init_transactions().await.unwrap();
-    // More input makes the zombie try again.
+    wait_committed(&h, 100).await;
+    assert_eq!(h.transactional_id(0), "app-fence-i1-0");
+    let m = h.metrics().clone();
+    let usurp = || async {
+        let p = sharestream::client::Producer::new(
+            sharestream::client::ProducerConfig::builder()
+                .bootstrap_servers(b.bootstrap_servers())
+                .transactional_id(h.transactional_id(0))
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+        p.init_transactions().await.unwrap();
+        p
+    };
+    // Taken over once: the worker recovers and finishes the new input.
+    let _u1 = usurp().await;
     produce_inputs(&b, "in", 1, 100).await;
-    let err = h.wait().await.unwrap_err();
+    wait_committed(&h, 200).await;
+    assert_eq!(m.producer_recoveries.load(Ordering::Relaxed), 1);
+    // Taken over again and again: after three recoveries within a minute
+    // the worker stops, naming the setting.
+    let mut batches = 2;
+    let err = loop {
+        let _u = usurp().await;
+        produce_inputs(&b, "in", 1, 100).await;
+        batches += 1;
+        let stopped = tokio::time::timeout(Duration::from_secs(20), async {
+            loop {
+                if h.is_stopping() {
+                    return;
+                }
+                if m.records_committed.load(Ordering::Relaxed) >= 100 * batches {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert!(stopped.is_ok(), "neither recovered nor stopped");
+        if h.is_stopping() {
+            break tokio::time::timeout(Duration::from_secs(30), h.wait())
+                .await
+                .expect("the worker stops")
+                .unwrap_err();
+        }
+        assert!(batches < 10, "never stopped");
+    };
     assert!(
         matches!(err, RuntimeError::Producer { worker: 0, .. }),
         "{err}"
     );
-    assert!(err.to_string().contains("zombie"), "{err}");
-    drop(usurper);
-    // The new instance finishes the work: 200 inputs (the second batch
-    // repeats values v0..v99), each exactly once.
+    assert!(err.to_string().contains("application.instance.id"), "{err}");
+    assert_eq!(m.producer_recoveries.load(Ordering::Relaxed), 3);
+    // A new instance finishes the work: every batch repeats v0..v99, each
+    // input exactly once.
     let h = Runtime::builder(map_values_topology("g-fence"))
-        .config(config(&b, "app-fence"))
+        .config(config)
         .start()
         .await
         .unwrap();
-    wait_output(&b, "out", 200).await;
+    wait_output(&b, "out", 100 * batches as usize).await;
     h.stop().await.unwrap();
     let out = committed(&b, "out").await;
-    assert_eq!(out.len(), 200);
+    assert_eq!(out.len(), 100 * batches as usize);
     let counts = value_counts(&out);
-    assert!(counts.values().all(|c| *c == 2), "{counts:?}");
+    assert!(
+        counts.values().all(|c| *c == batches as usize),
+        "{counts:?}"
+    );
     assert_eq!(counts.len(), 100);
     assert_group_drained(&b, "g-fence", ids[0], 1);
     b.shutdown().await;

@@ -47,11 +47,21 @@ impl std::fmt::Display for ProcessingGuarantee {
 /// Settings of a [`Runtime`](super::Runtime).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RuntimeConfig {
-    /// `application.id`: prefix of the transactional ids
-    /// (`<application.id>-<worker index>`, stable across restarts so that a
-    /// zombie is fenced) and of client ids. Empty: the topology's share
-    /// group.
+    /// `application.id`: prefix of the transactional ids and client ids.
+    /// Every process of one application has the same one. Empty: the
+    /// topology's share group.
     pub application_id: String,
+    /// `application.instance.id`: a stable identity of this process among
+    /// the application's processes (a StatefulSet pod name, a host name),
+    /// in the spirit of `group.instance.id`. The transactional ids are
+    /// `<application.id>-<application.instance.id>-<worker index>`, so a
+    /// restarted instance fences the transactions its predecessor left
+    /// open at once. Two running processes must never share one. `None`
+    /// (the default): each process generates a fresh identity at start, so
+    /// processes never fence each other, and the transactions a crashed
+    /// process left open end by `transaction.timeout.ms`
+    /// (docs/DESIGN.md D15).
+    pub application_instance_id: Option<String>,
     /// `bootstrap.servers` of the cluster the outputs go to (and the share
     /// group lives on, unless `source.bootstrap.servers` says otherwise).
     pub bootstrap_servers: Vec<String>,
@@ -89,7 +99,11 @@ pub struct RuntimeConfig {
     /// broker has ShareFetch v2, else `batch_optimized` (logged at start).
     /// See docs/BENCHMARKS.md (Runtime, parallelism).
     pub acquire_mode: Option<crate::client::share_consumer::config::ShareAcquireMode>,
-    /// `transaction.timeout.ms` (default 60 s).
+    /// `transaction.timeout.ms` (default 10 s, as Kafka Streams under
+    /// exactly-once): the longest a transaction may stay open before the
+    /// coordinator aborts it. It bounds how long the records staged by a
+    /// crashed process without `application.instance.id` stay TX_PENDING
+    /// (docs/DESIGN.md D15). It must exceed `commit.interval.ms` by far.
     pub transaction_timeout: Duration,
     /// `linger.ms` of the producers (default 1 ms).
     pub linger: Duration,
@@ -137,6 +151,7 @@ impl Default for RuntimeConfig {
     fn default() -> Self {
         Self {
             application_id: String::new(),
+            application_instance_id: None,
             bootstrap_servers: vec!["127.0.0.1:9092".into()],
             source_bootstrap_servers: None,
             num_workers: 1,
@@ -145,7 +160,7 @@ impl Default for RuntimeConfig {
             max_records_per_transaction: 1000,
             max_poll_records: 500,
             acquire_mode: None,
-            transaction_timeout: Duration::from_secs(60),
+            transaction_timeout: DEFAULT_TRANSACTION_TIMEOUT,
             linger: Duration::from_millis(1),
             metrics_listen: None,
             shutdown_timeout: Duration::from_secs(30),
@@ -158,6 +173,9 @@ impl Default for RuntimeConfig {
         }
     }
 }
+
+/// The default `transaction.timeout.ms` (docs/DESIGN.md D15).
+pub const DEFAULT_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A refused setting.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -217,6 +235,10 @@ impl RuntimeConfig {
     pub fn set(&mut self, name: &str, value: &str) -> Result<&mut Self, RuntimeConfigError> {
         match name {
             "application.id" => self.application_id = value.trim().to_string(),
+            "application.instance.id" => {
+                let v = value.trim();
+                self.application_instance_id = (!v.is_empty()).then(|| v.to_string());
+            }
             "bootstrap.servers" => self.bootstrap_servers = hosts(value),
             "source.bootstrap.servers" => {
                 let h = hosts(value);
@@ -320,6 +342,33 @@ impl RuntimeConfig {
         if self.commit_interval.is_zero() {
             return Err(err("commit.interval.ms", "must be positive"));
         }
+        if let Some(id) = &self.application_instance_id
+            && let Some(c) = id
+                .chars()
+                .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+        {
+            return Err(err(
+                "application.instance.id",
+                format!(
+                    "{id:?} contains {c:?}: use letters, digits, '.', '_' and '-' (it becomes \
+                     part of the transactional and client ids)"
+                ),
+            ));
+        }
+        if self.processing_guarantee == ProcessingGuarantee::ExactlyOnce
+            && self.transaction_timeout <= self.commit_interval
+        {
+            return Err(err(
+                "transaction.timeout.ms",
+                format!(
+                    "{} ms is not above commit.interval.ms ({} ms): every transaction would \
+                     time out; raise transaction.timeout.ms (default 10000) or lower \
+                     commit.interval.ms",
+                    self.transaction_timeout.as_millis(),
+                    self.commit_interval.as_millis()
+                ),
+            ));
+        }
         if self.processing_guarantee == ProcessingGuarantee::ExactlyOnce && self.is_cross_cluster()
         {
             return Err(err(
@@ -418,6 +467,26 @@ mod tests {
         assert!(!c.commit_within_interval && !c.commit_aligned);
         let e = RuntimeConfig::from_properties([("commit.aligned", "yes")]).unwrap_err();
         assert_eq!(e.setting, "commit.aligned");
+    }
+
+    #[test]
+    fn instance_identity_and_transaction_timeout() {
+        let d = RuntimeConfig::default();
+        assert_eq!(d.application_instance_id, None);
+        assert_eq!(d.transaction_timeout, Duration::from_secs(10));
+        let c = RuntimeConfig::from_properties([("application.instance.id", " pod-3 ")]).unwrap();
+        assert_eq!(c.application_instance_id.as_deref(), Some("pod-3"));
+        let c = RuntimeConfig::from_properties([("application.instance.id", "")]).unwrap();
+        assert_eq!(c.application_instance_id, None);
+        let e = RuntimeConfig::from_properties([("application.instance.id", "a b")]).unwrap_err();
+        assert_eq!(e.setting, "application.instance.id");
+        let e = RuntimeConfig::from_properties([
+            ("transaction.timeout.ms", "100"),
+            ("commit.interval.ms", "100"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.setting, "transaction.timeout.ms");
+        assert!(e.to_string().contains("commit.interval.ms"), "{e}");
     }
 
     #[test]

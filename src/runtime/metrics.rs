@@ -49,6 +49,9 @@ pub struct RuntimeMetrics {
     pub transactions_committed: AtomicU64,
     /// Transactions aborted.
     pub transactions_aborted: AtomicU64,
+    /// Producers re-created after being fenced or timed out (a paused
+    /// process that came back, docs/DESIGN.md D15).
+    pub producer_recoveries: AtomicU64,
     /// Records delivered and not yet committed or aborted.
     pub records_in_flight: AtomicI64,
     /// Where the workers' time goes, summed over workers (nanoseconds).
@@ -70,6 +73,7 @@ impl Default for RuntimeMetrics {
             records_committed: AtomicU64::new(0),
             transactions_committed: AtomicU64::new(0),
             transactions_aborted: AtomicU64::new(0),
+            producer_recoveries: AtomicU64::new(0),
             records_in_flight: AtomicI64::new(0),
             worker_time: WorkerTime::default(),
             share_group_lag: Mutex::new(None),
@@ -175,7 +179,7 @@ impl RuntimeMetrics {
     /// Prometheus text exposition (version 0.0.4).
     pub fn render_prometheus(&self) -> String {
         let mut out = String::new();
-        let counters: [(&str, &str, &AtomicU64); 7] = [
+        let counters: [(&str, &str, &AtomicU64); 8] = [
             (
                 "sharestream_runtime_records_in_total",
                 "Source records delivered to the workers.",
@@ -210,6 +214,11 @@ impl RuntimeMetrics {
                 "sharestream_runtime_transactions_aborted_total",
                 "Transactions aborted.",
                 &self.transactions_aborted,
+            ),
+            (
+                "sharestream_runtime_producer_recoveries_total",
+                "Producers re-created after being fenced or after their transaction timed out.",
+                &self.producer_recoveries,
             ),
         ];
         for (name, help, c) in counters {

@@ -25,10 +25,16 @@
 //! share group (a [`ShareConsumer`] in
 //! explicit acknowledgement mode, D12) with its own
 //! [`Producer`] whose `transactional.id` is
-//! `<application.id>-<worker index>`: stable across restarts, so that a
-//! restarted process fences the zombie it replaces (and aborts the
-//! transaction that zombie left open). More workers than partitions is the
-//! point of share groups: every worker gets records.
+//! `<application.id>-<instance>-<worker index>`. The instance is
+//! `application.instance.id` when the user gives one (a stable identity,
+//! so that a restarted instance fences the zombie it replaces and aborts
+//! the transaction that zombie left open); otherwise a fresh identity the
+//! process generates at start, so that several processes of one
+//! application (scaled out by starting the same binary again) never fence
+//! each other. A crashed process without a stable identity leaves its open
+//! transactions to `transaction.timeout.ms` (docs/DESIGN.md D15). More
+//! workers than partitions is the point of share groups: every worker gets
+//! records.
 //!
 //! # exactly_once (KIP-1289)
 //!
@@ -216,7 +222,9 @@ fn fatal_hint(e: &ProducerError) -> &'static str {
     match e.code() {
         Some(crate::protocol::ErrorCode::PRODUCER_FENCED)
         | Some(crate::protocol::ErrorCode::INVALID_PRODUCER_EPOCH) => {
-            " (another instance with the same application.id and worker index took over: this one is a zombie)"
+            " (this worker's transactional id was taken over, or its transaction timed out: either \
+             another running process has the same application.instance.id, which must be unique \
+             per process, or this process was paused past transaction.timeout.ms; this one is a zombie)"
         }
         _ => "",
     }
@@ -277,6 +285,16 @@ impl RuntimeBuilder {
         if config.application_id.is_empty() {
             config.application_id = self.topology.share_group().to_string();
         }
+        let instance = match &config.application_instance_id {
+            Some(id) => Instance {
+                id: id.clone(),
+                generated: false,
+            },
+            None => Instance {
+                id: uuid::Uuid::new_v4().simple().to_string(),
+                generated: true,
+            },
+        };
         let guarantee = config.processing_guarantee;
         let connection = ConnectionConfig::default()
             .with_client_id(config.application_id.clone())
@@ -295,6 +313,8 @@ impl RuntimeBuilder {
         }
         tracing::info!(
             application_id = %config.application_id,
+            instance = %instance.id,
+            instance_id_generated = instance.generated,
             share_group = %self.topology.share_group(),
             workers = config.num_workers,
             processing_guarantee = %guarantee,
@@ -364,10 +384,29 @@ impl RuntimeBuilder {
             config.commit_within_interval,
             config.commit_aligned,
         ));
+        if guarantee == ProcessingGuarantee::ExactlyOnce {
+            if instance.generated {
+                tracing::info!(
+                    transactional_ids = %format!("{}-{}-<worker>", config.application_id, instance.id),
+                    transaction_timeout_ms = config.transaction_timeout.as_millis() as u64,
+                    "no application.instance.id: this process has a generated identity; a \
+                     restart does not fence the transactions it leaves open, they end by \
+                     transaction.timeout.ms"
+                );
+            } else {
+                tracing::info!(
+                    application_instance_id = %instance.id,
+                    "application.instance.id set: this instance fences the transactions a \
+                     predecessor with the same identity left open; no two running processes \
+                     may share it"
+                );
+            }
+        }
+        let instance = Arc::new(instance);
         for index in 0..config.num_workers {
-            let producer = start_producer(&config, &connection, index).await?;
+            let producer = start_producer(&config, &connection, &instance, index).await?;
             let consumer_config = ShareConsumerConfig::builder(self.topology.share_group())
-                .client_id(format!("{}-{index}", config.application_id))
+                .client_id(instance.client_id(&config.application_id, index))
                 .bootstrap_servers(config.source_servers().iter().cloned())
                 .max_poll_records(
                     config
@@ -402,6 +441,9 @@ impl RuntimeBuilder {
                 shutdown: shutdown_rx.clone(),
                 txn_id: None,
                 grid: grid.clone(),
+                connection: connection.clone(),
+                instance: instance.clone(),
+                fences: Default::default(),
             });
         }
 
@@ -437,6 +479,7 @@ impl RuntimeBuilder {
         }
 
         Ok(RuntimeHandle {
+            instance,
             shutdown: shutdown_tx,
             supervisor,
             metrics,
@@ -606,19 +649,41 @@ async fn check_txn_share_acknowledge(
     Ok(())
 }
 
+/// This process's identity among the application's processes (D15).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Instance {
+    /// `application.instance.id`, or a generated one.
+    pub(crate) id: String,
+    /// Whether `id` was generated at start (no stable identity).
+    pub(crate) generated: bool,
+}
+
+impl Instance {
+    /// `<application.id>-<instance>-<worker>`.
+    pub(crate) fn transactional_id(&self, application_id: &str, worker: usize) -> String {
+        format!("{application_id}-{}-{worker}", self.id)
+    }
+
+    /// The client id of a worker's clients.
+    pub(crate) fn client_id(&self, application_id: &str, worker: usize) -> String {
+        self.transactional_id(application_id, worker)
+    }
+}
+
 async fn start_producer(
     config: &RuntimeConfig,
     connection: &ConnectionConfig,
+    instance: &Instance,
     index: usize,
 ) -> Result<Producer, RuntimeError> {
     let mut b = ProducerConfig::builder()
         .bootstrap_servers(config.bootstrap_servers.join(","))
-        .client_id(format!("{}-{index}", config.application_id))
+        .client_id(instance.client_id(&config.application_id, index))
         .linger(config.linger)
         .request_timeout(config.request_timeout)
         .transaction_timeout(config.transaction_timeout);
     if config.processing_guarantee == ProcessingGuarantee::ExactlyOnce {
-        b = b.transactional_id(format!("{}-{index}", config.application_id));
+        b = b.transactional_id(instance.transactional_id(&config.application_id, index));
     }
     b = b.security(connection.security.clone());
     let pc = b
@@ -645,6 +710,7 @@ async fn start_producer(
 /// A running runtime.
 #[derive(Debug)]
 pub struct RuntimeHandle {
+    instance: Arc<Instance>,
     shutdown: watch::Sender<bool>,
     supervisor: JoinHandle<Result<(), RuntimeError>>,
     metrics: Arc<RuntimeMetrics>,
@@ -653,6 +719,18 @@ pub struct RuntimeHandle {
 }
 
 impl RuntimeHandle {
+    /// This process's instance identity: `application.instance.id`, or the
+    /// one generated at start (D15).
+    pub fn instance_id(&self) -> &str {
+        &self.instance.id
+    }
+
+    /// The transactional id of worker `worker` (exactly_once).
+    pub fn transactional_id(&self, worker: usize) -> String {
+        self.instance
+            .transactional_id(&self.config.application_id, worker)
+    }
+
     /// Asks every worker to finish its transaction in flight and leave.
     pub fn shutdown(&self) {
         let _ = self.shutdown.send(true);

@@ -89,6 +89,28 @@ pub(crate) struct Worker {
     pub txn_id: Option<TransactionAcknowledgementsId>,
     /// When transactions start their commits (shared by the workers).
     pub grid: Arc<CommitGrid>,
+    /// How the worker's clients connect (to re-create its producer).
+    pub connection: crate::client::ConnectionConfig,
+    /// This process's identity (its transactional ids, D15).
+    pub instance: Arc<super::Instance>,
+    /// When this worker's producer was last fenced (recent ones only).
+    pub fences: std::collections::VecDeque<Instant>,
+}
+
+/// A worker whose producer is fenced more often than this within
+/// [`FENCE_WINDOW`] stops: something else keeps taking its transactional id
+/// (two running processes with one `application.instance.id`).
+const MAX_FENCES: usize = 3;
+const FENCE_WINDOW: Duration = Duration::from_secs(60);
+
+/// Whether `e` means that this producer's epoch is over: fenced by a new
+/// holder of its transactional id, or aborted by the transaction timeout
+/// (the coordinator bumps the epoch in both cases).
+pub(crate) fn is_fenced(e: &ProducerError) -> bool {
+    matches!(
+        e.code(),
+        Some(ErrorCode::PRODUCER_FENCED) | Some(ErrorCode::INVALID_PRODUCER_EPOCH)
+    )
 }
 
 pub(crate) fn to_source(r: &ShareRecord) -> SourceRecord {
@@ -117,9 +139,26 @@ pub(crate) fn to_producer_record(o: OutputRecord) -> ProducerRecord {
 
 impl Worker {
     pub(crate) async fn run(mut self) -> Result<(), RuntimeError> {
-        let result = match self.config.processing_guarantee {
-            ProcessingGuarantee::ExactlyOnce => self.run_exactly_once().await,
-            ProcessingGuarantee::AtLeastOnce => self.run_at_least_once().await,
+        let result = loop {
+            let r = match self.config.processing_guarantee {
+                ProcessingGuarantee::ExactlyOnce => self.run_exactly_once().await,
+                ProcessingGuarantee::AtLeastOnce => self.run_at_least_once().await,
+            };
+            match r {
+                Err(RuntimeError::Producer { worker, source })
+                    if self.config.processing_guarantee == ProcessingGuarantee::ExactlyOnce
+                        && is_fenced(&source)
+                        && !self.stopping() =>
+                {
+                    // A zombie that came back (paused past its transaction
+                    // timeout, or fenced): the coordinator already aborted
+                    // its transaction. Go back to work with a new epoch.
+                    if let Err(e) = self.recover_producer(worker, source).await {
+                        break Err(e);
+                    }
+                }
+                r => break r,
+            }
         };
         match result {
             Err(RuntimeError::WorkerCrashed { .. }) => {
@@ -143,6 +182,57 @@ impl Worker {
                 r
             }
         }
+    }
+
+    /// Replaces a fenced producer by a new one with the same transactional
+    /// id (InitProducerId: a new epoch), after forgetting the records of
+    /// the transaction the coordinator aborted (it released them, D6).
+    /// Refused, with `cause`, when the producer was fenced more than
+    /// [`MAX_FENCES`] times within [`FENCE_WINDOW`].
+    async fn recover_producer(
+        &mut self,
+        worker: usize,
+        cause: ProducerError,
+    ) -> Result<(), RuntimeError> {
+        let now = Instant::now();
+        self.fences.push_back(now);
+        while self
+            .fences
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > FENCE_WINDOW)
+        {
+            self.fences.pop_front();
+        }
+        if self.fences.len() > MAX_FENCES {
+            tracing::error!(
+                worker = self.index,
+                fences = self.fences.len(),
+                window_s = FENCE_WINDOW.as_secs(),
+                "this worker's transactional id keeps being taken over: another running \
+                 process has the same application.instance.id"
+            );
+            return Err(RuntimeError::Producer {
+                worker,
+                source: cause,
+            });
+        }
+        tracing::warn!(
+            worker = self.index,
+            error = %cause,
+            "producer fenced or its transaction timed out (this process was paused or cut \
+             off?); the coordinator aborted the transaction; re-initializing the producer and \
+             going back to work"
+        );
+        self.hand_back_as(TransactionOutcome::Abandoned);
+        let old = self.producer.clone();
+        let _ = tokio::time::timeout(self.config.shutdown_timeout, old.close()).await;
+        self.producer =
+            super::start_producer(&self.config, &self.connection, &self.instance, self.index)
+                .await?;
+        self.metrics
+            .producer_recoveries
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// When the commit of a transaction whose first record arrived at
@@ -474,7 +564,16 @@ impl Worker {
                 self.abort(b).await?;
             }
             Err(TxnFailure::Fatal(e)) => {
-                self.hand_back();
+                let fenced =
+                    matches!(&e, RuntimeError::Producer { source, .. } if is_fenced(source));
+                if fenced {
+                    // The coordinator aborted this transaction and
+                    // released its records (D6).
+                    self.hand_back_as(TransactionOutcome::Abandoned);
+                    self.on_aborted(b.records);
+                } else {
+                    self.hand_back();
+                }
                 return Err(e);
             }
         }
