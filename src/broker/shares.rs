@@ -846,7 +846,7 @@ impl SharePartitionManager {
             &'static str,
             fn(&SharePartitionMetrics) -> u64,
         );
-        let series: [Series; 6] = [
+        let series: [Series; 7] = [
             (
                 "share_partition_in_flight_records",
                 "gauge",
@@ -882,6 +882,12 @@ impl SharePartitionManager {
                 "counter",
                 "Records acquired again after a first delivery.",
                 |m| m.redeliveries_total,
+            ),
+            (
+                "share_partition_archived_at_delivery_limit_total",
+                "counter",
+                "Records archived because their delivery count reached the limit (not delivered again).",
+                |m| m.archived_at_limit_total,
             ),
         ];
         for (name, ty, help, get) in series {

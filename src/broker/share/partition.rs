@@ -160,6 +160,9 @@ pub struct SharePartition {
     lock_expired_total: u64,
     redeliveries_total: u64,
     txn_pending_lock_expired_total: u64,
+    /// Records archived because their delivery count reached the limit
+    /// (released, lock expired, member left, or aborted at the limit).
+    archived_at_limit_total: u64,
     dirty: bool,
     /// No lock deadline (ACQUIRED, or uncounted TX_PENDING) is earlier:
     /// operations skip the expiry scan before it.
@@ -255,6 +258,7 @@ impl SharePartition {
             lock_expired_total: 0,
             redeliveries_total: 0,
             txn_pending_lock_expired_total: 0,
+            archived_at_limit_total: 0,
             dirty: false,
             deadline_floor: i64::MAX,
             log_start_offset: 0,
@@ -346,6 +350,7 @@ impl SharePartition {
             lock_expired_total: self.lock_expired_total,
             redeliveries_total: self.redeliveries_total,
             txn_pending_lock_expired_total: self.txn_pending_lock_expired_total,
+            archived_at_limit_total: self.archived_at_limit_total,
         }
     }
 
@@ -362,6 +367,30 @@ impl SharePartition {
         } else {
             SlotState::Available
         }
+    }
+
+    /// [`released`](Self::released) for the run `first..=last`, adding the
+    /// records archived at the delivery count limit to `at_limit`.
+    fn released_counting(
+        limit: u16,
+        delivery_count: u16,
+        first: i64,
+        last: i64,
+        at_limit: &std::cell::Cell<u64>,
+    ) -> SlotState {
+        let state = Self::released(limit, delivery_count);
+        if state == SlotState::Archived {
+            at_limit.set(at_limit.get() + (last - first + 1) as u64);
+            tracing::warn!(
+                first_offset = first,
+                last_offset = last,
+                delivery_count,
+                delivery_count_limit = limit,
+                "share records archived at the delivery count limit: they will not be delivered again \
+                 (counted in sharestream_share_partition_archived_at_delivery_limit_total)"
+            );
+        }
+        state
     }
 
     /// Rewrites every run in `first..=last` and keeps the counts right.
@@ -483,14 +512,16 @@ impl SharePartition {
         let limit = self.config.delivery_count_limit;
         for (f, l) in acquired {
             let mut available = false;
-            self.rewrite(f, l, |_, _, old| {
-                let state = Self::released(limit, old.delivery_count);
+            let at_limit = std::cell::Cell::new(0u64);
+            self.rewrite(f, l, |rf, rl, old| {
+                let state = Self::released_counting(limit, old.delivery_count, rf, rl, &at_limit);
                 available |= state == SlotState::Available;
                 Slot {
                     delivery_count: old.delivery_count,
                     state,
                 }
             });
+            self.archived_at_limit_total += at_limit.get();
             out.records_available |= available;
             out.expired_records += (l - f + 1) as u64;
             self.dirty = true;
@@ -745,11 +776,14 @@ impl SharePartition {
         let deadline_ms = self.lock_deadline(now_ms);
         for (f, l, ty) in segments {
             let mut available = false;
-            self.rewrite(f, l, |_, _, old| {
+            let at_limit = std::cell::Cell::new(0u64);
+            self.rewrite(f, l, |rf, rl, old| {
                 let state = match ty {
                     AcknowledgeType::Accept => SlotState::Acknowledged,
                     AcknowledgeType::Gap | AcknowledgeType::Reject => SlotState::Archived,
-                    AcknowledgeType::Release => Self::released(limit, old.delivery_count),
+                    AcknowledgeType::Release => {
+                        Self::released_counting(limit, old.delivery_count, rf, rl, &at_limit)
+                    }
                     AcknowledgeType::Renew => match &old.state {
                         SlotState::Acquired { member, .. } => SlotState::Acquired {
                             member: member.clone(),
@@ -764,6 +798,7 @@ impl SharePartition {
                     state,
                 }
             });
+            self.archived_at_limit_total += at_limit.get();
             effects.records_available |= available;
         }
         self.dirty = true;
@@ -787,14 +822,16 @@ impl SharePartition {
         let limit = self.config.delivery_count_limit;
         for (f, l) in held {
             let mut available = false;
-            self.rewrite(f, l, |_, _, old| {
-                let state = Self::released(limit, old.delivery_count);
+            let at_limit = std::cell::Cell::new(0u64);
+            self.rewrite(f, l, |rf, rl, old| {
+                let state = Self::released_counting(limit, old.delivery_count, rf, rl, &at_limit);
                 available |= state == SlotState::Available;
                 Slot {
                     delivery_count: old.delivery_count,
                     state,
                 }
             });
+            self.archived_at_limit_total += at_limit.get();
             effects.records_available |= available;
             self.dirty = true;
         }
@@ -897,7 +934,8 @@ impl SharePartition {
         let mut out = MarkerOutcome::default();
         for (f, l) in ranges {
             let mut available = false;
-            self.rewrite(f, l, |_, _, old| {
+            let at_limit = std::cell::Cell::new(0u64);
+            self.rewrite(f, l, |rf, rl, old| {
                 let SlotState::TxPending(p) = &old.state else {
                     return old.clone();
                 };
@@ -908,7 +946,9 @@ impl SharePartition {
                         member: p.member.clone(),
                         deadline_ms,
                     },
-                    (false, _) => Self::released(limit, old.delivery_count),
+                    (false, _) => {
+                        Self::released_counting(limit, old.delivery_count, rf, rl, &at_limit)
+                    }
                 };
                 available |= state == SlotState::Available;
                 Slot {
@@ -916,6 +956,7 @@ impl SharePartition {
                     state,
                 }
             });
+            self.archived_at_limit_total += at_limit.get();
             out.records_available |= available;
             out.resolved_records += (l - f + 1) as u64;
             self.dirty = true;

@@ -1995,3 +1995,31 @@ fn room_made_under_the_in_flight_cap_wakes_fetches() {
     assert!(!e.records_available);
     check(&sp);
 }
+
+#[test]
+fn records_archived_at_the_delivery_limit_are_counted() {
+    let mut sp = SharePartition::new(cfg(), 0);
+    for round in 0..LIMIT {
+        let t = 10 * i64::from(round);
+        acq(&mut sp, "m1", 10, t, &data(&[(0, 3)]));
+        // Offsets 0-1 are released each time; 2-3 accepted at once.
+        let types = if round == 0 {
+            vec![
+                ack(0, 1, AcknowledgeType::Release),
+                ack(2, 3, AcknowledgeType::Accept),
+            ]
+        } else {
+            vec![ack(0, 1, AcknowledgeType::Release)]
+        };
+        sp.acknowledge("m1", &types, t + 1).unwrap();
+    }
+    // The last release reached the limit: archived, counted, not again.
+    assert_eq!(sp.metrics().archived_at_limit_total, 2);
+    assert_eq!(sp.start_offset(), 4);
+    // Rejected records are archived too, but not at the limit.
+    acq(&mut sp, "m1", 10, 100, &data(&[(0, 5)]));
+    sp.acknowledge("m1", &[ack(4, 5, AcknowledgeType::Reject)], 101)
+        .unwrap();
+    assert_eq!(sp.metrics().archived_at_limit_total, 2);
+    check(&sp);
+}

@@ -338,6 +338,9 @@ pub struct SharePartitionMetrics {
     /// TxnPendingLockExpiredCount: TX_PENDING records whose lock would have
     /// expired, each counted once per staging, since creation.
     pub txn_pending_lock_expired_total: u64,
+    /// Records archived because their delivery count reached
+    /// `share.delivery.count.limit` (never delivered again), since creation.
+    pub archived_at_limit_total: u64,
 }
 
 /// A refused operation; nothing was changed.
