@@ -62,20 +62,6 @@ async fn exactly_once_two_workers_every_input_once() {
 /// Failpoints are process-wide: the fault tests run one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-async fn wait_output(b: &sharestream::broker::BrokerHandle, topic: &str, n: usize) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        if committed(b, topic).await.len() >= n {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {n} outputs"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[cfg(feature = "failpoints")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_mid_batch_records_come_back_and_are_processed_once() {

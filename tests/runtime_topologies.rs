@@ -204,6 +204,92 @@ async fn a_failing_record_aborts_and_stops_with_its_coordinates() {
     b.shutdown().await;
 }
 
+/// The delivery-limit policy (docs/DESIGN.md D17): a record that fails
+/// under ErrorPolicy::Fail stops the application while it has deliveries
+/// left; on its last delivery (the group's `share.delivery.count.limit`,
+/// read from the broker) it is dead-lettered with `__dlq.reason` instead,
+/// so that the broker does not archive it unseen, and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_failing_on_its_last_delivery_is_dead_lettered_not_archived_unseen() {
+    use sharestream::client::admin::AlterConfigOp;
+    use sharestream::topology::error::{DLQ_REASON, DLQ_REASON_DELIVERY_LIMIT};
+    let b = broker().await;
+    setup(&b, "g-limit", &[("in", 1), ("out", 1), ("dlq", 1)]).await;
+    admin(&b)
+        .incremental_alter_group_config(
+            "g-limit",
+            &[("share.delivery.count.limit", AlterConfigOp::Set("2".into()))],
+        )
+        .await
+        .unwrap();
+    produce_inputs(&b, "in", 1, 30).await;
+    let topology = || {
+        let sb = StreamsBuilder::new("g-limit");
+        sb.stream::<String, String>("in", Serdes::string(), Serdes::string())
+            .try_map_values(|v| if v == "v13" { Err("bad record") } else { Ok(v) })
+            .to("out", Serdes::string(), Serdes::string());
+        sb.build().unwrap()
+    };
+    let mut cfg = config(&b, "app-limit");
+    cfg.max_poll_records = 100;
+    cfg.max_records_per_transaction = 100;
+    cfg.delivery_limit_dead_letter_topic = Some("dlq".into());
+    // First delivery: the failure stops the application, as under Fail.
+    let h = Runtime::builder(topology())
+        .config(cfg.clone())
+        .start()
+        .await
+        .unwrap();
+    let err = h.wait().await.unwrap_err();
+    assert!(
+        matches!(err, RuntimeError::Processing { offset: 13, .. }),
+        "{err}"
+    );
+    // Second and last delivery: dead-lettered, the rest processed.
+    let h = Runtime::builder(topology())
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    wait_output(&b, "out", 29).await;
+    wait_output(&b, "dlq", 1).await;
+    let m = h.metrics().clone();
+    h.stop().await.unwrap();
+    assert_eq!(
+        m.records_failed_at_delivery_limit.load(Ordering::Relaxed),
+        1
+    );
+    let out = committed(&b, "out").await;
+    assert_eq!(out.len(), 29);
+    assert!(!value_counts(&out).contains_key("v13"));
+    let dlq = committed(&b, "dlq").await;
+    assert_eq!(dlq.len(), 1);
+    let header = |k: &str| {
+        dlq[0]
+            .headers
+            .iter()
+            .find(|h| h.key == k)
+            .and_then(|h| h.value.clone())
+            .map(|v| String::from_utf8(v.to_vec()).unwrap())
+    };
+    assert_eq!(
+        header(DLQ_REASON).as_deref(),
+        Some(DLQ_REASON_DELIVERY_LIMIT)
+    );
+    assert_eq!(header(DLQ_ORIGINAL_OFFSET).as_deref(), Some("13"));
+    assert_eq!(
+        b.core()
+            .shares()
+            .partition_metrics()
+            .iter()
+            .map(|(_, m)| m.archived_at_limit_total)
+            .sum::<u64>(),
+        0,
+        "the broker archived nothing at the limit"
+    );
+    b.shutdown().await;
+}
+
 #[test]
 fn refused_topologies_and_settings_say_what_to_fix() {
     let sb = StreamsBuilder::new("g");

@@ -145,6 +145,20 @@ pub struct RuntimeConfig {
     /// another worker's longer-open transaction (read_committed readers
     /// see records up to one interval sooner). Off: per-worker periods.
     pub commit_aligned: bool,
+    /// `share.delivery.count.limit`: the share group's delivery count
+    /// limit, as the broker applies it. `None` (the default): read at
+    /// start-up from the group's config, else the broker's
+    /// `group.share.delivery.count.limit`, else Kafka's default 5. A
+    /// record on its last delivery whose processing fails under
+    /// `ErrorPolicy::Fail` does not stop the application (the broker would
+    /// then archive it unseen): it is dead-lettered to
+    /// `delivery.limit.dead.letter.topic`, or rejected, with a log line
+    /// and `sharestream_runtime_records_failed_at_delivery_limit_total`.
+    pub delivery_count_limit: Option<u16>,
+    /// `delivery.limit.dead.letter.topic`: where such a record goes (with
+    /// the dead-letter headers and `__dlq.reason: delivery-count-limit`).
+    /// `None` (the default): it is rejected.
+    pub delivery_limit_dead_letter_topic: Option<String>,
 }
 
 impl Default for RuntimeConfig {
@@ -170,6 +184,8 @@ impl Default for RuntimeConfig {
             poll_during_commit: false,
             commit_within_interval: true,
             commit_aligned: true,
+            delivery_count_limit: None,
+            delivery_limit_dead_letter_topic: None,
         }
     }
 }
@@ -315,6 +331,20 @@ impl RuntimeConfig {
             }
             "commit.within.interval" => self.commit_within_interval = boolean(name, value)?,
             "commit.aligned" => self.commit_aligned = boolean(name, value)?,
+            "share.delivery.count.limit" => {
+                let n = positive(name, value)?;
+                if !(2..=10).contains(&n) {
+                    return Err(err(
+                        name,
+                        format!("{value:?}: Kafka allows 2 to 10 deliveries"),
+                    ));
+                }
+                self.delivery_count_limit = Some(n as u16);
+            }
+            "delivery.limit.dead.letter.topic" => {
+                let v = value.trim();
+                self.delivery_limit_dead_letter_topic = (!v.is_empty()).then(|| v.to_string());
+            }
             other if crate::client::security::is_security_setting(other) => {
                 self.security.insert(other, value)
             }
@@ -487,6 +517,22 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.setting, "transaction.timeout.ms");
         assert!(e.to_string().contains("commit.interval.ms"), "{e}");
+    }
+
+    #[test]
+    fn delivery_limit_settings() {
+        let d = RuntimeConfig::default();
+        assert_eq!(d.delivery_count_limit, None);
+        assert_eq!(d.delivery_limit_dead_letter_topic, None);
+        let c = RuntimeConfig::from_properties([
+            ("share.delivery.count.limit", "3"),
+            ("delivery.limit.dead.letter.topic", "dlq"),
+        ])
+        .unwrap();
+        assert_eq!(c.delivery_count_limit, Some(3));
+        assert_eq!(c.delivery_limit_dead_letter_topic.as_deref(), Some("dlq"));
+        let e = RuntimeConfig::from_properties([("share.delivery.count.limit", "11")]).unwrap_err();
+        assert_eq!(e.setting, "share.delivery.count.limit");
     }
 
     #[test]

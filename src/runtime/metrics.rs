@@ -52,6 +52,10 @@ pub struct RuntimeMetrics {
     /// Producers re-created after being fenced or timed out (a paused
     /// process that came back, docs/DESIGN.md D15).
     pub producer_recoveries: AtomicU64,
+    /// Source records whose processing failed on their last delivery
+    /// (delivery count at `share.delivery.count.limit`) and that were
+    /// dead-lettered or rejected instead of stopping the application.
+    pub records_failed_at_delivery_limit: AtomicU64,
     /// Records delivered and not yet committed or aborted.
     pub records_in_flight: AtomicI64,
     /// Where the workers' time goes, summed over workers (nanoseconds).
@@ -74,6 +78,7 @@ impl Default for RuntimeMetrics {
             transactions_committed: AtomicU64::new(0),
             transactions_aborted: AtomicU64::new(0),
             producer_recoveries: AtomicU64::new(0),
+            records_failed_at_delivery_limit: AtomicU64::new(0),
             records_in_flight: AtomicI64::new(0),
             worker_time: WorkerTime::default(),
             share_group_lag: Mutex::new(None),
@@ -179,7 +184,7 @@ impl RuntimeMetrics {
     /// Prometheus text exposition (version 0.0.4).
     pub fn render_prometheus(&self) -> String {
         let mut out = String::new();
-        let counters: [(&str, &str, &AtomicU64); 8] = [
+        let counters: [(&str, &str, &AtomicU64); 9] = [
             (
                 "sharestream_runtime_records_in_total",
                 "Source records delivered to the workers.",
@@ -214,6 +219,11 @@ impl RuntimeMetrics {
                 "sharestream_runtime_transactions_aborted_total",
                 "Transactions aborted.",
                 &self.transactions_aborted,
+            ),
+            (
+                "sharestream_runtime_records_failed_at_delivery_limit_total",
+                "Source records that failed on their last delivery and were dead-lettered or rejected.",
+                &self.records_failed_at_delivery_limit,
             ),
             (
                 "sharestream_runtime_producer_recoveries_total",

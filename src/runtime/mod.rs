@@ -403,6 +403,21 @@ impl RuntimeBuilder {
             }
         }
         let instance = Arc::new(instance);
+        let limit = match config.delivery_count_limit {
+            Some(l) => l,
+            None => delivery_count_limit(&config, &connection, self.topology.share_group()).await,
+        };
+        let last_delivery = Arc::new(worker::LastDelivery {
+            limit,
+            dead_letter_topic: config.delivery_limit_dead_letter_topic.clone(),
+            metrics: metrics.clone(),
+        });
+        tracing::info!(
+            share_delivery_count_limit = limit,
+            dead_letter_topic = ?config.delivery_limit_dead_letter_topic,
+            "a record whose processing fails on its last delivery is dead-lettered (or rejected) \
+             instead of stopping the application"
+        );
         for index in 0..config.num_workers {
             let producer = start_producer(&config, &connection, &instance, index).await?;
             let consumer_config = ShareConsumerConfig::builder(self.topology.share_group())
@@ -444,6 +459,7 @@ impl RuntimeBuilder {
                 connection: connection.clone(),
                 instance: instance.clone(),
                 fences: Default::default(),
+                last_delivery: last_delivery.clone(),
             });
         }
 
@@ -592,6 +608,34 @@ async fn fit_lock_budget(
              larger transactions"
         );
         config.max_records_per_transaction = fit;
+    }
+}
+
+/// The group's `share.delivery.count.limit`, else the broker's
+/// `group.share.delivery.count.limit`, else Kafka's default (5).
+async fn delivery_count_limit(
+    config: &RuntimeConfig,
+    connection: &ConnectionConfig,
+    group: &str,
+) -> u16 {
+    const KAFKA_DEFAULT: u16 = 5;
+    let admin = AdminClient::new(config.source_servers().to_vec(), connection.clone());
+    let parse = |v: Option<&Option<String>>| {
+        v.and_then(|v| v.as_deref())
+            .and_then(|v| v.parse::<u16>().ok())
+            .filter(|n| *n >= 1)
+    };
+    if let Ok(c) = admin.describe_group_config(group).await
+        && let Some(n) = parse(c.get("share.delivery.count.limit"))
+    {
+        return n;
+    }
+    match admin.describe_broker_configs().await {
+        Ok((_, c)) => parse(c.get("group.share.delivery.count.limit")).unwrap_or(KAFKA_DEFAULT),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the share group's delivery count limit; assuming Kafka's default {KAFKA_DEFAULT} (set share.delivery.count.limit to say)");
+            KAFKA_DEFAULT
+        }
     }
 }
 

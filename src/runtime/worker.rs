@@ -95,6 +95,86 @@ pub(crate) struct Worker {
     pub instance: Arc<super::Instance>,
     /// When this worker's producer was last fenced (recent ones only).
     pub fences: std::collections::VecDeque<Instant>,
+    /// What happens to a record that fails on its last delivery.
+    pub last_delivery: Arc<LastDelivery>,
+}
+
+/// The delivery-limit policy (docs/DESIGN.md D17): a record whose
+/// processing fails (`Outcome::Fail`) on its last delivery is dead-lettered
+/// or rejected rather than stopping the application, since after the abort
+/// and the restart the broker would archive it without anyone seeing it.
+#[derive(Debug)]
+pub(crate) struct LastDelivery {
+    /// The share group's delivery count limit.
+    pub limit: u16,
+    /// `delivery.limit.dead.letter.topic`.
+    pub dead_letter_topic: Option<String>,
+    pub metrics: Arc<RuntimeMetrics>,
+}
+
+impl LastDelivery {
+    fn is_last(&self, r: &SourceRecord) -> bool {
+        r.delivery_count >= 0 && r.delivery_count as u16 >= self.limit
+    }
+
+    /// The outcome that replaces `Fail` for `source` on its last delivery.
+    fn apply(
+        &self,
+        worker: usize,
+        source: &SourceRecord,
+        error: crate::topology::ProcessingError,
+    ) -> crate::topology::ProcessResult {
+        use crate::topology::dead_letter_record;
+        use crate::topology::error::{DLQ_REASON, DLQ_REASON_DELIVERY_LIMIT};
+        self.metrics
+            .records_failed_at_delivery_limit
+            .fetch_add(1, Ordering::Relaxed);
+        match &self.dead_letter_topic {
+            Some(topic) => {
+                tracing::warn!(
+                    worker,
+                    topic = %source.topic,
+                    partition = source.partition,
+                    offset = source.offset,
+                    delivery_count = source.delivery_count,
+                    dead_letter_topic = %topic,
+                    error = %error,
+                    "processing failed on the record's last delivery: dead-lettered instead of \
+                     stopping (the broker would archive it)"
+                );
+                let mut dlq = dead_letter_record(source, topic, &error);
+                dlq.headers.push(crate::protocol::records::RecordHeader {
+                    key: DLQ_REASON.to_string(),
+                    value: Some(bytes::Bytes::from_static(
+                        DLQ_REASON_DELIVERY_LIMIT.as_bytes(),
+                    )),
+                });
+                crate::topology::ProcessResult {
+                    outcome: Outcome::DeadLetter {
+                        topic: topic.clone(),
+                        error,
+                    },
+                    records: vec![dlq],
+                }
+            }
+            None => {
+                tracing::warn!(
+                    worker,
+                    topic = %source.topic,
+                    partition = source.partition,
+                    offset = source.offset,
+                    delivery_count = source.delivery_count,
+                    error = %error,
+                    "processing failed on the record's last delivery: rejected instead of stopping \
+                     (set delivery.limit.dead.letter.topic to keep such records)"
+                );
+                crate::topology::ProcessResult {
+                    outcome: Outcome::Reject { error },
+                    records: Vec::new(),
+                }
+            }
+        }
+    }
 }
 
 /// A worker whose producer is fenced more often than this within
@@ -283,7 +363,8 @@ impl Worker {
             .iter()
             .map(|r| (r.topic.clone(), r.partition, r.offset))
             .collect();
-        async move { process_batch(index, topology, sources, coords).await }
+        let last = self.last_delivery.clone();
+        async move { process_batch(index, topology, sources, coords, last).await }
     }
 }
 
@@ -302,6 +383,7 @@ async fn poll_and_process(
     metrics: &RuntimeMetrics,
     topology: CompiledTopology,
     index: usize,
+    last: Arc<LastDelivery>,
 ) -> Result<Polled, RuntimeError> {
     let records = consumer
         .poll(OVERLAP_POLL)
@@ -324,7 +406,7 @@ async fn poll_and_process(
         .iter()
         .map(|r| (r.topic.clone(), r.partition, r.offset))
         .collect();
-    let processed = process_batch(index, topology, sources, coords).await;
+    let processed = process_batch(index, topology, sources, coords, last).await;
     Ok((records, processed, polled_at))
 }
 
@@ -333,10 +415,23 @@ async fn process_batch(
     topology: CompiledTopology,
     sources: Vec<SourceRecord>,
     coords: Vec<(String, i32, i64)>,
+    last: Arc<LastDelivery>,
 ) -> Result<Vec<crate::topology::ProcessResult>, RuntimeError> {
-    let results = topology.process_batch(sources).await;
-    for ((topic, partition, offset), res) in coords.into_iter().zip(&results) {
+    // The records on their last delivery, kept for the delivery-limit
+    // policy (rare: usually none).
+    let last_ones: Vec<(usize, SourceRecord)> = sources
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| last.is_last(r))
+        .map(|(i, r)| (i, r.clone()))
+        .collect();
+    let mut results = topology.process_batch(sources).await;
+    for (i, ((topic, partition, offset), res)) in coords.into_iter().zip(&mut results).enumerate() {
         if let Outcome::Fail { error } = &res.outcome {
+            if let Some((_, src)) = last_ones.iter().find(|(j, _)| *j == i) {
+                *res = last.apply(index, src, error.clone());
+                continue;
+            }
             return Err(RuntimeError::Processing {
                 worker: index,
                 topic,
@@ -531,6 +626,7 @@ impl Worker {
                 &self.metrics,
                 self.topology.clone(),
                 self.index,
+                self.last_delivery.clone(),
             );
             let (c, p) = tokio::join!(commit, next);
             (c, Some(p))
@@ -783,6 +879,65 @@ mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
+
+    fn source(delivery_count: i16) -> SourceRecord {
+        SourceRecord {
+            topic: "in".into(),
+            partition: 0,
+            offset: 7,
+            delivery_count,
+            key: None,
+            value: Some(bytes::Bytes::from_static(b"x")),
+            headers: Vec::new(),
+            timestamp: 1,
+        }
+    }
+
+    fn failure() -> crate::topology::ProcessingError {
+        crate::topology::ProcessingError {
+            kind: crate::topology::ErrorKind::Operator,
+            node: "map".into(),
+            message: "bad".into(),
+            attempts: 1,
+        }
+    }
+
+    #[test]
+    fn the_delivery_limit_policy_dead_letters_or_rejects_on_the_last_delivery() {
+        use crate::topology::error::{DLQ_REASON, DLQ_REASON_DELIVERY_LIMIT};
+        let metrics = Arc::new(RuntimeMetrics::default());
+        let dlq = LastDelivery {
+            limit: 3,
+            dead_letter_topic: Some("dlq".into()),
+            metrics: metrics.clone(),
+        };
+        assert!(!dlq.is_last(&source(2)));
+        assert!(dlq.is_last(&source(3)));
+        assert!(dlq.is_last(&source(4)), "a lower limit set after delivery");
+        let r = dlq.apply(0, &source(3), failure());
+        assert!(matches!(&r.outcome, Outcome::DeadLetter { topic, .. } if topic == "dlq"));
+        assert_eq!(r.outcome.acknowledge_type(), Some(AcknowledgeType::Reject));
+        assert_eq!(r.records.len(), 1);
+        let reason = r.records[0].headers.iter().find(|h| h.key == DLQ_REASON);
+        assert_eq!(
+            reason.and_then(|h| h.value.as_deref()),
+            Some(DLQ_REASON_DELIVERY_LIMIT.as_bytes())
+        );
+        let reject = LastDelivery {
+            limit: 3,
+            dead_letter_topic: None,
+            metrics: metrics.clone(),
+        };
+        let r = reject.apply(0, &source(3), failure());
+        assert!(matches!(r.outcome, Outcome::Reject { .. }));
+        assert!(r.records.is_empty());
+        assert_eq!(
+            metrics
+                .records_failed_at_delivery_limit
+                .load(Ordering::Relaxed),
+            2
+        );
+    }
 
     #[test]
     fn open_batch_is_due_at_its_deadline_or_when_full() {

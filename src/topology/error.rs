@@ -42,6 +42,7 @@
 //! | [`DLQ_ERROR_KIND`] `__dlq.error.kind` | `deserialization`, `operator` or `serialization` ([`ErrorKind`]) |
 //! | [`DLQ_ERROR_NODE`] `__dlq.error.node` | name of the node that failed (see `describe()`) |
 //! | [`DLQ_ERROR_MESSAGE`] `__dlq.error.message` | the error message |
+//! | [`DLQ_REASON`] `__dlq.reason` | only on records the runtime dead-lettered because they failed on their last delivery under `Fail`: `delivery-count-limit` |
 //!
 //! The dead-letter record has no partition and no timestamp: the producer
 //! picks the partition by key and stamps the time of dead-lettering (the
@@ -71,6 +72,12 @@ pub const DLQ_ERROR_KIND: &str = "__dlq.error.kind";
 pub const DLQ_ERROR_NODE: &str = "__dlq.error.node";
 /// Header: the error message.
 pub const DLQ_ERROR_MESSAGE: &str = "__dlq.error.message";
+/// Header on a record the runtime dead-lettered because it failed on its
+/// last delivery (its delivery count reached `share.delivery.count.limit`)
+/// under [`ErrorPolicy::Fail`]: value [`DLQ_REASON_DELIVERY_LIMIT`].
+pub const DLQ_REASON: &str = "__dlq.reason";
+/// [`DLQ_REASON`] of a record that failed on its last delivery.
+pub const DLQ_REASON_DELIVERY_LIMIT: &str = "delivery-count-limit";
 
 /// What to do with a source record whose processing failed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]

@@ -220,3 +220,18 @@ pub fn map_values_topology(group: &str) -> sharestream::topology::Topology {
         .to("out", Serdes::string(), Serdes::string());
     b.build().unwrap()
 }
+
+/// Waits until `topic` holds at least `n` committed records (30 s at most).
+pub async fn wait_output(b: &sharestream::broker::BrokerHandle, topic: &str, n: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if committed(b, topic).await.len() >= n {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {n} outputs"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
