@@ -84,6 +84,12 @@ struct Args {
     /// Serve Prometheus metrics here (e.g. 127.0.0.1:9464).
     #[arg(long)]
     metrics_listen: Option<std::net::SocketAddr>,
+    /// application.instance.id: a stable identity of this process (a pod
+    /// name), so that a restart fences the transactions its predecessor
+    /// left open at once. Unset: a fresh identity per process (start the
+    /// same command again to scale out).
+    #[arg(long)]
+    instance_id: Option<String>,
 }
 
 fn target_name(args: &Args, topic: &str) -> String {
@@ -246,6 +252,7 @@ async fn run(args: Args, target: String) {
         processing_guarantee: guarantee,
         commit_interval: Duration::from_millis(args.commit_interval_ms),
         metrics_listen: args.metrics_listen,
+        application_instance_id: args.instance_id.clone(),
         ..RuntimeConfig::default()
     };
     let handle = Runtime::builder(topology(&args, &sources, counts))

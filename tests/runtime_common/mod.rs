@@ -223,15 +223,41 @@ pub fn map_values_topology(group: &str) -> sharestream::topology::Topology {
 
 /// Waits until `topic` holds at least `n` committed records (30 s at most).
 pub async fn wait_output(b: &sharestream::broker::BrokerHandle, topic: &str, n: usize) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    wait_output_for(b, topic, n, Duration::from_secs(30)).await
+}
+
+/// Waits until `topic` holds at least `n` committed records, `limit` at most.
+pub async fn wait_output_for(
+    b: &sharestream::broker::BrokerHandle,
+    topic: &str,
+    n: usize,
+    limit: Duration,
+) {
+    let deadline = tokio::time::Instant::now() + limit;
     loop {
-        if committed(b, topic).await.len() >= n {
+        let have = committed(b, topic).await.len();
+        if have >= n {
             return;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "timed out waiting for {n} outputs"
+            "timed out waiting for {n} outputs in {topic} (have {have})"
         );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until `done().await` or panics after `secs`.
+pub async fn wait_until_async<F, Fut>(secs: u64, what: &str, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while !done().await {
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out waiting for {what}");
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
