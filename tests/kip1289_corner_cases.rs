@@ -1,5 +1,5 @@
 //! KIP-1289 corner cases (numbered as in the KIP; there is no case 4), each
-//! asserting the behaviour DESIGN-NOTES section 3 decides, against the
+//! asserting the behaviour docs/DESIGN.md section 3 decides, against the
 //! embedded broker over sockets. Cases that need injected faults (2, 13 and
 //! the blocked-marker half of 14) are in `kip1289_failpoints.rs`.
 

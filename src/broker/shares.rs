@@ -656,7 +656,7 @@ impl SharePartitionManager {
         }
     }
 
-    /// DESIGN-NOTES D9: after a restart, resolves the TX_PENDING records
+    /// docs/DESIGN.md D9: after a restart, resolves the TX_PENDING records
     /// whose transaction outcome the recovered transaction coordinator
     /// knows (committed: apply; aborted: revert, the staging member being
     /// gone after a restart; still ongoing: left for the marker or the

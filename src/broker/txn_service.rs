@@ -9,7 +9,7 @@
 //!    log order is the state order, and before the client is answered;
 //! 3. its `WriteMarkers` effects are delivered after the lock is released:
 //!    a log participant gets a COMMIT/ABORT control batch appended to its
-//!    partition log; a share participant (DESIGN-NOTES D3) is resolved in
+//!    partition log; a share participant (docs/DESIGN.md D3) is resolved in
 //!    its share partition, both through [`MarkerSink`]. Each delivery is
 //!    reported back with `marker_written`, which may complete the
 //!    transaction (and persist that).

@@ -3,7 +3,7 @@
 //! The API stages share-group acknowledgements in a producer's transaction.
 //! Its key is [`TXN_SHARE_ACKNOWLEDGE_API_KEY`] = 95 for request *and*
 //! response (the KIP's 93 collides with StreamsGroupTopologyDescriptionUpdate
-//! upstream and its "response key 94" is a slip; see DESIGN-NOTES D1).
+//! upstream and its "response key 94" is a slip; see docs/DESIGN.md D1).
 //!
 //! All versions are flexible: compact strings and arrays, and a tagged-field
 //! section after every struct. The response carries two tagged fields, as

@@ -3,7 +3,7 @@
 //! Only APIs with a handler are advertised, at the versions the handler
 //! implements. Share-group APIs appear only with `share.version >= 1`, and
 //! TxnShareAcknowledge (key 95) only with `share.version >= 3` and
-//! `transaction.version >= 2` (DESIGN-NOTES D2).
+//! `transaction.version >= 2` (docs/DESIGN.md D2).
 
 use kafka_protocol::messages::api_versions_response::{
     ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,

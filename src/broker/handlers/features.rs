@@ -1,5 +1,5 @@
 //! UpdateFeatures: online upgrade and downgrade of `share.version` and
-//! `transaction.version` (DESIGN-NOTES D2).
+//! `transaction.version` (docs/DESIGN.md D2).
 //!
 //! Rules, as Kafka's controller applies them: an unknown feature or a level
 //! outside the supported range is INVALID_UPDATE_VERSION; lowering a level

@@ -1,7 +1,7 @@
 //! TxnShareAcknowledge (KIP-1289, apiKey 95): stage share acknowledgements
 //! in a producer's transaction.
 //!
-//! Order of checks (DESIGN-NOTES D14): the feature gate (answered by the
+//! Order of checks (docs/DESIGN.md D14): the feature gate (answered by the
 //! dispatcher), INVALID_REQUEST for a null or empty group, transactional or
 //! member id; TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Write on the
 //! transactional id), GROUP_AUTHORIZATION_FAILED (Read on the group),

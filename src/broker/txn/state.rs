@@ -133,7 +133,7 @@ pub enum Participant {
     /// abort, enters the aborted-transaction index).
     Log(String, i32),
     /// A share partition with acknowledgements staged by TxnShareAcknowledge
-    /// (DESIGN-NOTES D3): the marker goes to the current leader of
+    /// (docs/DESIGN.md D3): the marker goes to the current leader of
     /// `topic`/`partition`, which applies it to the share partition of
     /// `group_id` and appends nothing to the log.
     Share {
