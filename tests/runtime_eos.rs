@@ -385,3 +385,83 @@ async fn transactions_shrink_to_fit_the_partitions_record_locks() {
     h.stop().await.unwrap();
     b.shutdown().await;
 }
+
+/// A worker held in one of the commit windows (as a paused process would
+/// be; SIGSTOP of whole processes is in the chaos test) past a deadline
+/// the broker enforces, then let go. Nothing is lost or duplicated and the
+/// worker goes back to work by itself.
+#[cfg(feature = "failpoints")]
+async fn paused_in_window(
+    point: &'static str,
+    pause: Duration,
+    transaction_timeout: Duration,
+) -> u64 {
+    use std::sync::Arc;
+    let _serial = SERIAL.lock().await;
+    let b = broker().await;
+    let group = format!("g-pause-{}", point.replace('.', "-"));
+    let ids = setup(&b, &group, &[("in", 1), ("out", 1)]).await;
+    produce_inputs(&b, "in", 1, 300).await;
+    // Only the first transaction to reach the point is held.
+    sharestream::failpoints::arm_pause(
+        point,
+        pause,
+        Some(Arc::new(|name: &str| sharestream::failpoints::disarm(name))),
+    );
+    let h = Runtime::builder(map_values_topology(&group))
+        .config(RuntimeConfig {
+            num_workers: 2,
+            transaction_timeout,
+            ..config(&b, "app-pause")
+        })
+        .start()
+        .await
+        .unwrap();
+    wait_output(&b, "out", 300).await;
+    // The held worker comes back and keeps working: more input, all done.
+    tokio::time::sleep(pause).await;
+    produce_inputs(&b, "in", 1, 300).await;
+    wait_output(&b, "out", 600).await;
+    let m = h.metrics().clone();
+    h.stop().await.unwrap();
+    sharestream::failpoints::disarm(point);
+    let out = committed(&b, "out").await;
+    assert_eq!(out.len(), 600, "no duplicate");
+    let counts = value_counts(&out);
+    assert_eq!(counts.len(), 300);
+    assert!(counts.values().all(|c| *c == 2), "{counts:?}");
+    assert_group_drained(&b, &group, ids[0], 1);
+    b.shutdown().await;
+    m.producer_recoveries.load(Ordering::Relaxed)
+}
+
+/// Held after sending, before staging, past the acquisition lock (1.5 s):
+/// the records go to the other worker; the held one's staging is refused
+/// and its transaction aborts.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_held_after_send_past_its_locks_loses_and_duplicates_nothing() {
+    let recoveries = paused_in_window(
+        "runtime.window_sent",
+        Duration::from_secs(3),
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(recoveries, 0, "no transaction timed out");
+}
+
+/// Held after staging, before EndTxn, past the transaction timeout (2 s):
+/// the coordinator aborts the transaction and releases its records to the
+/// other worker; the held one's commit is refused, and it re-creates its
+/// producer and goes back to work.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_held_after_stage_past_the_transaction_timeout_recovers_by_itself() {
+    let recoveries = paused_in_window(
+        "runtime.window_staged",
+        Duration::from_secs(4),
+        Duration::from_secs(2),
+    )
+    .await;
+    assert_eq!(recoveries, 1, "the held worker re-created its producer");
+}
