@@ -164,11 +164,18 @@ impl<D> Accumulator<D> {
     }
 
     /// When the next partition becomes ready by time alone (linger or
-    /// retry backoff expiring), if any.
+    /// retry backoff expiring), if any. A partition at its in-flight cap
+    /// takes no part: time alone cannot make it ready, only a completion
+    /// can, and a completion wakes the sender anyway. (Counting it made the
+    /// sender's deadline a past instant for as long as the partition stayed
+    /// at its cap, so the sender spun: a core against a slow broker.)
     pub fn next_deadline(&self) -> Option<Instant> {
         self.queues
             .iter()
             .filter_map(|(tp, q)| {
+                if self.in_flight(tp) >= self.max_in_flight {
+                    return None;
+                }
                 let first = q.front()?;
                 let immediate = self.drain_all
                     || q.len() > 1
@@ -287,6 +294,28 @@ mod tests {
         assert_eq!(b.records.len(), 2);
         acc.drain_all(true);
         assert_eq!(acc.ready(t0), vec![tp(0)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_partition_at_its_in_flight_cap_sets_no_deadline() {
+        let t0 = Instant::now();
+        let mut acc = Accumulator::new(Duration::from_millis(5), 200, 2);
+        for _ in 0..4 {
+            acc.append(tp(0), rec(150), t0);
+        }
+        acc.drain(&tp(0)).unwrap();
+        acc.drain(&tp(0)).unwrap();
+        // Two in flight (the cap), two full batches queued: not ready, and
+        // no deadline (a past one would make the sender spin).
+        assert!(acc.ready(t0 + Duration::from_secs(1)).is_empty());
+        assert_eq!(acc.next_deadline(), None);
+        // Another partition still sets its own deadline.
+        acc.append(tp(1), rec(10), t0);
+        assert_eq!(acc.next_deadline(), Some(t0 + Duration::from_millis(5)));
+        // A completion makes room: the full batch is due at once.
+        acc.complete(&tp(0));
+        assert_eq!(acc.next_deadline(), Some(t0));
+        assert!(acc.ready(t0).contains(&tp(0)));
     }
 
     #[tokio::test(start_paused = true)]
