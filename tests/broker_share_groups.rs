@@ -397,7 +397,13 @@ async fn long_poll_is_woken_by_a_release() {
     let cid = c2
         .send_only(&fetch_req("m2", 0, topic, vec![], MAX_WAIT_MS), 1)
         .await;
-    tokio::task::yield_now().await;
+    // Only once m2's fetch has found nothing and parked does m1 release:
+    // the answer then needs the wake-up (else it would come at MaxWaitMs).
+    let parked_by = Instant::now() + Duration::from_secs(10);
+    while b.core().shares().parked_fetches() == 0 {
+        assert!(Instant::now() < parked_by, "m2's fetch never parked");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let a = acknowledge(&mut c, "m1", 1, topic, vec![(0, 1, RELEASE)]).await;
     assert_eq!(a.responses[0].partitions[0].error_code, 0);
     let r = c2.recv::<ShareFetchRequest>(1, cid).await;

@@ -24,8 +24,9 @@
 //! are also compared field by field: our decoding, rendered with Kafka's
 //! field names, against the JSON of kafka-clients' generated converters.
 //!
-//! Gated like tests/interop_embedded.rs: without `SHARESTREAM_INTEROP_CP`
-//! (set by scripts/interop.sh) it prints why it is skipped and passes.
+//! Gated like tests/interop_embedded.rs: the tests that need
+//! `SHARESTREAM_INTEROP_CP` (set by scripts/interop.sh) are `#[ignore]`d and
+//! scripts/interop.sh runs them with `--include-ignored`.
 //! `SHARESTREAM_CAPTURE_GOLDEN=1` additionally re-captures the golden frames
 //! of tests/golden/java (see tests/golden/java/README.md); the check of
 //! those frames runs without Java in tests/golden_frames.rs.
@@ -495,17 +496,17 @@ fn apis() -> Vec<Api> {
     ]
 }
 
-fn interop_cp() -> Option<String> {
-    match std::env::var("SHARESTREAM_INTEROP_CP") {
-        Ok(cp) => Some(cp),
-        Err(_) => {
-            println!(
-                "SKIP jvm_bytes: SHARESTREAM_INTEROP_CP is not set (run scripts/interop.sh, \
-                 which fetches Apache Kafka and builds interop/java)"
-            );
-            None
-        }
-    }
+/// The class path of Kafka's jars and our check programs. The tests that
+/// need it are `#[ignore]`d, so that a plain `cargo test` does not count
+/// them as passed; scripts/interop.sh sets it and runs them with
+/// `--include-ignored`, and then a missing class path fails them.
+fn interop_cp() -> String {
+    std::env::var("SHARESTREAM_INTEROP_CP").unwrap_or_else(|_| {
+        panic!(
+            "SHARESTREAM_INTEROP_CP is not set: run scripts/interop.sh, which fetches Apache \
+             Kafka and builds interop/java"
+        )
+    })
 }
 
 /// Versions kafka-clients knows per API key (`apis` command).
@@ -527,8 +528,9 @@ fn java_versions(jvm: &mut Jvm) -> BTreeMap<i16, Versions> {
 }
 
 #[test]
+#[ignore = "needs Apache Kafka's jars (SHARESTREAM_INTEROP_CP): run scripts/interop.sh"]
 fn messages_are_byte_identical_to_kafka_clients() {
-    let Some(cp) = interop_cp() else { return };
+    let cp = interop_cp();
     let mut jvm = Jvm::start(&cp);
     let java = java_versions(&mut jvm);
     assert!(
@@ -822,8 +824,9 @@ fn gen_batch(seed: u64) -> (BatchSpec, Vec<Record>) {
 }
 
 #[test]
+#[ignore = "needs Apache Kafka's jars (SHARESTREAM_INTEROP_CP): run scripts/interop.sh"]
 fn record_batches_agree_with_kafka_clients() {
-    let Some(cp) = interop_cp() else { return };
+    let cp = interop_cp();
     let mut jvm = Jvm::start(&cp);
     let mut mismatches: Vec<String> = Vec::new();
     let mut compared_bytes = 0;
@@ -1001,11 +1004,13 @@ async fn run_check(cp: &str, args: &[&str]) {
 /// front of the embedded broker while the Check scenarios run. Only with
 /// `SHARESTREAM_CAPTURE_GOLDEN=1`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "re-captures the golden frames: SHARESTREAM_CAPTURE_GOLDEN=1 with scripts/interop.sh"]
 async fn capture_golden_frames() {
-    if std::env::var("SHARESTREAM_CAPTURE_GOLDEN").is_err() {
-        return;
-    }
-    let Some(cp) = interop_cp() else { return };
+    assert!(
+        std::env::var("SHARESTREAM_CAPTURE_GOLDEN").is_ok(),
+        "SHARESTREAM_CAPTURE_GOLDEN is not set (scripts/interop.sh skips this test without it)"
+    );
+    let cp = interop_cp();
     use sharestream::broker::{Broker, BrokerConfig};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -1252,8 +1257,9 @@ fn share_request_json(req: &AnyRequest, v: i16) -> serde_json::Value {
 /// the same bytes. (Byte identity above already proves the layout; this
 /// proves both sides give each field the same name and meaning.)
 #[test]
+#[ignore = "needs Apache Kafka's jars (SHARESTREAM_INTEROP_CP): run scripts/interop.sh"]
 fn share_requests_read_the_same_field_by_field() {
-    let Some(cp) = interop_cp() else { return };
+    let cp = interop_cp();
     let mut jvm = Jvm::start(&cp);
     // (what, key, version, frame, what we meant to encode: JSON of the
     // generated value, none for golden frames).

@@ -69,6 +69,16 @@ pub const FINAL_SHARE_SESSION_EPOCH: i32 = -1;
 /// A topic-partition by id.
 pub type TopicIdPartition = (Uuid, i32);
 
+/// A parked ShareFetch (counted while it lives).
+#[derive(Debug)]
+pub struct ParkedFetch<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for ParkedFetch<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// What a transaction marker does to the records staged on a share
 /// partition (docs/DESIGN.md D6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,6 +170,8 @@ struct Inner {
 pub struct SharePartitionManager {
     inner: Mutex<Inner>,
     available: watch::Sender<u64>,
+    /// ShareFetches waiting (see [`SharePartitionManager::park`]).
+    parked: std::sync::atomic::AtomicUsize,
 }
 
 fn partition_config(c: &GroupConfig) -> SharePartitionConfig {
@@ -263,6 +275,7 @@ impl SharePartitionManager {
                 rewrite_min_bytes: REWRITE_MIN_BYTES,
             }),
             available: watch::channel(0).0,
+            parked: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -273,6 +286,19 @@ impl SharePartitionManager {
 
     fn wake(&self) {
         self.available.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// Counts a ShareFetch as parked (found nothing, waiting for a wake-up
+    /// or its MaxWaitMs) until the guard drops.
+    pub fn park(&self) -> ParkedFetch<'_> {
+        self.parked
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        ParkedFetch(&self.parked)
+    }
+
+    /// ShareFetches parked right now.
+    pub fn parked_fetches(&self) -> usize {
+        self.parked.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Sets the cap on share sessions (SHARE_SESSION_LIMIT_REACHED beyond).

@@ -668,6 +668,7 @@ pub(crate) async fn share_fetch(
                 .with_acquisition_lock_timeout_ms(lock_ms)
                 .with_responses(rows.into_topics());
         }
+        let _parked = mgr.park();
         tokio::select! {
             r = appended.changed() => if r.is_err() { break; },
             r = available.changed() => if r.is_err() { break; },
