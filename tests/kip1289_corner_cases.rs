@@ -427,7 +427,8 @@ async fn corner_case_09_mixed_versions_rolling_upgrade() {
 async fn corner_case_10_invalid_ack_type_in_a_transaction() {
     let mut e = env(BrokerConfig::in_memory(), 1).await;
     let (pid, epoch) = init_pid(&mut e.c, "t", 60_000).await;
-    for ty in [RELEASE, GAP, 4] {
+    // A gap is valid in a transaction (the KIP author's branch; D5).
+    for ty in [RELEASE, 4] {
         let r = stage_all(&mut e, "t", pid, epoch, ty).await;
         assert_eq!(r.error_code, 0);
         assert_eq!(
@@ -678,4 +679,17 @@ async fn invalid_requests_answer_invalid_request() {
         ErrorCode::INVALID_REQUEST.0
     );
     assert_eq!(all(&e.b, e.input, 0), uniform(ACQUIRED));
+}
+
+#[tokio::test]
+async fn a_gap_is_valid_inside_a_transaction() {
+    // The KIP author's branch: "Only ACCEPT (1), REJECT (3) and the gap
+    // marker (0) are valid inside a transaction" (docs/DESIGN.md D5).
+    let mut e = env(BrokerConfig::in_memory(), 1).await;
+    let (pid, epoch) = init_pid(&mut e.c, "t", 60_000).await;
+    let r = stage_all(&mut e, "t", pid, epoch, GAP).await;
+    assert_eq!(partition_errors(&r), vec![(0, 0)]);
+    assert_eq!(all(&e.b, e.input, 0), uniform(TX_PENDING));
+    assert_eq!(end_txn(&mut e.c, "t", pid, epoch, true).await.error_code, 0);
+    assert_eq!(all(&e.b, e.input, 0), uniform(TERMINAL));
 }

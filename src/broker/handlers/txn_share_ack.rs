@@ -12,8 +12,8 @@
 //! CONCURRENT_TRANSACTIONS while the previous transaction's markers are
 //! pending); the member (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); then each
 //! partition (UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST
-//! for malformed batches, INVALID_RECORD_STATE for types other than ACCEPT
-//! and REJECT or records the member does not hold ACQUIRED).
+//! for malformed batches, INVALID_RECORD_STATE for types other than ACCEPT,
+//! REJECT and GAP or records the member does not hold ACQUIRED).
 //!
 //! Before anything is staged, every well-addressed share partition is
 //! registered with the transaction coordinator as a *share participant*
@@ -240,7 +240,7 @@ fn stage(
 
 fn staging_message(code: ErrorCode) -> String {
     match code {
-        ErrorCode::INVALID_RECORD_STATE => "Only ACCEPT and REJECT of records this member holds ACQUIRED can be staged in a transaction".to_string(),
+        ErrorCode::INVALID_RECORD_STATE => "Only ACCEPT, REJECT and GAP of records this member holds ACQUIRED can be staged in a transaction".to_string(),
         ErrorCode::PRODUCER_FENCED => "The transaction of this producer epoch already ended (fenced or timed out) before its acknowledgements could be staged".to_string(),
         ErrorCode::INVALID_REQUEST => "Malformed acknowledgement batches (first <= last, sorted, non-overlapping, one type or one per offset)".to_string(),
         other => other.to_string(),

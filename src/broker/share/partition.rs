@@ -842,8 +842,8 @@ impl SharePartition {
     /// TxnShareAcknowledge: stages acknowledgements in the transaction of
     /// (`producer_id`, `producer_epoch`) (KIP-1289).
     ///
-    /// Malformed batches: INVALID_REQUEST. Types other than ACCEPT and
-    /// REJECT: INVALID_RECORD_STATE (D5). Every offset must be ACQUIRED by
+    /// Malformed batches: INVALID_REQUEST. Types other than ACCEPT, REJECT
+    /// and GAP: INVALID_RECORD_STATE (D5). Every offset must be ACQUIRED by
     /// `member_id`, else INVALID_RECORD_STATE (a TX_PENDING offset included:
     /// D7, corner case 14). All or nothing. Staged records become TX_PENDING
     /// remembering the member, producer id, epoch and type; their acquisition
@@ -875,11 +875,15 @@ impl SharePartition {
         for &(f, l, ty) in &segments {
             let ack = match ty {
                 AcknowledgeType::Accept => TxnAckType::Accept,
-                AcknowledgeType::Reject => TxnAckType::Reject,
+                // A gap (an offset acquired without data) carries nothing to
+                // make atomic, but a client may put it in the transaction
+                // (the KIP author's branch allows it, D5): on commit it is
+                // archived, as a REJECT is; on abort it comes back.
+                AcknowledgeType::Reject | AcknowledgeType::Gap => TxnAckType::Reject,
                 other => {
                     return Err(ShareError::InvalidRecordState(format!(
                         "acknowledge type {other:?} for offsets {f}..={l} cannot be staged in a \
-                         transaction: only ACCEPT and REJECT"
+                         transaction: only ACCEPT, REJECT and GAP"
                     )));
                 }
             };

@@ -725,11 +725,7 @@ fn staging_makes_records_tx_pending_with_their_transaction() {
 fn corner_case_10_invalid_ack_type_in_a_transaction() {
     let mut sp = SharePartition::new(cfg(), 0);
     acq(&mut sp, "m1", 10, 0, &data(&[(0, 4)]));
-    for ty in [
-        AcknowledgeType::Gap,
-        AcknowledgeType::Release,
-        AcknowledgeType::Renew,
-    ] {
+    for ty in [AcknowledgeType::Release, AcknowledgeType::Renew] {
         let err = sp.stage("m1", PID, EPOCH, &[ack(0, 0, ty)], 1).unwrap_err();
         assert_eq!(err.error_code(), ErrorCode::INVALID_RECORD_STATE, "{ty:?}");
     }
@@ -2021,5 +2017,32 @@ fn records_archived_at_the_delivery_limit_are_counted() {
     sp.acknowledge("m1", &[ack(4, 5, AcknowledgeType::Reject)], 101)
         .unwrap();
     assert_eq!(sp.metrics().archived_at_limit_total, 2);
+    check(&sp);
+}
+
+#[test]
+fn a_gap_rides_in_the_transaction_and_is_archived_on_commit() {
+    let mut sp = SharePartition::new(cfg(), 0);
+    acq(&mut sp, "m1", 10, 0, &data(&[(0, 4)]));
+    sp.stage(
+        "m1",
+        PID,
+        EPOCH,
+        &[
+            ack(0, 1, AcknowledgeType::Accept),
+            ack(2, 2, AcknowledgeType::Gap),
+            ack(3, 4, AcknowledgeType::Accept),
+        ],
+        1,
+    )
+    .unwrap();
+    assert_eq!(sp.txn_pending_records(), 5);
+    // Abort: the gap comes back with the rest.
+    sp.apply_marker(PID, EPOCH + 1, false, 2, alive);
+    assert_eq!(st(&sp, 2), Some(RecordState::Acquired));
+    sp.stage("m1", PID, EPOCH + 1, &[ack(2, 2, AcknowledgeType::Gap)], 3)
+        .unwrap();
+    sp.apply_marker(PID, EPOCH + 2, true, 4, alive);
+    assert_eq!(sp.metrics().archived_records, 1);
     check(&sp);
 }
