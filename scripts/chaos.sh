@@ -3,10 +3,19 @@
 # the chaos example, then runs seeder -> copiers + chaos driver -> checker.
 # Exits non-zero when the guarantee's promise broke (or the run failed).
 #
-#   scripts/chaos.sh                  bounded run (what .ci/run does)
-#   CHAOS_LONG=1 scripts/chaos.sh     long run
+#   scripts/chaos.sh                  bounded: the chaos run, then the
+#                                     elastic run (what .ci/run does)
+#   CHAOS_SCENARIO=chaos scripts/chaos.sh    only the bounded chaos run
+#   CHAOS_SCENARIO=elastic scripts/chaos.sh  only the bounded elastic run
+#   CHAOS_LONG=1 scripts/chaos.sh     long chaos run
 #   CHAOS_GUARANTEE=at-least-once scripts/chaos.sh
 #   scripts/chaos.sh --records 50000  extra flags go to `chaos run`
+#
+# Every copier process is one instance of ONE application (same
+# application.id and configuration, random instance ids). The broker runs
+# with a 8 s acquisition lock and a 10 s member session timeout, the
+# copiers with a 10 s transaction timeout; the pauses (SIGSTOP/SIGCONT)
+# last 3.2, 9, 12 and 20 s against those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # `failpoints`: the copiers arm the runtime's pause points (the kill windows).
@@ -16,12 +25,23 @@ guarantee="${CHAOS_GUARANTEE:-exactly-once}"
 workdir="${CHAOS_WORKDIR:-${TMPDIR:-/tmp}/sharestream-chaos-$$}"
 report="${CHAOS_REPORT:-$workdir.json}"
 if [[ "${CHAOS_LONG:-0}" == "1" ]]; then
-  sizing=(--records 1000000 --copiers 4 --copier-kills 60 --broker-kills 8
-          --chaos-secs 600 --drain-secs 300)
+  scenarios=("${CHAOS_SCENARIO:-chaos}")
 else
-  sizing=(--records 200000 --copiers 3 --copier-kills 10 --broker-kills 2
-          --chaos-secs 60 --drain-secs 150)
+  scenario="${CHAOS_SCENARIO:-both}"
+  if [[ "$scenario" == "both" ]]; then scenarios=(chaos elastic); else scenarios=("$scenario"); fi
 fi
+sizing() {
+  if [[ "$1" == "elastic" ]]; then
+    # 1 -> 4 -> 1 copiers over 60 s (SIGTERM, SIGKILL, SIGTERM down).
+    echo --scenario elastic --records 100000 --chaos-secs 60 --drain-secs 90
+  elif [[ "${CHAOS_LONG:-0}" == "1" ]]; then
+    echo --records 1000000 --copiers 4 --copier-kills 60 --copier-pauses 16 \
+      --broker-kills 8 --chaos-secs 600 --drain-secs 300
+  else
+    echo --records 200000 --copiers 3 --copier-kills 10 --copier-pauses 4 \
+      --broker-kills 2 --chaos-secs 60 --drain-secs 150
+  fi
+}
 # Private copies of the two binaries: a build in a shared target directory
 # during the run must not swap the broker or the copiers under it.
 bindir="$workdir.bin"
@@ -29,11 +49,18 @@ mkdir -p "$bindir"
 cp "$target_dir/release/examples/chaos" "$target_dir/release/sharestream" "$bindir/"
 trap 'rm -rf "$bindir"' EXIT
 status=0
-"$bindir/chaos" run \
-  --broker-bin "$bindir/sharestream" \
-  --workdir "$workdir" --report "$report" \
-  --guarantee "$guarantee" --port "${CHAOS_PORT:-19092}" \
-  "${sizing[@]}" "$@" >/dev/null || status=$?
-echo "chaos report: $report"
-if [[ -f "$report" ]]; then cat "$report"; fi
+for sc in "${scenarios[@]}"; do
+  rep="$report"
+  if [[ ${#scenarios[@]} -gt 1 ]]; then rep="${report%.json}-$sc.json"; fi
+  one=0
+  # shellcheck disable=SC2046
+  "$bindir/chaos" run \
+    --broker-bin "$bindir/sharestream" \
+    --workdir "$workdir-$sc" --report "$rep" \
+    --guarantee "$guarantee" --port "${CHAOS_PORT:-19092}" \
+    $(sizing "$sc") "$@" >/dev/null || one=$?
+  echo "chaos report ($sc): $rep"
+  if [[ -f "$rep" ]]; then cat "$rep"; fi
+  if [[ $one -ne 0 ]]; then status=$one; fi
+done
 exit $status

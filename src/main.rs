@@ -96,6 +96,16 @@ struct BrokerArgs {
     /// commit interval; raise it for high-rate exactly-once consumption.
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(i32).range(100..=10000))]
     share_max_record_locks: i32,
+    /// Default acquisition lock of share groups, ms
+    /// (group.share.record.lock.duration.ms; lowers the minimum to it when
+    /// below Kafka's 15 s).
+    #[arg(long, value_parser = clap::value_parser!(i32).range(1000..=60000))]
+    share_record_lock_duration_ms: Option<i32>,
+    /// Default member session timeout of share groups, ms
+    /// (group.share.session.timeout.ms; lowers the minimum to it when below
+    /// Kafka's 45 s; must exceed the 5 s heartbeat interval).
+    #[arg(long, value_parser = clap::value_parser!(i32).range(6000..=60000))]
+    share_session_timeout_ms: Option<i32>,
     /// Finalized share.version at first start (3 enables KIP-1289).
     #[arg(long, default_value_t = 3)]
     share_version: i16,
@@ -135,6 +145,23 @@ struct BrokerArgs {
     acl: bool,
 }
 
+/// The share-group settings of the broker flags.
+fn share_groups(args: &BrokerArgs) -> sharestream::broker::group::ShareGroupBrokerConfig {
+    let mut c = sharestream::broker::group::ShareGroupBrokerConfig {
+        partition_max_record_locks: args.share_max_record_locks,
+        ..Default::default()
+    };
+    if let Some(ms) = args.share_record_lock_duration_ms {
+        c.record_lock_duration_ms = ms;
+        c.min_record_lock_duration_ms = c.min_record_lock_duration_ms.min(ms);
+    }
+    if let Some(ms) = args.share_session_timeout_ms {
+        c.session_timeout_ms = ms;
+        c.min_session_timeout_ms = c.min_session_timeout_ms.min(ms);
+    }
+    c
+}
+
 fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
     match s {
         "every-batch" => Ok(FsyncPolicy::EveryBatch),
@@ -163,6 +190,7 @@ fn init_tracing() {
 }
 
 async fn run_broker(args: BrokerArgs) -> Result<(), String> {
+    let share_groups = share_groups(&args);
     let storage = match (args.data_dir, args.memory) {
         (Some(dir), false) => StorageMode::Directory(dir),
         (None, true) => StorageMode::Memory,
@@ -227,10 +255,7 @@ async fn run_broker(args: BrokerArgs) -> Result<(), String> {
         transaction_version: args.transaction_version,
         max_connections: args.max_connections,
         metrics_listen: args.metrics_listen,
-        share_groups: sharestream::broker::group::ShareGroupBrokerConfig {
-            partition_max_record_locks: args.share_max_record_locks,
-            ..Default::default()
-        },
+        share_groups,
         ..BrokerConfig::default()
     };
     let handle = Broker::start(config)

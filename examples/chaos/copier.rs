@@ -8,9 +8,18 @@
 //! `exactly_once` (KIP-1289: outputs and share acknowledgements in one
 //! transaction, staged with TxnShareAcknowledge before EndTxn) or
 //! `at_least_once` (deliveries awaited, then acknowledgements committed),
-//! `--workers` share-group members per process (default 1), each with the
-//! transactional id `chaos-copier-<slot>-<worker>`, so a restarted copier
-//! fences the transactions its killed predecessor left open.
+//! `--workers` share-group members per process (default 1).
+//!
+//! Every copier process is one instance of ONE application, as users deploy
+//! it: the same `application.id` (the group name), the same configuration,
+//! nothing per process in any id. The runtime draws a random instance id
+//! per process (D15), so the transactional ids are
+//! `chaos-copier-<uuid>-<worker>`: a restarted copier does not fence its
+//! killed predecessor, whose open transaction ends by the transaction
+//! timeout (`--transaction-timeout-ms`, default 10 s). `--instance-id`
+//! sets `application.instance.id` instead (a stable identity); the chaos
+//! driver does not use it. `--metrics-listen` serves the runtime's
+//! Prometheus metrics (`metrics.listen`).
 //!
 //! Any error that stops the runtime ends the process with exit code 3: it
 //! is crash-only, and the chaos driver starts it again. SIGTERM is a
@@ -85,10 +94,16 @@ pub struct CopyArgs {
     /// Share group.
     #[arg(long, default_value = "chaos-copier")]
     pub group: String,
-    /// Copier slot: the application id is `chaos-copier-<id>`, so a
-    /// restarted copier fences its killed predecessor.
-    #[arg(long, default_value_t = 0)]
-    pub id: u32,
+    /// `application.instance.id` (a stable identity); default unset: the
+    /// runtime draws a random one per process.
+    #[arg(long)]
+    pub instance_id: Option<String>,
+    /// `metrics.listen`: serve the runtime's metrics at http://ADDR/metrics.
+    #[arg(long)]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// `transaction.timeout.ms`.
+    #[arg(long, default_value_t = 10_000)]
+    pub transaction_timeout_ms: u64,
     /// Delivery guarantee.
     #[arg(long, value_enum, default_value = "exactly-once")]
     pub guarantee: Guarantee,
@@ -179,17 +194,19 @@ pub async fn run(a: CopyArgs) {
     if a.window_pause_ms > 0 && !arm_windows(a.window_pause_ms) {
         eprintln!(
             "copier {}: built without the `failpoints` feature: no kill windows (kills land at random moments)",
-            a.id
+            std::process::id()
         );
     }
     let config = RuntimeConfig {
-        application_id: format!("{}-{}", a.group, a.id),
+        application_id: a.group.clone(),
+        application_instance_id: a.instance_id.clone(),
+        metrics_listen: a.metrics_listen,
         bootstrap_servers: vec![a.bootstrap.clone()],
         num_workers: a.workers,
         processing_guarantee: a.guarantee.processing(),
         commit_interval: Duration::from_millis(a.commit_interval_ms),
         max_poll_records: a.max_poll_records,
-        transaction_timeout: Duration::from_secs(20),
+        transaction_timeout: Duration::from_millis(a.transaction_timeout_ms),
         linger: Duration::from_millis(2),
         request_timeout: Duration::from_secs(10),
         shutdown_timeout: Duration::from_secs(20),
@@ -208,14 +225,19 @@ pub async fn run(a: CopyArgs) {
         Ok(Err(e)) => fail("start", e),
         Err(_) => fail("start", "not started within 60 s"),
     };
-    eprintln!("copier {}: started ({})", a.id, a.guarantee.name());
+    let pid = std::process::id();
+    eprintln!(
+        "copier {pid}: started ({}, transactional id {:?})",
+        a.guarantee.name(),
+        handle.transactional_id(0)
+    );
     let metrics = handle.metrics().clone();
     let result = handle.wait().await;
     let copied = metrics
         .records_committed
         .load(std::sync::atomic::Ordering::Relaxed);
     match result {
-        Ok(()) => eprintln!("copier {}: stopped after {copied} records", a.id),
+        Ok(()) => eprintln!("copier {pid}: stopped after {copied} records"),
         Err(e) => fail("runtime", e),
     }
 }
