@@ -144,6 +144,19 @@ impl Membership {
         self.next_at = Some(now);
     }
 
+    /// A share request said this member is no longer in the group
+    /// (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH: its session expired, say
+    /// while the process was paused): drop the assignment and rejoin at
+    /// once, as a heartbeat with that answer does.
+    pub fn member_lost(&mut self, now: Instant) {
+        if matches!(self.state, MemberState::Failed) || self.subscription.is_empty() {
+            return;
+        }
+        self.epoch = 0;
+        self.assignment.clear();
+        self.next_at = Some(now);
+    }
+
     /// Leaves the group (epoch -1 heartbeat), keeping the member id.
     pub fn unsubscribe(&mut self, now: Instant) {
         self.subscription.clear();

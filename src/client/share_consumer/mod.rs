@@ -1230,7 +1230,14 @@ impl LeaderFetch {
                     message: r.error_message.map(|m| m.to_string()),
                 });
                 self.report(&acks, |_| Some(e.clone()));
-                if !(code.is_retriable()
+                if code == ErrorCode::UNKNOWN_MEMBER_ID || code == ErrorCode::FENCED_MEMBER_EPOCH {
+                    // The group no longer knows this member (its session
+                    // expired while the process was paused or cut off): its
+                    // records were released. Rejoin, as the heartbeat does.
+                    self.inner.membership.lock().member_lost(Instant::now());
+                    self.inner.publish();
+                    self.inner.wake.notify_one();
+                } else if !(code.is_retriable()
                     || code == ErrorCode::SHARE_SESSION_NOT_FOUND
                     || code == ErrorCode::INVALID_SHARE_SESSION_EPOCH)
                 {

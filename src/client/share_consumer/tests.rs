@@ -667,3 +667,52 @@ async fn record_limit_against_a_v1_broker_names_the_setting() {
         "{e}"
     );
 }
+
+/// A member whose session the broker expired (the process was paused past
+/// it) learns so from a ShareFetch answering UNKNOWN_MEMBER_ID: it is not a
+/// fatal error; the consumer rejoins (a heartbeat at epoch 0) and fetches
+/// again. Found by the chaos test's SIGSTOP pauses: the runtime stopped.
+#[tokio::test(start_paused = true)]
+async fn a_share_fetch_answering_unknown_member_rejoins_instead_of_failing() {
+    let (cl, mut broker, pool) = cluster(vec![0]);
+    let mut c = consumer(AcknowledgementMode::Explicit, pool);
+    c.subscribe(["in"]).unwrap();
+    let task = tokio::spawn(async move {
+        let mut got = Vec::new();
+        for _ in 0..50 {
+            let r = c.poll(Duration::from_millis(200)).await.expect("not fatal");
+            got.extend(offsets(&r));
+            if !got.is_empty() {
+                break;
+            }
+        }
+        got
+    });
+    let r = broker.recv().await.unwrap();
+    let joins_before = cl
+        .heartbeats
+        .lock()
+        .iter()
+        .filter(|h| h.member_epoch == 0)
+        .count();
+    r.answer_fetch(ShareFetchResponse::default().with_error_code(ErrorCode::UNKNOWN_MEMBER_ID.0));
+    // The consumer rejoins, then fetches on a new session (it would fail
+    // instead, and never fetch again, if the error were fatal).
+    let r = tokio::time::timeout(Duration::from_secs(60), broker.recv())
+        .await
+        .expect("the consumer fetches again after the error")
+        .unwrap();
+    assert_eq!(r.fetch().share_session_epoch, 0, "a new share session");
+    let joins_after = cl
+        .heartbeats
+        .lock()
+        .iter()
+        .filter(|h| h.member_epoch == 0)
+        .count();
+    assert!(
+        joins_after > joins_before,
+        "rejoined with a heartbeat at epoch 0"
+    );
+    r.answer_fetch(fetch_answer(0, Some(batch(0, 3)), &[(0, 2, 1)], 0));
+    assert_eq!(task.await.unwrap(), vec![0, 1, 2]);
+}
