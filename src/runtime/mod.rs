@@ -432,9 +432,13 @@ impl RuntimeBuilder {
                 .acquire_mode(acquire_mode)
                 .fetch_max_wait(Duration::from_millis(100))
                 .request_timeout(config.request_timeout)
-                .connection(connection.clone())
-                .build()
-                .map_err(|e| RuntimeError::Startup(e.to_string()))?;
+                .connection(connection.clone());
+            let consumer_config = match instance.member_id(&config.application_id, index) {
+                Some(id) => consumer_config.member_id(id),
+                None => consumer_config,
+            }
+            .build()
+            .map_err(|e| RuntimeError::Startup(e.to_string()))?;
             let mut consumer =
                 ShareConsumer::new(consumer_config).map_err(|source| RuntimeError::Consumer {
                     worker: index,
@@ -712,6 +716,25 @@ impl Instance {
     pub(crate) fn client_id(&self, application_id: &str, worker: usize) -> String {
         self.transactional_id(application_id, worker)
     }
+
+    /// The share-group member id of a worker: with a stable identity, a
+    /// UUID derived from the transactional id, so that a restarted instance
+    /// rejoins as its predecessor's members (the broker releases what they
+    /// held at once); without one, `None` (a fresh UUID per consumer).
+    pub(crate) fn member_id(&self, application_id: &str, worker: usize) -> Option<String> {
+        use sha2::Digest;
+        if self.generated {
+            return None;
+        }
+        let digest = sha2::Sha256::digest(self.transactional_id(application_id, worker).as_bytes());
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&digest[..16]);
+        Some(
+            uuid::Builder::from_custom_bytes(bytes)
+                .into_uuid()
+                .to_string(),
+        )
+    }
 }
 
 async fn start_producer(
@@ -817,6 +840,27 @@ impl RuntimeHandle {
 #[cfg(test)]
 mod tests {
     use super::lock_budget_fit;
+
+    #[test]
+    fn member_ids_are_stable_only_with_an_instance_identity() {
+        let stable = super::Instance {
+            id: "pod-0".into(),
+            generated: false,
+        };
+        let a = stable.member_id("app", 0).unwrap();
+        assert_eq!(
+            Some(a.clone()),
+            stable.member_id("app", 0),
+            "same on restart"
+        );
+        assert_ne!(Some(a.clone()), stable.member_id("app", 1), "per worker");
+        assert!(uuid::Uuid::parse_str(&a).is_ok(), "{a}");
+        let generated = super::Instance {
+            id: "f00".into(),
+            generated: true,
+        };
+        assert_eq!(generated.member_id("app", 0), None);
+    }
 
     #[test]
     fn transactions_are_sized_to_half_the_record_locks() {

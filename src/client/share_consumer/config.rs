@@ -47,6 +47,13 @@ pub struct ShareConsumerConfig {
     pub group_id: String,
     /// `client.id` (default `"sharestream"`).
     pub client_id: String,
+    /// The member id this consumer joins with. `None` (the default): a
+    /// fresh UUID, as Kafka's clients do. A stable one (the runtime derives
+    /// it from `application.instance.id`) lets a restarted process take
+    /// over its dead predecessor's membership at once: its join at epoch 0
+    /// replaces the old member, whose acquired records are released,
+    /// instead of waiting for that member's session to time out.
+    pub member_id: Option<String>,
     /// `bootstrap.servers`: `host:port` of brokers to ask for metadata.
     pub bootstrap_servers: Vec<String>,
     /// `max.poll.records` (default 500): the most records one poll returns;
@@ -88,6 +95,7 @@ impl Default for ShareConsumerConfig {
         Self {
             group_id: String::new(),
             client_id: "sharestream".to_string(),
+            member_id: None,
             bootstrap_servers: Vec::new(),
             max_poll_records: 500,
             acknowledgement_mode: AcknowledgementMode::Implicit,
@@ -271,6 +279,12 @@ impl ShareConsumerConfigBuilder {
     /// `client.id`.
     pub fn client_id(mut self, v: impl Into<String>) -> Self {
         self.config.client_id = v.into();
+        self
+    }
+
+    /// See [`ShareConsumerConfig::member_id`].
+    pub fn member_id(mut self, v: impl Into<String>) -> Self {
+        self.config.member_id = Some(v.into());
         self
     }
     /// `bootstrap.servers`.

@@ -368,7 +368,10 @@ impl ShareConsumer {
             .validate()
             .map_err(|e| ConsumerError::InvalidArgument(e.to_string()))?;
         let retry = BackoffConfig::retry().initial;
-        let membership = Membership::new(config.group_id.clone(), retry);
+        let membership = match &config.member_id {
+            Some(id) => Membership::with_member_id(config.group_id.clone(), id.clone(), retry),
+            None => Membership::new(config.group_id.clone(), retry),
+        };
         let member_id = membership.metadata().member_id().to_string();
         let first = MemberView {
             metadata: membership.metadata(),
