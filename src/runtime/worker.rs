@@ -129,19 +129,24 @@ impl LastDelivery {
         self.metrics
             .records_failed_at_delivery_limit
             .fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            worker,
+            topic = %source.topic,
+            partition = source.partition,
+            offset = source.offset,
+            delivery_count = source.delivery_count,
+            dead_letter_topic = ?self.dead_letter_topic,
+            error = %error,
+            "processing failed on the record's last delivery: {} instead of stopping (the broker \
+             would archive it)",
+            if self.dead_letter_topic.is_some() {
+                "dead-lettered"
+            } else {
+                "rejected (set delivery.limit.dead.letter.topic to keep such records)"
+            }
+        );
         match &self.dead_letter_topic {
             Some(topic) => {
-                tracing::warn!(
-                    worker,
-                    topic = %source.topic,
-                    partition = source.partition,
-                    offset = source.offset,
-                    delivery_count = source.delivery_count,
-                    dead_letter_topic = %topic,
-                    error = %error,
-                    "processing failed on the record's last delivery: dead-lettered instead of \
-                     stopping (the broker would archive it)"
-                );
                 let mut dlq = dead_letter_record(source, topic, &error);
                 dlq.headers.push(crate::protocol::records::RecordHeader {
                     key: DLQ_REASON.to_string(),
@@ -157,22 +162,10 @@ impl LastDelivery {
                     records: vec![dlq],
                 }
             }
-            None => {
-                tracing::warn!(
-                    worker,
-                    topic = %source.topic,
-                    partition = source.partition,
-                    offset = source.offset,
-                    delivery_count = source.delivery_count,
-                    error = %error,
-                    "processing failed on the record's last delivery: rejected instead of stopping \
-                     (set delivery.limit.dead.letter.topic to keep such records)"
-                );
-                crate::topology::ProcessResult {
-                    outcome: Outcome::Reject { error },
-                    records: Vec::new(),
-                }
-            }
+            None => crate::topology::ProcessResult {
+                outcome: Outcome::Reject { error },
+                records: Vec::new(),
+            },
         }
     }
 }
