@@ -172,11 +172,18 @@ async fn corner_case_14_the_newer_epoch_cannot_stage_records_still_pending_for_t
         .await;
     assert_eq!(r.error_code, ErrorCode::CONCURRENT_TRANSACTIONS.0);
     assert_eq!(all(&b, input), uniform(Seen::State(RecordState::TxPending)));
-    // Once the abort lands, the newer epoch gets in and stages them.
+    // Once the abort lands (imposed by the fence: the records are released,
+    // docs/DESIGN.md D6), the newer epoch gets in; the member acquires them
+    // again and the newer epoch stages them.
     failpoints::disarm("txn.share_marker");
-    wait_for(&b, input, Seen::State(RecordState::Acquired)).await;
+    wait_for(&b, input, Seen::State(RecordState::Available)).await;
     let (_, newer) = init_pid(&mut c, "t", 60_000).await;
     assert!(newer > older);
+    let mut c2 = RawClient::connect(b.local_addr()).await;
+    assert_eq!(
+        acquire(&mut c2, "m1", input, &[0], 0).await,
+        vec![(0, 0, N - 1)]
+    );
     let req = stage_req(
         "t",
         pid,
@@ -204,7 +211,11 @@ async fn a_fence_between_the_producer_check_and_the_stage_stages_nothing() {
     const POINT: &str = "broker.txn_share_ack.before_stage";
     let _serial = SERIAL.lock().await;
     let _disarm = Disarm;
-    let (b, mut c, input, epoch) = env(BrokerConfig::in_memory()).await;
+    // A broker with a data directory runs the handler on a blocking thread
+    // (an in-memory one runs it inline on a runtime worker, which the held
+    // hook below would block, starving the tasks queued on that worker).
+    let dir = tempfile::tempdir().unwrap();
+    let (b, mut c, input, epoch) = env(BrokerConfig::with_data_dir(dir.path())).await;
     let (pid, older) = init_pid(&mut c, "t", 60_000).await;
 
     // The handler stops at the point and waits for the test.
