@@ -53,6 +53,14 @@ struct Process {
     log: PathBuf,
 }
 
+impl Drop for Process {
+    /// A failing test must not leave its processes running.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn spawn(bootstrap: &str, group: &str, log_dir: &std::path::Path, i: usize) -> Process {
     let metrics: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let log = log_dir.join(format!("mirror-{i}.log"));
