@@ -81,12 +81,29 @@ struct BrokerProcess {
     addr: SocketAddr,
 }
 
+/// The `sharestream` binary of this build: it belongs to the
+/// `sharestream-cli` package, so it sits beside this bench's directory
+/// (target/<profile>/deps/broker_throughput-<hash> -> target/<profile>/sharestream).
+fn workspace_binary() -> String {
+    let exe = std::env::current_exe().expect("own path");
+    let bin = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>")
+        .join("sharestream");
+    assert!(
+        bin.exists(),
+        "{} is missing: build it first (`cargo build --release -p sharestream-cli`)",
+        bin.display()
+    );
+    bin.display().to_string()
+}
+
 impl BrokerProcess {
     fn start(extra: &[&str]) -> Self {
         // BENCH_BROKER_BIN runs another build (e.g. an older commit's) for
         // before/after comparisons under the same load.
-        let bin = std::env::var("BENCH_BROKER_BIN")
-            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_sharestream").to_string());
+        let bin = std::env::var("BENCH_BROKER_BIN").unwrap_or_else(|_| workspace_binary());
         let mut child = Command::new(bin)
             .args(["broker", "--listen", "127.0.0.1:0"])
             .args(extra)

@@ -7,7 +7,7 @@
 //! `--fsync never`) and the `mirror` example as the application.
 //!
 //! ```sh
-//! cargo build --release --bin sharestream --example mirror --example scaleout_bench
+//! cargo build --release -p sharestream-cli -p sharestream-mirror && cargo build --release --example scaleout_bench
 //! cargo run --release --example scaleout_bench -- --records 200000 --rounds 3
 //! ```
 //!
@@ -58,8 +58,8 @@ struct Args {
     /// The broker binary.
     #[arg(long, default_value = "target/release/sharestream")]
     broker_bin: PathBuf,
-    /// The mirror example binary.
-    #[arg(long, default_value = "target/release/examples/mirror")]
+    /// The mirror binary (package `sharestream-mirror`).
+    #[arg(long, default_value = "target/release/mirror")]
     mirror_bin: PathBuf,
     /// Throughput: records per round.
     #[arg(long, default_value_t = 200_000)]

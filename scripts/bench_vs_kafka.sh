@@ -53,7 +53,8 @@ for tool in java javac jar python3 cargo; do
 done
 lib="$(scripts/kafka/fetch.sh)"
 if [[ -z "${BENCH_NO_BUILD:-}" ]]; then
-  cargo build --release --bin sharestream --example share_perf >&2
+  cargo build --release -p sharestream-cli >&2
+  cargo build --release --example share_perf >&2
 fi
 bin="$target/release/sharestream"
 share_perf="$target/release/examples/share_perf"

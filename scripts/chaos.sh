@@ -19,7 +19,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # `failpoints`: the copiers arm the runtime's pause points (the kill windows).
-cargo build --release --features failpoints --bin sharestream --example chaos
+cargo build --release --features failpoints --example chaos
+cargo build --release --features failpoints -p sharestream-cli
 target_dir="${CARGO_TARGET_DIR:-target}"
 guarantee="${CHAOS_GUARANTEE:-exactly-once}"
 workdir="${CHAOS_WORKDIR:-${TMPDIR:-/tmp}/sharestream-chaos-$$}"

@@ -72,7 +72,7 @@ Recorded once on 2026-11-29 against Apache Kafka 4.4.0 from
 `scripts/kafka/start.sh`: topic `orders` (3 partitions) filled with 20 000
 distinct values by `kafka-console-producer`, group config
 `share.auto.offset.reset=earliest` set with `kafka-configs`, then
-`cargo build --release --example mirror` and:
+`cargo build --release -p sharestream-mirror` and:
 
 - `mirror --bootstrap-server 127.0.0.1:PORT --topics orders --group mirror-e2e`
   (source = target, so the example asks for exactly_once): refused at
@@ -113,7 +113,7 @@ MemoryRecordsBuilder must rebuild our uncompressed batches byte for byte;
 batches Kafka builds with every codec must decode with our layer to the same
 records. Compressed bytes are not compared (compressor output may differ
 legitimately). ShareFetch and ShareAcknowledge go through our own v1/v2
-wrappers (src/protocol/share_v2.rs; KIP-1206 ShareAcquireMode, KIP-1222
+wrappers (crates/protocol/src/share_v2.rs; KIP-1206 ShareAcquireMode, KIP-1222
 IsRenewAck and AcquisitionLockTimeoutMs), every ShareAcquireMode/IsRenewAck
 combination included; the test fails unless both v2 pairs are compared.
 The KIP-932 requests are also compared field by field with the JSON of

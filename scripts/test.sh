@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The project's test command (see README): unit, integration, example and doc
-# tests, with the fault-injection points compiled in. Benchmarks are built
-# (so they keep compiling) but not run here: `cargo bench` runs them.
+# tests of every crate of the workspace, with the fault-injection points
+# compiled in. Benchmarks are built (so they keep compiling) but not run
+# here: `cargo bench` runs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The runnable example binaries first: tests/scale_out.rs starts the mirror
-# example as several processes (`cargo test --examples` builds them only as
-# test harnesses).
-cargo build --examples --features failpoints
-cargo test --lib --bins --tests --examples --features failpoints
-cargo build --benches --features failpoints
-cargo test --doc
+# The binaries first: tests/scale_out.rs starts the mirror (package
+# sharestream-mirror) as several processes.
+cargo build --workspace --bins --examples --features failpoints
+cargo test --workspace --lib --bins --tests --examples --features failpoints
+cargo build --workspace --benches --features failpoints
+cargo test --workspace --doc --features failpoints

@@ -5,8 +5,8 @@
 //! PRODUCER_FENCED, no fatal error in any log), every process does part of
 //! the work (its own metrics), and a graceful SIGTERM ends each cleanly.
 //!
-//! The processes are the `mirror` example binary, which `scripts/test.sh`
-//! builds with the tests (`cargo test --examples`).
+//! The processes are the `mirror` binary (package `sharestream-mirror`),
+//! which `scripts/test.sh` builds before the tests.
 
 #[global_allocator]
 static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
@@ -26,14 +26,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const RECORDS: usize = 20_000;
 
 fn mirror_binary() -> PathBuf {
-    // target/<profile>/deps/scale_out-<hash> -> target/<profile>/examples/mirror
+    // target/<profile>/deps/scale_out-<hash> -> target/<profile>/mirror
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().and_then(|d| d.parent()).unwrap();
-    let bin = dir.join("examples").join("mirror");
+    let bin = dir.join("mirror");
     assert!(
         bin.exists(),
-        "{} is missing: build the examples with the tests (`cargo test --examples --tests`, \
-         as scripts/test.sh does)",
+        "{} is missing: build the mirror package before the tests \
+         (`cargo build -p sharestream-mirror`, as scripts/test.sh does)",
         bin.display()
     );
     bin

@@ -1,6 +1,6 @@
 //! Exactly-once under faults: the copier chaos test.
 //!
-//! `cargo run --release --example chaos -- run --broker-bin target/release/sharestream`
+//! `cargo run --release --example chaos -- run --broker-bin target/release/sharestream` (build the binary first: `cargo build --release -p sharestream-cli`)
 //! (what `scripts/chaos.sh` does) starts the standalone broker on a fresh
 //! data directory (`--fsync every-batch`), seeds the input topic
 //! ([`seed`]), starts several copier processes in one share group

@@ -11,11 +11,11 @@
 
 use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
-use sharestream::protocol::records::RecordBatchView;
-use sharestream::protocol::records::batch::CRC_OFFSET;
+use sharestream_protocol::records::RecordBatchView;
+use sharestream_protocol::records::batch::CRC_OFFSET;
 
 #[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
+static GLOBAL: sharestream_protocol::alloc::GuardedAlloc = sharestream_protocol::alloc::GuardedAlloc::new();
 
 /// Bound on decompressed records per batch while fuzzing.
 const MAX_DECOMPRESSED: usize = 1 << 20;

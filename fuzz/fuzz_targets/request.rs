@@ -3,13 +3,13 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sharestream::protocol::api::{decode_request, decode_request_header};
-use sharestream::protocol::frame::FrameDecoder;
+use sharestream_protocol::api::{decode_request, decode_request_header};
+use sharestream_protocol::frame::FrameDecoder;
 
 // kafka-protocol sizes arrays from wire counts; without the guard every
 // hostile count is an abort (or a libFuzzer malloc-limit report).
 #[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
+static GLOBAL: sharestream_protocol::alloc::GuardedAlloc = sharestream_protocol::alloc::GuardedAlloc::new();
 
 fuzz_target!(|data: &[u8]| {
     let mut decoder = FrameDecoder::new(1 << 20);

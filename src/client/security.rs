@@ -10,7 +10,7 @@
 //! protocol is `SSL` or `SASL_SSL` ([`tls_connect`]), and
 //! [`Connection::new`] negotiates API versions and then authenticates with
 //! SASL when the protocol is `SASL_PLAINTEXT` or `SASL_SSL`
-//! ([`Connection::authenticate`]). A connection that fails either step is
+//! (the SASL exchange inside `Connection::new`). A connection that fails either step is
 //! never handed out.
 //!
 //! TLS: server certificates are checked against the CA file

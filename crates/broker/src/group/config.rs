@@ -1,0 +1,782 @@
+//! Share group configuration: broker-wide defaults and bounds, and the
+//! per-group overrides set through IncrementalAlterConfigs on the GROUP
+//! resource.
+//!
+//! Names, defaults and bounds are Kafka's (`GroupCoordinatorConfig`,
+//! `ShareGroupConfig` and `GroupConfig` of Kafka 4.2):
+//!
+//! | group config | broker default | group bounds (broker settings) |
+//! |---|---|---|
+//! | `share.session.timeout.ms` | `group.share.session.timeout.ms` 45000 | `group.share.{min,max}.session.timeout.ms` 45000..=60000 |
+//! | `share.heartbeat.interval.ms` | `group.share.heartbeat.interval.ms` 5000 | `group.share.{min,max}.heartbeat.interval.ms` 5000..=15000 |
+//! | `share.record.lock.duration.ms` | `group.share.record.lock.duration.ms` 30000 | `group.share.{min,max}.record.lock.duration.ms` 15000..=60000 |
+//! | `share.delivery.count.limit` | `group.share.delivery.count.limit` 5 | `group.share.{min,max}.delivery.count.limit` 2..=10 |
+//! | `share.auto.offset.reset` | `latest` | `latest`, `earliest` |
+//! | `share.isolation.level` | `read_uncommitted` | `read_uncommitted`, `read_committed` |
+//!
+//! and the session timeout must stay greater than the heartbeat interval.
+//! `group.share.partition.max.record.locks` (2000) is a broker setting only:
+//! in Kafka 4.2 a group cannot override it.
+//!
+//! Like Kafka, a group may be configured before it exists: configs live
+//! apart from membership. Invalid values are refused with `INVALID_CONFIG`
+//! and a message naming the setting, as Kafka's `GroupConfig.validate` does.
+//!
+//! Not supported: Kafka 4.2's `by_duration:<ISO-8601>` form of
+//! `share.auto.offset.reset`, and the consumer/streams group configs.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use sharestream_protocol::ErrorCode;
+
+/// `share.session.timeout.ms`.
+pub const SHARE_SESSION_TIMEOUT_MS: &str = "share.session.timeout.ms";
+/// `share.heartbeat.interval.ms`.
+pub const SHARE_HEARTBEAT_INTERVAL_MS: &str = "share.heartbeat.interval.ms";
+/// `share.record.lock.duration.ms`.
+pub const SHARE_RECORD_LOCK_DURATION_MS: &str = "share.record.lock.duration.ms";
+/// `share.delivery.count.limit`.
+pub const SHARE_DELIVERY_COUNT_LIMIT: &str = "share.delivery.count.limit";
+/// `share.auto.offset.reset`.
+pub const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
+/// `share.isolation.level`.
+pub const SHARE_ISOLATION_LEVEL: &str = "share.isolation.level";
+
+/// Every group-level config this broker understands, in the order
+/// [`ShareGroupCoordinator::describe_config`](super::ShareGroupCoordinator::describe_config)
+/// lists them.
+pub const GROUP_CONFIG_NAMES: &[&str] = &[
+    SHARE_AUTO_OFFSET_RESET,
+    SHARE_DELIVERY_COUNT_LIMIT,
+    SHARE_HEARTBEAT_INTERVAL_MS,
+    SHARE_ISOLATION_LEVEL,
+    SHARE_RECORD_LOCK_DURATION_MS,
+    SHARE_SESSION_TIMEOUT_MS,
+];
+
+/// Where a share-partition start offset begins when a group first reads a
+/// partition (`share.auto.offset.reset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AutoOffsetReset {
+    /// At the log end offset (Kafka's default).
+    #[default]
+    Latest,
+    /// At the log start offset.
+    Earliest,
+}
+
+impl AutoOffsetReset {
+    /// Kafka's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AutoOffsetReset::Latest => "latest",
+            AutoOffsetReset::Earliest => "earliest",
+        }
+    }
+}
+
+/// Which records a share group delivers (`share.isolation.level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IsolationLevel {
+    /// Everything, including open and aborted transactions (Kafka's default).
+    #[default]
+    ReadUncommitted,
+    /// Only below the last stable offset; aborted records never.
+    ReadCommitted,
+}
+
+impl IsolationLevel {
+    /// Kafka's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IsolationLevel::ReadUncommitted => "read_uncommitted",
+            IsolationLevel::ReadCommitted => "read_committed",
+        }
+    }
+}
+
+/// Broker-level share group settings: the defaults of the group configs and
+/// the bounds a group override must respect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShareGroupBrokerConfig {
+    /// `group.share.session.timeout.ms`.
+    pub session_timeout_ms: i32,
+    /// `group.share.min.session.timeout.ms`.
+    pub min_session_timeout_ms: i32,
+    /// `group.share.max.session.timeout.ms`.
+    pub max_session_timeout_ms: i32,
+    /// `group.share.heartbeat.interval.ms`.
+    pub heartbeat_interval_ms: i32,
+    /// `group.share.min.heartbeat.interval.ms`.
+    pub min_heartbeat_interval_ms: i32,
+    /// `group.share.max.heartbeat.interval.ms`.
+    pub max_heartbeat_interval_ms: i32,
+    /// `group.share.record.lock.duration.ms`.
+    pub record_lock_duration_ms: i32,
+    /// `group.share.min.record.lock.duration.ms`.
+    pub min_record_lock_duration_ms: i32,
+    /// `group.share.max.record.lock.duration.ms`.
+    pub max_record_lock_duration_ms: i32,
+    /// `group.share.delivery.count.limit`.
+    pub delivery_count_limit: i32,
+    /// `group.share.min.delivery.count.limit`.
+    pub min_delivery_count_limit: i32,
+    /// `group.share.max.delivery.count.limit`.
+    pub max_delivery_count_limit: i32,
+    /// `group.share.partition.max.record.locks`: in-flight records per share
+    /// partition.
+    pub partition_max_record_locks: i32,
+    /// `group.share.max.size`: members per share group.
+    pub max_size: usize,
+}
+
+impl Default for ShareGroupBrokerConfig {
+    fn default() -> Self {
+        Self {
+            session_timeout_ms: 45_000,
+            min_session_timeout_ms: 45_000,
+            max_session_timeout_ms: 60_000,
+            heartbeat_interval_ms: 5_000,
+            min_heartbeat_interval_ms: 5_000,
+            max_heartbeat_interval_ms: 15_000,
+            record_lock_duration_ms: 30_000,
+            min_record_lock_duration_ms: 15_000,
+            max_record_lock_duration_ms: 60_000,
+            delivery_count_limit: 5,
+            min_delivery_count_limit: 2,
+            max_delivery_count_limit: 10,
+            partition_max_record_locks: 2_000,
+            max_size: 200,
+        }
+    }
+}
+
+impl ShareGroupBrokerConfig {
+    /// The broker settings under their Kafka names, for DescribeConfigs on
+    /// the BROKER resource.
+    pub fn entries(&self) -> Vec<(&'static str, String)> {
+        vec![
+            (
+                "group.share.delivery.count.limit",
+                self.delivery_count_limit.to_string(),
+            ),
+            (
+                "group.share.heartbeat.interval.ms",
+                self.heartbeat_interval_ms.to_string(),
+            ),
+            (
+                "group.share.max.delivery.count.limit",
+                self.max_delivery_count_limit.to_string(),
+            ),
+            (
+                "group.share.max.heartbeat.interval.ms",
+                self.max_heartbeat_interval_ms.to_string(),
+            ),
+            (
+                "group.share.max.record.lock.duration.ms",
+                self.max_record_lock_duration_ms.to_string(),
+            ),
+            (
+                "group.share.max.session.timeout.ms",
+                self.max_session_timeout_ms.to_string(),
+            ),
+            ("group.share.max.size", self.max_size.to_string()),
+            (
+                "group.share.min.delivery.count.limit",
+                self.min_delivery_count_limit.to_string(),
+            ),
+            (
+                "group.share.min.heartbeat.interval.ms",
+                self.min_heartbeat_interval_ms.to_string(),
+            ),
+            (
+                "group.share.min.record.lock.duration.ms",
+                self.min_record_lock_duration_ms.to_string(),
+            ),
+            (
+                "group.share.min.session.timeout.ms",
+                self.min_session_timeout_ms.to_string(),
+            ),
+            (
+                "group.share.partition.max.record.locks",
+                self.partition_max_record_locks.to_string(),
+            ),
+            (
+                "group.share.record.lock.duration.ms",
+                self.record_lock_duration_ms.to_string(),
+            ),
+            (
+                "group.share.session.timeout.ms",
+                self.session_timeout_ms.to_string(),
+            ),
+        ]
+    }
+
+    /// Checks the broker settings against each other and against Kafka's
+    /// static ranges (e.g. `group.share.delivery.count.limit` 2..=10).
+    pub fn validate(&self) -> Result<(), String> {
+        fn range(name: &str, v: i32, lo: i32, hi: i32) -> Result<(), String> {
+            if v < lo || v > hi {
+                return Err(format!(
+                    "Invalid value {v} for configuration {name}: Value must be in [{lo}, {hi}]"
+                ));
+            }
+            Ok(())
+        }
+        range(
+            "group.share.delivery.count.limit",
+            self.delivery_count_limit,
+            2,
+            10,
+        )?;
+        range(
+            "group.share.min.delivery.count.limit",
+            self.min_delivery_count_limit,
+            2,
+            5,
+        )?;
+        range(
+            "group.share.max.delivery.count.limit",
+            self.max_delivery_count_limit,
+            5,
+            25,
+        )?;
+        range(
+            "group.share.record.lock.duration.ms",
+            self.record_lock_duration_ms,
+            1_000,
+            3_600_000,
+        )?;
+        range(
+            "group.share.min.record.lock.duration.ms",
+            self.min_record_lock_duration_ms,
+            1_000,
+            30_000,
+        )?;
+        range(
+            "group.share.max.record.lock.duration.ms",
+            self.max_record_lock_duration_ms,
+            30_000,
+            3_600_000,
+        )?;
+        range(
+            "group.share.partition.max.record.locks",
+            self.partition_max_record_locks,
+            100,
+            10_000,
+        )?;
+        for (name, v) in [
+            ("group.share.session.timeout.ms", self.session_timeout_ms),
+            (
+                "group.share.min.session.timeout.ms",
+                self.min_session_timeout_ms,
+            ),
+            (
+                "group.share.max.session.timeout.ms",
+                self.max_session_timeout_ms,
+            ),
+            (
+                "group.share.heartbeat.interval.ms",
+                self.heartbeat_interval_ms,
+            ),
+            (
+                "group.share.min.heartbeat.interval.ms",
+                self.min_heartbeat_interval_ms,
+            ),
+            (
+                "group.share.max.heartbeat.interval.ms",
+                self.max_heartbeat_interval_ms,
+            ),
+        ] {
+            range(name, v, 1, i32::MAX)?;
+        }
+        if self.max_size == 0 || self.max_size > 1000 {
+            return Err(format!(
+                "Invalid value {} for configuration group.share.max.size: Value must be in [1, 1000]",
+                self.max_size
+            ));
+        }
+        let ordered = |lo_name: &str, lo: i32, hi_name: &str, hi: i32| {
+            if lo > hi {
+                Err(format!(
+                    "{hi_name} must be greater than or equal to {lo_name}"
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        ordered(
+            "group.share.min.delivery.count.limit",
+            self.min_delivery_count_limit,
+            "group.share.delivery.count.limit",
+            self.delivery_count_limit,
+        )?;
+        ordered(
+            "group.share.delivery.count.limit",
+            self.delivery_count_limit,
+            "group.share.max.delivery.count.limit",
+            self.max_delivery_count_limit,
+        )?;
+        ordered(
+            "group.share.min.record.lock.duration.ms",
+            self.min_record_lock_duration_ms,
+            "group.share.record.lock.duration.ms",
+            self.record_lock_duration_ms,
+        )?;
+        ordered(
+            "group.share.record.lock.duration.ms",
+            self.record_lock_duration_ms,
+            "group.share.max.record.lock.duration.ms",
+            self.max_record_lock_duration_ms,
+        )?;
+        ordered(
+            "group.share.min.session.timeout.ms",
+            self.min_session_timeout_ms,
+            "group.share.session.timeout.ms",
+            self.session_timeout_ms,
+        )?;
+        ordered(
+            "group.share.session.timeout.ms",
+            self.session_timeout_ms,
+            "group.share.max.session.timeout.ms",
+            self.max_session_timeout_ms,
+        )?;
+        ordered(
+            "group.share.min.heartbeat.interval.ms",
+            self.min_heartbeat_interval_ms,
+            "group.share.heartbeat.interval.ms",
+            self.heartbeat_interval_ms,
+        )?;
+        ordered(
+            "group.share.heartbeat.interval.ms",
+            self.heartbeat_interval_ms,
+            "group.share.max.heartbeat.interval.ms",
+            self.max_heartbeat_interval_ms,
+        )?;
+        if self.session_timeout_ms <= self.heartbeat_interval_ms {
+            return Err("group.share.session.timeout.ms must be greater than group.share.heartbeat.interval.ms".to_string());
+        }
+        Ok(())
+    }
+}
+
+/// The effective configuration of one share group: broker defaults with the
+/// group's overrides applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupConfig {
+    /// `share.session.timeout.ms`: a member that does not heartbeat for this
+    /// long is removed.
+    pub session_timeout_ms: i32,
+    /// `share.heartbeat.interval.ms`: returned to members in every heartbeat.
+    pub heartbeat_interval_ms: i32,
+    /// `share.record.lock.duration.ms`: acquisition lock duration.
+    pub record_lock_duration_ms: i32,
+    /// `share.delivery.count.limit`: deliveries before a record is archived.
+    pub delivery_count_limit: i32,
+    /// `share.auto.offset.reset`.
+    pub auto_offset_reset: AutoOffsetReset,
+    /// `share.isolation.level`.
+    pub isolation_level: IsolationLevel,
+    /// `group.share.partition.max.record.locks` (broker-level only).
+    pub partition_max_record_locks: i32,
+}
+
+impl GroupConfig {
+    /// The broker defaults, with no group override.
+    pub fn defaults(broker: &ShareGroupBrokerConfig) -> Self {
+        Self {
+            session_timeout_ms: broker.session_timeout_ms,
+            heartbeat_interval_ms: broker.heartbeat_interval_ms,
+            record_lock_duration_ms: broker.record_lock_duration_ms,
+            delivery_count_limit: broker.delivery_count_limit,
+            auto_offset_reset: AutoOffsetReset::default(),
+            isolation_level: IsolationLevel::default(),
+            partition_max_record_locks: broker.partition_max_record_locks,
+        }
+    }
+
+    /// Defaults overlaid with already validated overrides (unknown names or
+    /// unparsable values, which validation never lets in, are skipped).
+    pub fn resolve(broker: &ShareGroupBrokerConfig, overrides: &BTreeMap<String, String>) -> Self {
+        let mut c = Self::defaults(broker);
+        for (name, value) in overrides {
+            // Values were validated on the way in; a parse failure here
+            // leaves the default in place.
+            let _ = c.apply(name, value);
+        }
+        c
+    }
+
+    fn apply(&mut self, name: &str, value: &str) -> Result<(), String> {
+        match name {
+            SHARE_SESSION_TIMEOUT_MS => self.session_timeout_ms = parse_int(name, value)?,
+            SHARE_HEARTBEAT_INTERVAL_MS => self.heartbeat_interval_ms = parse_int(name, value)?,
+            SHARE_RECORD_LOCK_DURATION_MS => self.record_lock_duration_ms = parse_int(name, value)?,
+            SHARE_DELIVERY_COUNT_LIMIT => self.delivery_count_limit = parse_int(name, value)?,
+            SHARE_AUTO_OFFSET_RESET => {
+                self.auto_offset_reset = match value.trim().to_ascii_lowercase().as_str() {
+                    "latest" => AutoOffsetReset::Latest,
+                    "earliest" => AutoOffsetReset::Earliest,
+                    _ => {
+                        return Err(format!(
+                            "Invalid value {value} for configuration {name}: the value must be either 'earliest' or 'latest'"
+                        ));
+                    }
+                }
+            }
+            SHARE_ISOLATION_LEVEL => {
+                self.isolation_level = match value.trim() {
+                    "read_uncommitted" => IsolationLevel::ReadUncommitted,
+                    "read_committed" => IsolationLevel::ReadCommitted,
+                    _ => {
+                        return Err(format!(
+                            "Invalid value {value} for configuration {name}: String must be one of: read_committed, read_uncommitted"
+                        ));
+                    }
+                }
+            }
+            _ => return Err(format!("Unknown group config name: {name}")),
+        }
+        Ok(())
+    }
+
+    /// The value of a group config in Kafka's text form.
+    pub fn value_of(&self, name: &str) -> Option<String> {
+        Some(match name {
+            SHARE_SESSION_TIMEOUT_MS => self.session_timeout_ms.to_string(),
+            SHARE_HEARTBEAT_INTERVAL_MS => self.heartbeat_interval_ms.to_string(),
+            SHARE_RECORD_LOCK_DURATION_MS => self.record_lock_duration_ms.to_string(),
+            SHARE_DELIVERY_COUNT_LIMIT => self.delivery_count_limit.to_string(),
+            SHARE_AUTO_OFFSET_RESET => self.auto_offset_reset.as_str().to_string(),
+            SHARE_ISOLATION_LEVEL => self.isolation_level.as_str().to_string(),
+            _ => return None,
+        })
+    }
+
+    /// Checks the values against the broker's bounds, in the order and with
+    /// the messages of Kafka's `GroupConfig.validateValues`.
+    fn check_bounds(&self, b: &ShareGroupBrokerConfig) -> Result<(), String> {
+        let checks: [(&str, i32, i32, &str, i32, &str); 4] = [
+            (
+                SHARE_HEARTBEAT_INTERVAL_MS,
+                self.heartbeat_interval_ms,
+                b.min_heartbeat_interval_ms,
+                "group.share.min.heartbeat.interval.ms",
+                b.max_heartbeat_interval_ms,
+                "group.share.max.heartbeat.interval.ms",
+            ),
+            (
+                SHARE_SESSION_TIMEOUT_MS,
+                self.session_timeout_ms,
+                b.min_session_timeout_ms,
+                "group.share.min.session.timeout.ms",
+                b.max_session_timeout_ms,
+                "group.share.max.session.timeout.ms",
+            ),
+            (
+                SHARE_RECORD_LOCK_DURATION_MS,
+                self.record_lock_duration_ms,
+                b.min_record_lock_duration_ms,
+                "group.share.min.record.lock.duration.ms",
+                b.max_record_lock_duration_ms,
+                "group.share.max.record.lock.duration.ms",
+            ),
+            (
+                SHARE_DELIVERY_COUNT_LIMIT,
+                self.delivery_count_limit,
+                b.min_delivery_count_limit,
+                "group.share.min.delivery.count.limit",
+                b.max_delivery_count_limit,
+                "group.share.max.delivery.count.limit",
+            ),
+        ];
+        for (name, v, lo, lo_name, hi, hi_name) in checks {
+            if v < lo {
+                return Err(format!(
+                    "{name} must be greater than or equal to {lo_name} ({lo}), got {v}"
+                ));
+            }
+            if v > hi {
+                return Err(format!(
+                    "{name} must be less than or equal to {hi_name} ({hi}), got {v}"
+                ));
+            }
+        }
+        if self.session_timeout_ms <= self.heartbeat_interval_ms {
+            return Err(format!(
+                "{SHARE_SESSION_TIMEOUT_MS} must be greater than {SHARE_HEARTBEAT_INTERVAL_MS}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn parse_int(name: &str, value: &str) -> Result<i32, String> {
+    value.trim().parse::<i32>().map_err(|_| {
+        format!("Invalid value {value} for configuration {name}: Not a number of type INT")
+    })
+}
+
+/// Static minimums Kafka's `GroupConfig` ConfigDef enforces before the
+/// broker bounds (`atLeast(1)`, `atLeast(1000)`, `atLeast(2)`).
+fn check_static_minimum(name: &str, value: &str) -> Result<(), String> {
+    let min = match name {
+        SHARE_SESSION_TIMEOUT_MS | SHARE_HEARTBEAT_INTERVAL_MS => 1,
+        SHARE_RECORD_LOCK_DURATION_MS => 1000,
+        SHARE_DELIVERY_COUNT_LIMIT => 2,
+        _ => return Ok(()),
+    };
+    let v = parse_int(name, value)?;
+    if v < min {
+        return Err(format!(
+            "Invalid value {v} for configuration {name}: Value must be at least {min}"
+        ));
+    }
+    Ok(())
+}
+
+/// Applies `ops` (name, `Some(value)` to set, `None` to delete) to a
+/// group's overrides and validates the result as a whole. Returns the new
+/// override map; `overrides` is left untouched on error.
+pub(crate) fn apply_ops(
+    broker: &ShareGroupBrokerConfig,
+    overrides: &BTreeMap<String, String>,
+    ops: &[(&str, Option<&str>)],
+) -> Result<BTreeMap<String, String>, ConfigError> {
+    let mut next = overrides.clone();
+    for (name, value) in ops {
+        if !GROUP_CONFIG_NAMES.contains(name) {
+            return Err(ConfigError::invalid(format!(
+                "Unknown group config name: {name}"
+            )));
+        }
+        match value {
+            Some(v) => {
+                let mut probe = GroupConfig::defaults(broker);
+                probe.apply(name, v).map_err(ConfigError::invalid)?;
+                check_static_minimum(name, v).map_err(ConfigError::invalid)?;
+                // Store the normalized form.
+                let normalized = probe.value_of(name).expect("known name");
+                next.insert((*name).to_string(), normalized);
+            }
+            None => {
+                next.remove(*name);
+            }
+        }
+    }
+    let mut effective = GroupConfig::defaults(broker);
+    for (name, value) in &next {
+        effective.apply(name, value).map_err(ConfigError::invalid)?;
+    }
+    effective
+        .check_bounds(broker)
+        .map_err(ConfigError::invalid)?;
+    Ok(next)
+}
+
+/// Why a group config change was refused: a Kafka error code and a message
+/// naming the setting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// `INVALID_CONFIG` for bad names or values, `INVALID_REQUEST` for an
+    /// empty group id.
+    pub code: ErrorCode,
+    /// Human explanation, naming the setting.
+    pub message: String,
+}
+
+impl ConfigError {
+    fn invalid(message: String) -> Self {
+        Self {
+            code: ErrorCode::INVALID_CONFIG,
+            message,
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code.name(), self.message)
+    }
+}
+
+/// Where a described config value comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// The broker's default (DescribeConfigs `DEFAULT_CONFIG` or
+    /// `STATIC_BROKER_CONFIG`, as the broker decides).
+    Default,
+    /// Set for this group (DescribeConfigs `GROUP_CONFIG`, source 8).
+    Group,
+}
+
+/// One row of [`ShareGroupCoordinator::describe_config`](super::ShareGroupCoordinator::describe_config).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupConfigEntry {
+    /// Kafka's config name.
+    pub name: &'static str,
+    /// Effective value.
+    pub value: String,
+    /// Default or group-level.
+    pub source: ConfigSource,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(ops: &[(&str, Option<&str>)]) -> Result<BTreeMap<String, String>, ConfigError> {
+        apply_ops(&ShareGroupBrokerConfig::default(), &BTreeMap::new(), ops)
+    }
+
+    #[test]
+    fn broker_defaults_are_kafkas_and_valid() {
+        let b = ShareGroupBrokerConfig::default();
+        b.validate().unwrap();
+        let c = GroupConfig::defaults(&b);
+        assert_eq!(c.session_timeout_ms, 45_000);
+        assert_eq!(c.heartbeat_interval_ms, 5_000);
+        assert_eq!(c.record_lock_duration_ms, 30_000);
+        assert_eq!(c.delivery_count_limit, 5);
+        assert_eq!(c.partition_max_record_locks, 2_000);
+        assert_eq!(c.auto_offset_reset, AutoOffsetReset::Latest);
+        assert_eq!(c.isolation_level, IsolationLevel::ReadUncommitted);
+    }
+
+    #[test]
+    fn broker_config_out_of_static_range_is_refused() {
+        let b = ShareGroupBrokerConfig {
+            delivery_count_limit: 11,
+            ..Default::default()
+        };
+        assert!(
+            b.validate()
+                .unwrap_err()
+                .contains("group.share.delivery.count.limit")
+        );
+        let b = ShareGroupBrokerConfig {
+            partition_max_record_locks: 50,
+            ..Default::default()
+        };
+        assert!(
+            b.validate()
+                .unwrap_err()
+                .contains("group.share.partition.max.record.locks")
+        );
+        let b = ShareGroupBrokerConfig {
+            heartbeat_interval_ms: 45_000,
+            max_heartbeat_interval_ms: 60_000,
+            ..Default::default()
+        };
+        assert!(b.validate().unwrap_err().contains("must be greater than"));
+    }
+
+    #[test]
+    fn record_lock_duration_accepts_15000_to_60000_only() {
+        assert!(set(&[(SHARE_RECORD_LOCK_DURATION_MS, Some("15000"))]).is_ok());
+        assert!(set(&[(SHARE_RECORD_LOCK_DURATION_MS, Some("60000"))]).is_ok());
+        for bad in ["14999", "60001", "999"] {
+            let e = set(&[(SHARE_RECORD_LOCK_DURATION_MS, Some(bad))]).unwrap_err();
+            assert_eq!(e.code, ErrorCode::INVALID_CONFIG);
+            assert!(
+                e.message.contains(SHARE_RECORD_LOCK_DURATION_MS),
+                "{}",
+                e.message
+            );
+        }
+    }
+
+    #[test]
+    fn delivery_count_limit_accepts_2_to_10_only() {
+        assert!(set(&[(SHARE_DELIVERY_COUNT_LIMIT, Some("2"))]).is_ok());
+        assert!(set(&[(SHARE_DELIVERY_COUNT_LIMIT, Some("10"))]).is_ok());
+        for bad in ["1", "11", "0", "-3"] {
+            let e = set(&[(SHARE_DELIVERY_COUNT_LIMIT, Some(bad))]).unwrap_err();
+            assert_eq!(e.code, ErrorCode::INVALID_CONFIG);
+            assert!(
+                e.message.contains(SHARE_DELIVERY_COUNT_LIMIT),
+                "{}",
+                e.message
+            );
+        }
+    }
+
+    #[test]
+    fn non_integer_values_are_invalid_config_naming_the_setting() {
+        for bad in ["abc", "1.2", "", "-0.1"] {
+            let e = set(&[(SHARE_DELIVERY_COUNT_LIMIT, Some(bad))]).unwrap_err();
+            assert_eq!(e.code, ErrorCode::INVALID_CONFIG);
+            assert!(e.message.contains(SHARE_DELIVERY_COUNT_LIMIT));
+        }
+    }
+
+    #[test]
+    fn auto_offset_reset_accepts_latest_and_earliest() {
+        let m = set(&[(SHARE_AUTO_OFFSET_RESET, Some("earliest"))]).unwrap();
+        assert_eq!(m[SHARE_AUTO_OFFSET_RESET], "earliest");
+        let m = set(&[(SHARE_AUTO_OFFSET_RESET, Some("EARLIEST"))]).unwrap();
+        assert_eq!(m[SHARE_AUTO_OFFSET_RESET], "earliest", "stored normalized");
+        let e = set(&[(SHARE_AUTO_OFFSET_RESET, Some("none"))]).unwrap_err();
+        assert!(e.message.contains(SHARE_AUTO_OFFSET_RESET));
+    }
+
+    #[test]
+    fn isolation_level_accepts_the_two_kafka_values() {
+        assert!(set(&[(SHARE_ISOLATION_LEVEL, Some("read_committed"))]).is_ok());
+        assert!(set(&[(SHARE_ISOLATION_LEVEL, Some("read_uncommitted"))]).is_ok());
+        let e = set(&[(SHARE_ISOLATION_LEVEL, Some("hello"))]).unwrap_err();
+        assert_eq!(e.code, ErrorCode::INVALID_CONFIG);
+        assert!(e.message.contains(SHARE_ISOLATION_LEVEL));
+    }
+
+    #[test]
+    fn unknown_group_config_name_is_invalid_config() {
+        let e = set(&[("share.partition.max.record.locks", Some("500"))]).unwrap_err();
+        assert_eq!(e.code, ErrorCode::INVALID_CONFIG);
+        assert!(e.message.contains("Unknown group config name"));
+    }
+
+    #[test]
+    fn session_and_heartbeat_bounds_and_ordering() {
+        assert!(set(&[(SHARE_SESSION_TIMEOUT_MS, Some("60000"))]).is_ok());
+        assert!(set(&[(SHARE_SESSION_TIMEOUT_MS, Some("44999"))]).is_err());
+        assert!(set(&[(SHARE_HEARTBEAT_INTERVAL_MS, Some("15000"))]).is_ok());
+        assert!(set(&[(SHARE_HEARTBEAT_INTERVAL_MS, Some("15001"))]).is_err());
+        // Ordering is checked on the combined result, so a broker whose
+        // bounds overlap still cannot get session <= heartbeat.
+        let b = ShareGroupBrokerConfig {
+            max_heartbeat_interval_ms: 50_000,
+            ..Default::default()
+        };
+        let e = apply_ops(
+            &b,
+            &BTreeMap::new(),
+            &[(SHARE_HEARTBEAT_INTERVAL_MS, Some("46000"))],
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .contains("must be greater than share.heartbeat.interval.ms")
+        );
+    }
+
+    #[test]
+    fn delete_of_an_override_returns_to_the_default() {
+        let m = set(&[(SHARE_DELIVERY_COUNT_LIMIT, Some("3"))]).unwrap();
+        let b = ShareGroupBrokerConfig::default();
+        let m = apply_ops(&b, &m, &[(SHARE_DELIVERY_COUNT_LIMIT, None)]).unwrap();
+        assert!(m.is_empty());
+        assert_eq!(GroupConfig::resolve(&b, &m).delivery_count_limit, 5);
+    }
+
+    #[test]
+    fn a_batch_of_ops_is_all_or_nothing() {
+        let e = set(&[
+            (SHARE_DELIVERY_COUNT_LIMIT, Some("3")),
+            (SHARE_RECORD_LOCK_DURATION_MS, Some("1")),
+        ])
+        .unwrap_err();
+        assert!(e.message.contains(SHARE_RECORD_LOCK_DURATION_MS));
+    }
+}

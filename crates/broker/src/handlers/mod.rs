@@ -1,0 +1,252 @@
+//! One handler per API. [`dispatch`] decodes a request by key and version,
+//! calls its handler and encodes the response in order.
+//!
+//! Authorization (with `--acl`) is made by each handler, as Kafka's
+//! KafkaApis / ControllerApis make it; docs/SECURITY.md has the table of
+//! every served API and its checks. ApiVersions, SaslHandshake and
+//! SaslAuthenticate need no permission.
+
+mod acls;
+mod admin;
+mod api_versions;
+mod data;
+mod features;
+mod metadata;
+mod share;
+mod txn;
+mod txn_share_ack;
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::*;
+
+use super::core::BrokerCore;
+use super::server::Close;
+use sharestream_protocol::ErrorCode;
+use sharestream_protocol::api::{
+    AnyRequest, ApiRequest, RequestHeaderInfo, api_name, decode_request, encode_response_frame,
+};
+use sharestream_protocol::share_v2::{ShareAcknowledgeV2Request, ShareFetchV2Request};
+use sharestream_protocol::txn_share_ack::{
+    TxnShareAcknowledgeRequest, TxnShareAcknowledgeResponse,
+};
+
+pub(crate) use api_versions::advertised_versions;
+pub(crate) use txn::blocking as blocking_pub;
+
+/// What a handler sees of the request besides its body.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestContext {
+    pub header: RequestHeaderInfo,
+    /// The connection's principal (`User:ANONYMOUS` on PLAINTEXT).
+    pub principal: Arc<str>,
+    /// The peer's IP.
+    pub host: Arc<str>,
+}
+
+impl RequestContext {
+    pub fn version(&self) -> i16 {
+        self.header.api_version
+    }
+
+    /// Whether this request's principal may do `op` on `resource`.
+    pub fn allowed(
+        &self,
+        core: &BrokerCore,
+        op: crate::acl::AclOperation,
+        resource: &crate::acl::Resource,
+    ) -> bool {
+        core.authorize(&self.principal, &self.host, op, resource)
+    }
+
+    /// Kafka's authorized-operations bit field of `resource` for this
+    /// request's principal: every supported operation of its type that is
+    /// allowed (all of them with ACLs off).
+    pub fn authorized_operations(&self, core: &BrokerCore, resource: &crate::acl::Resource) -> i32 {
+        crate::acl::operations_bitfield(
+            resource
+                .resource_type
+                .supported_operations()
+                .iter()
+                .copied()
+                .filter(|op| self.allowed(core, *op, resource)),
+        )
+    }
+}
+
+fn respond<R: ApiRequest>(
+    ctx: &RequestContext,
+    resp: &R::Response,
+    out: &mut BytesMut,
+) -> Result<(), Close> {
+    encode_response_frame::<R>(resp, ctx.version(), ctx.header.correlation_id, out)
+        .map_err(|e| Close::Protocol(format!("cannot encode response: {e}")))
+}
+
+/// Decodes, handles and answers one request.
+pub(crate) async fn dispatch(
+    core: &Arc<BrokerCore>,
+    session: &crate::security::Session,
+    header: &RequestHeaderInfo,
+    mut body: Bytes,
+    out: &mut BytesMut,
+) -> Result<(), Close> {
+    let ctx = RequestContext {
+        header: header.clone(),
+        principal: session.principal().clone(),
+        host: session.host().clone(),
+    };
+    let (key, version) = (header.api_key, header.api_version);
+
+    // ApiVersions at a version we cannot parse: answer v0 with
+    // UNSUPPORTED_VERSION and our ranges so the client can retry.
+    if key == ApiVersionsRequest::API_KEY && !ApiVersionsRequest::versions().contains(version) {
+        let resp = api_versions::unsupported_version_response(core);
+        return sharestream_protocol::api::encode_response_frame::<ApiVersionsRequest>(
+            &resp,
+            0,
+            header.correlation_id,
+            out,
+        )
+        .map_err(|e| Close::Protocol(format!("cannot encode response: {e}")));
+    }
+
+    let advertised = advertised_versions(core, key);
+    let in_codec =
+        sharestream_protocol::api::codec_versions(key).is_some_and(|v| v.contains(version));
+    let gated_off = api_versions::is_gated_off(core, key);
+    let served = advertised.is_some_and(|v| v.contains(version));
+    let answerable = served || (gated_off && in_codec);
+    if !answerable {
+        return Err(Close::Protocol(format!(
+            "{} v{version} (key {key}) is not supported by this broker",
+            api_name(key)
+        )));
+    }
+
+    let request = decode_request(key, version, &mut body)
+        .map_err(|e| Close::Protocol(format!("undecodable request: {e}")))?;
+
+    match request {
+        AnyRequest::Kafka(kind) => match *kind {
+            RequestKind::ApiVersions(r) => {
+                let resp = api_versions::handle(core, &ctx, r);
+                respond::<ApiVersionsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::Produce(r) => match data::produce(core, &ctx, r).await {
+                Some(resp) => respond::<ProduceRequest>(&ctx, &resp, out),
+                None => Ok(()),
+            },
+            RequestKind::Fetch(r) => {
+                let resp = data::fetch(core, &ctx, r).await;
+                respond::<FetchRequest>(&ctx, &resp, out)
+            }
+            RequestKind::ListOffsets(r) => {
+                let resp = data::list_offsets(core, &ctx, r);
+                respond::<ListOffsetsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::InitProducerId(r) => {
+                let resp = txn::init_producer_id(core, &ctx, r).await;
+                respond::<InitProducerIdRequest>(&ctx, &resp, out)
+            }
+            RequestKind::AddPartitionsToTxn(r) => {
+                let resp = txn::add_partitions_to_txn(core, &ctx, r).await;
+                respond::<AddPartitionsToTxnRequest>(&ctx, &resp, out)
+            }
+            RequestKind::AddOffsetsToTxn(r) => {
+                let resp = txn::add_offsets_to_txn(core, &ctx, r).await;
+                respond::<AddOffsetsToTxnRequest>(&ctx, &resp, out)
+            }
+            RequestKind::EndTxn(r) => {
+                let resp = txn::end_txn(core, &ctx, r).await;
+                respond::<EndTxnRequest>(&ctx, &resp, out)
+            }
+            RequestKind::UpdateFeatures(r) => {
+                let resp = features::update_features(core, &ctx, r);
+                respond::<UpdateFeaturesRequest>(&ctx, &resp, out)
+            }
+            RequestKind::Metadata(r) => {
+                let resp = metadata::handle(core, &ctx, r);
+                respond::<MetadataRequest>(&ctx, &resp, out)
+            }
+            RequestKind::CreateTopics(r) => {
+                let resp = admin::create_topics(core, &ctx, r);
+                respond::<CreateTopicsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DeleteTopics(r) => {
+                let resp = admin::delete_topics(core, &ctx, r);
+                respond::<DeleteTopicsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::CreatePartitions(r) => {
+                let resp = admin::create_partitions(core, &ctx, r);
+                respond::<CreatePartitionsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DescribeCluster(r) => {
+                let resp = admin::describe_cluster(core, &ctx, r);
+                respond::<DescribeClusterRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DescribeConfigs(r) => {
+                let resp = admin::describe_configs(core, &ctx, r);
+                respond::<DescribeConfigsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::FindCoordinator(r) => {
+                let resp = admin::find_coordinator(core, &ctx, r);
+                respond::<FindCoordinatorRequest>(&ctx, &resp, out)
+            }
+            RequestKind::IncrementalAlterConfigs(r) => {
+                let resp = share::incremental_alter_configs(core, &ctx, r);
+                respond::<IncrementalAlterConfigsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::ShareGroupHeartbeat(r) => {
+                let resp = share::share_group_heartbeat(core, &ctx, r);
+                respond::<ShareGroupHeartbeatRequest>(&ctx, &resp, out)
+            }
+            RequestKind::ShareGroupDescribe(r) => {
+                let resp = share::share_group_describe(core, &ctx, r);
+                respond::<ShareGroupDescribeRequest>(&ctx, &resp, out)
+            }
+            RequestKind::CreateAcls(r) => {
+                let resp = acls::create_acls(core, &ctx, r);
+                respond::<CreateAclsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DescribeAcls(r) => {
+                let resp = acls::describe_acls(core, &ctx, r);
+                respond::<DescribeAclsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DeleteAcls(r) => {
+                let resp = acls::delete_acls(core, &ctx, r);
+                respond::<DeleteAclsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DescribeShareGroupOffsets(r) => {
+                let resp = share::describe_share_group_offsets(core, &ctx, r);
+                respond::<DescribeShareGroupOffsetsRequest>(&ctx, &resp, out)
+            }
+            _ => Err(Close::Protocol(format!(
+                "no handler for {} (key {key})",
+                api_name(key)
+            ))),
+        },
+        AnyRequest::ShareFetch(r) => {
+            let resp = share::share_fetch(core, &ctx, r).await;
+            respond::<ShareFetchV2Request>(&ctx, &resp, out)
+        }
+        AnyRequest::ShareAcknowledge(r) => {
+            let resp = share::share_acknowledge(core, &ctx, r);
+            respond::<ShareAcknowledgeV2Request>(&ctx, &resp, out)
+        }
+        AnyRequest::TxnShareAcknowledge(r) => {
+            let resp = if api_versions::is_gated_off(core, key) {
+                // Feature off (share.version < 3 or transaction.version < 2):
+                // UNSUPPORTED_VERSION in the body, as Kafka answers a gated API.
+                TxnShareAcknowledgeResponse {
+                    error_code: ErrorCode::UNSUPPORTED_VERSION.0,
+                    ..Default::default()
+                }
+            } else {
+                txn_share_ack::handle(core, &ctx, r).await
+            };
+            respond::<TxnShareAcknowledgeRequest>(&ctx, &resp, out)
+        }
+    }
+}

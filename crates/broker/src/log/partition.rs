@@ -1,0 +1,798 @@
+//! [`PartitionLog`]: the log of one topic-partition.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+
+use super::control::parse_end_txn_marker;
+use super::producer_state::{
+    AbortedTxn, AppendCheck, BatchInfo, CompletedTxn, MarkerInfo, ProducerStateManager,
+};
+use super::segment::{BatchHeader, Segment};
+use super::state_log::write_atomic;
+use super::store::sync_dir;
+use super::{FsyncPolicy, LogConfig, LogError};
+use sharestream_protocol::records::RecordBatchView;
+use sharestream_protocol::records::batch::{
+    set_base_offset, set_log_append_time, set_partition_leader_epoch,
+};
+
+/// Written by [`PartitionLog::close`]; its presence at open means every
+/// segment and the producer snapshot at the log end are complete.
+pub const CLEAN_SHUTDOWN_FILE: &str = ".clean_shutdown";
+
+/// Producer-state snapshots kept in the directory.
+const SNAPSHOTS_KEPT: usize = 2;
+
+fn snapshot_file_name(offset: i64) -> String {
+    format!("{offset:020}.snapshot")
+}
+
+fn io_err(context: &'static str) -> impl FnOnce(io::Error) -> LogError {
+    move |source| LogError::Io { context, source }
+}
+
+/// How the broker appends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendOptions {
+    /// Wall-clock time in milliseconds (LogAppendTime, marker timestamps).
+    pub now_ms: i64,
+    /// The topic uses `message.timestamp.type=LogAppendTime`: batches get
+    /// `now_ms` as max timestamp and the attribute bit (CRC recomputed).
+    pub log_append_time: bool,
+    /// partitionLeaderEpoch written into each batch.
+    pub leader_epoch: i32,
+}
+
+/// Result of an append, for the Produce / WriteTxnMarkers response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// Offset of the first record appended (the original one for a
+    /// duplicate).
+    pub base_offset: i64,
+    /// Offset of the last record appended.
+    pub last_offset: i64,
+    /// The LogAppendTime given to the batches, or -1 for CreateTime topics
+    /// (Produce's default).
+    pub log_append_time: i64,
+    /// The log start offset after the append.
+    pub log_start_offset: i64,
+    /// The batch was a retry of one already in the log; nothing was
+    /// written. Kafka answers NONE with the original offsets.
+    pub duplicate: bool,
+    /// For a marker: the transaction it ended (None for an empty one).
+    pub completed_txn: Option<CompletedTxn>,
+}
+
+/// Timestamp lookup result (ListOffsets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampOffset {
+    /// The max timestamp of the batch found.
+    pub timestamp: i64,
+    /// Its base offset.
+    pub offset: i64,
+}
+
+/// What opening the log found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// The previous run ended with [`PartitionLog::close`].
+    pub clean_shutdown: bool,
+    /// Segments scanned with CRC verification.
+    pub recovered_segments: usize,
+    /// Bytes cut off (torn or corrupt tails).
+    pub truncated_bytes: u64,
+    /// Segments deleted because they followed a corrupt point.
+    pub deleted_segments: usize,
+    /// Offset of the producer snapshot loaded, if any.
+    pub snapshot_offset: Option<i64>,
+    /// Batches replayed into the producer state after the snapshot.
+    pub replayed_batches: usize,
+}
+
+/// The log of one topic-partition. See the module docs of
+/// [`crate::log`].
+#[derive(Debug)]
+pub struct PartitionLog {
+    dir: Option<PathBuf>,
+    config: LogConfig,
+    /// Sorted by base offset; the last one is active. Never empty.
+    segments: Vec<Segment>,
+    producers: ProducerStateManager,
+    unflushed: bool,
+    last_flush: Option<Instant>,
+    snapshot_offsets: Vec<i64>,
+    recovery: RecoveryReport,
+}
+
+impl PartitionLog {
+    /// A log that lives in memory only (`--memory` mode).
+    pub fn in_memory(config: LogConfig) -> Self {
+        let config = config.normalized();
+        let seg = Segment::create(None, 0, config.index_interval_bytes)
+            .expect("memory segments do no I/O");
+        PartitionLog {
+            dir: None,
+            config,
+            segments: vec![seg],
+            producers: ProducerStateManager::new(),
+            unflushed: false,
+            last_flush: None,
+            snapshot_offsets: Vec::new(),
+            recovery: RecoveryReport {
+                clean_shutdown: true,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// Opens (creating if needed) the log in `dir` and recovers it: after an
+    /// unclean shutdown the active segment is CRC-verified and a torn or
+    /// corrupt tail cut; any segment with a missing or inconsistent index
+    /// is verified and its index rebuilt; the producer state is loaded from
+    /// the newest usable snapshot and the batches after it are replayed.
+    pub fn open(dir: impl AsRef<Path>, config: LogConfig) -> Result<Self, LogError> {
+        let config = config.normalized();
+        let dir = dir.as_ref().to_path_buf();
+        fs::create_dir_all(&dir).map_err(io_err("creating the partition directory"))?;
+        let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+        let clean = marker.exists();
+        let mut bases = Vec::new();
+        let mut snapshots = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(io_err("listing the partition directory"))? {
+            let entry = entry.map_err(io_err("listing the partition directory"))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(stem) = name.strip_suffix(".log") {
+                if let Ok(base) = stem.parse::<i64>() {
+                    bases.push(base);
+                }
+            } else if let Some(stem) = name.strip_suffix(".snapshot") {
+                if let Ok(off) = stem.parse::<i64>() {
+                    snapshots.push(off);
+                }
+            } else if name.ends_with(".tmp") {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+        bases.sort_unstable();
+        let interval = config.index_interval_bytes;
+        let mut report = RecoveryReport {
+            clean_shutdown: clean,
+            ..Default::default()
+        };
+        let mut segments = Vec::new();
+        let mut needs = Vec::new();
+        if bases.is_empty() {
+            segments.push(
+                Segment::create(Some(&dir), 0, interval).map_err(io_err("creating a segment"))?,
+            );
+            needs.push(false);
+        } else {
+            let last = bases.len() - 1;
+            for (i, base) in bases.iter().enumerate() {
+                let (seg, broken) =
+                    Segment::open(&dir, *base, interval).map_err(io_err("opening a segment"))?;
+                segments.push(seg);
+                needs.push(broken || (!clean && i == last));
+            }
+        }
+        let mut i = 0;
+        while i < segments.len() {
+            if needs[i] {
+                let cut = segments[i]
+                    .recover()
+                    .map_err(io_err("recovering a segment"))?;
+                report.recovered_segments += 1;
+                if cut > 0 {
+                    tracing::warn!(
+                        dir = %dir.display(),
+                        segment = segments[i].base_offset,
+                        cut,
+                        "cut a torn or corrupt log tail"
+                    );
+                    report.truncated_bytes += cut;
+                    for later in segments.drain(i + 1..) {
+                        later.delete().map_err(io_err("deleting a segment"))?;
+                        report.deleted_segments += 1;
+                    }
+                    needs.truncate(i + 1);
+                }
+            }
+            i += 1;
+        }
+        let mut log = PartitionLog {
+            dir: Some(dir.clone()),
+            config,
+            segments,
+            producers: ProducerStateManager::new(),
+            unflushed: false,
+            last_flush: None,
+            snapshot_offsets: Vec::new(),
+            recovery: RecoveryReport::default(),
+        };
+        log.load_producer_state(snapshots, &mut report)?;
+        if clean {
+            fs::remove_file(&marker).map_err(io_err("removing the clean-shutdown marker"))?;
+        }
+        sync_dir(&dir).map_err(io_err("syncing the partition directory"))?;
+        log.recovery = report;
+        Ok(log)
+    }
+
+    fn load_producer_state(
+        &mut self,
+        mut snapshots: Vec<i64>,
+        report: &mut RecoveryReport,
+    ) -> Result<(), LogError> {
+        let dir = self.dir.clone().expect("file log");
+        let leo = self.log_end_offset();
+        snapshots.sort_unstable_by(|a, b| b.cmp(a));
+        let mut loaded: Option<(i64, ProducerStateManager)> = None;
+        let mut kept = Vec::new();
+        for off in snapshots {
+            let path = dir.join(snapshot_file_name(off));
+            if off > leo || loaded.is_some() && kept.len() >= SNAPSHOTS_KEPT {
+                // Beyond the recovered log end (its data was lost) or old.
+                let _ = fs::remove_file(&path);
+                continue;
+            }
+            if loaded.is_none() {
+                let decoded = fs::read(&path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|b| ProducerStateManager::decode_snapshot(&b));
+                match decoded {
+                    Ok((o, state)) if o == off => loaded = Some((off, state)),
+                    Ok(_) | Err(_) => {
+                        tracing::warn!(path = %path.display(), "ignoring an unreadable producer snapshot");
+                        let _ = fs::remove_file(&path);
+                        continue;
+                    }
+                }
+            }
+            kept.push(off);
+        }
+        kept.reverse();
+        self.snapshot_offsets = kept;
+        let from = match loaded {
+            Some((off, state)) => {
+                self.producers = state;
+                report.snapshot_offset = Some(off);
+                off
+            }
+            None => self.log_start_offset(),
+        };
+        report.replayed_batches = self.replay_producer_state(from)?;
+        Ok(())
+    }
+
+    /// Replays batch headers at or after `from` into the producer state.
+    fn replay_producer_state(&mut self, from: i64) -> Result<usize, LogError> {
+        let mut count = 0;
+        for seg in &self.segments {
+            if seg.next_offset <= from {
+                continue;
+            }
+            let mut pos = if seg.base_offset >= from {
+                0
+            } else {
+                match seg
+                    .find_position(from)
+                    .map_err(io_err("reading a segment"))?
+                {
+                    Some(p) => p,
+                    None => continue,
+                }
+            };
+            let size = seg.size();
+            while pos < size {
+                let Some(h) = seg.read_header(pos).map_err(io_err("reading a segment"))? else {
+                    break;
+                };
+                if h.base_offset >= from {
+                    let mut bytes = seg
+                        .read_bytes(pos, h.size)
+                        .map_err(io_err("reading a segment"))?;
+                    if let Ok(Some(view)) = RecordBatchView::split_from(&mut bytes) {
+                        if view.is_control() {
+                            match parse_end_txn_marker(&view) {
+                                Ok(marker) => self.producers.replay_marker(&MarkerInfo {
+                                    producer_id: view.producer_id(),
+                                    producer_epoch: view.producer_epoch(),
+                                    offset: view.base_offset(),
+                                    timestamp: view.max_timestamp(),
+                                    marker,
+                                }),
+                                Err(e) => tracing::warn!(
+                                    offset = view.base_offset(),
+                                    error = %e,
+                                    "skipping an unreadable control batch"
+                                ),
+                            }
+                        } else {
+                            self.producers.replay_batch(&BatchInfo::from_view(&view));
+                        }
+                        count += 1;
+                    }
+                }
+                pos += h.size;
+            }
+        }
+        Ok(count)
+    }
+
+    /// What opening the log found and did.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// The partition directory (None in memory).
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    /// First offset in the log.
+    pub fn log_start_offset(&self) -> i64 {
+        self.segments[0].base_offset
+    }
+
+    /// Offset the next record will get (log end offset).
+    pub fn log_end_offset(&self) -> i64 {
+        self.active().next_offset
+    }
+
+    /// High watermark: on a single node, the log end offset (every append
+    /// is fully replicated once written).
+    pub fn high_watermark(&self) -> i64 {
+        self.log_end_offset()
+    }
+
+    /// Last stable offset: the first offset of the earliest open
+    /// transaction, else the high watermark.
+    pub fn last_stable_offset(&self) -> i64 {
+        let hw = self.high_watermark();
+        self.producers
+            .first_unstable_offset()
+            .map_or(hw, |first| first.min(hw))
+    }
+
+    /// Aborted transactions overlapping `[fetch_offset, upper)`, for a
+    /// read_committed Fetch returning data from `fetch_offset` below
+    /// `upper` (usually the LSO).
+    pub fn aborted_transactions(&self, fetch_offset: i64, upper: i64) -> Vec<AbortedTxn> {
+        self.producers.aborted_transactions(fetch_offset, upper)
+    }
+
+    /// The producer state (read-only).
+    pub fn producer_state(&self) -> &ProducerStateManager {
+        &self.producers
+    }
+
+    /// Number of segments.
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.segments.iter().map(|s| s.base_offset).collect()
+    }
+
+    /// Index entries per segment, oldest first.
+    pub fn index_entry_counts(&self) -> Vec<usize> {
+        self.segments.iter().map(|s| s.index_entries()).collect()
+    }
+
+    /// Total bytes of batches stored.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.iter().map(|s| s.size()).sum()
+    }
+
+    fn active(&self) -> &Segment {
+        self.segments
+            .last()
+            .expect("a log has at least one segment")
+    }
+
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments
+            .last_mut()
+            .expect("a log has at least one segment")
+    }
+
+    /// Appends client batches (already split and validated, CRC included,
+    /// by the produce path). Offsets are assigned from the log end offset;
+    /// idempotent and transactional batches are checked against the
+    /// producer state first. A retried duplicate writes nothing and returns
+    /// the original offsets with `duplicate` set; any error writes nothing.
+    pub fn append(
+        &mut self,
+        batches: &[RecordBatchView],
+        opts: AppendOptions,
+    ) -> Result<AppendInfo, LogError> {
+        if batches.is_empty() {
+            return Err(LogError::InvalidRecord("no record batch to append".into()));
+        }
+        for b in batches {
+            if b.is_control() {
+                return Err(LogError::InvalidRecord(
+                    "control batches are written by the transaction coordinator only".into(),
+                ));
+            }
+            self.check_size(b)?;
+        }
+        let mut next = self.log_end_offset();
+        let mut infos = Vec::with_capacity(batches.len());
+        for b in batches {
+            let mut info = BatchInfo::from_view(b);
+            info.base_offset = next;
+            info.last_offset = next + b.last_offset_delta() as i64;
+            if opts.log_append_time {
+                info.max_timestamp = opts.now_ms;
+            }
+            next = info.last_offset + 1;
+            infos.push(info);
+        }
+        let update = match self.producers.prepare_append(&infos)? {
+            AppendCheck::Duplicate(meta) => {
+                return Ok(AppendInfo {
+                    base_offset: meta.first_offset,
+                    last_offset: meta.last_offset,
+                    log_append_time: if opts.log_append_time {
+                        meta.timestamp
+                    } else {
+                        -1
+                    },
+                    log_start_offset: self.log_start_offset(),
+                    duplicate: true,
+                    completed_txn: None,
+                });
+            }
+            AppendCheck::Append(update) => update,
+        };
+        let (base, last) = self.write(batches, &infos, opts)?;
+        self.producers.apply(update);
+        self.after_write()?;
+        Ok(AppendInfo {
+            base_offset: base,
+            last_offset: last,
+            log_append_time: if opts.log_append_time {
+                opts.now_ms
+            } else {
+                -1
+            },
+            log_start_offset: self.log_start_offset(),
+            duplicate: false,
+            completed_txn: None,
+        })
+    }
+
+    /// Appends a transaction marker (a COMMIT or ABORT control batch built
+    /// by the caller) for WriteTxnMarkers. `transaction_version` is the
+    /// request's (2 requires the marker epoch to be newer than the
+    /// producer's). Ends the producer's open transaction here, moving the
+    /// LSO, and records an abort in the aborted-transaction index.
+    pub fn append_marker(
+        &mut self,
+        batch: &RecordBatchView,
+        opts: AppendOptions,
+        transaction_version: i16,
+    ) -> Result<AppendInfo, LogError> {
+        let marker = parse_end_txn_marker(batch).map_err(LogError::InvalidRecord)?;
+        if batch.producer_id() < 0 {
+            return Err(LogError::InvalidRecord(
+                "marker without a producer id".into(),
+            ));
+        }
+        self.check_size(batch)?;
+        let offset = self.log_end_offset();
+        let mut info = BatchInfo::from_view(batch);
+        info.base_offset = offset;
+        info.last_offset = offset + batch.last_offset_delta() as i64;
+        if opts.log_append_time {
+            info.max_timestamp = opts.now_ms;
+        }
+        let m = MarkerInfo {
+            producer_id: batch.producer_id(),
+            producer_epoch: batch.producer_epoch(),
+            offset,
+            timestamp: info.max_timestamp,
+            marker,
+        };
+        let update = self.producers.prepare_marker(&m, transaction_version)?;
+        let completed = update.completed;
+        let (base, last) = self.write(std::slice::from_ref(batch), &[info], opts)?;
+        self.producers.apply_marker(update);
+        self.after_write()?;
+        Ok(AppendInfo {
+            base_offset: base,
+            last_offset: last,
+            log_append_time: if opts.log_append_time {
+                opts.now_ms
+            } else {
+                -1
+            },
+            log_start_offset: self.log_start_offset(),
+            duplicate: false,
+            completed_txn: completed,
+        })
+    }
+
+    fn check_size(&self, b: &RecordBatchView) -> Result<(), LogError> {
+        if b.size() > self.config.max_message_bytes {
+            return Err(LogError::MessageTooLarge {
+                size: b.size(),
+                max: self.config.max_message_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Lays the batches out with their offsets, rolls if needed, writes.
+    fn write(
+        &mut self,
+        batches: &[RecordBatchView],
+        infos: &[BatchInfo],
+        opts: AppendOptions,
+    ) -> Result<(i64, i64), LogError> {
+        let total: usize = batches.iter().map(|b| b.size()).sum();
+        let mut buf = Vec::with_capacity(total);
+        let mut headers = Vec::with_capacity(batches.len());
+        for (b, info) in batches.iter().zip(infos) {
+            let start = buf.len();
+            buf.extend_from_slice(b.bytes());
+            let slice = &mut buf[start..];
+            set_base_offset(slice, info.base_offset);
+            set_partition_leader_epoch(slice, opts.leader_epoch);
+            if opts.log_append_time {
+                set_log_append_time(slice, opts.now_ms);
+            }
+            headers.push(BatchHeader {
+                base_offset: info.base_offset,
+                last_offset: info.last_offset,
+                size: b.size() as u64,
+                max_timestamp: info.max_timestamp,
+            });
+        }
+        let active_size = self.active().size();
+        if active_size > 0 && active_size + total as u64 > self.config.segment_bytes {
+            self.roll()?;
+        }
+        self.active_mut()
+            .append(buf, &headers)
+            .map_err(io_err("appending to a segment"))?;
+        self.unflushed = true;
+        let first = infos.first().expect("at least one batch").base_offset;
+        let last = infos.last().expect("at least one batch").last_offset;
+        Ok((first, last))
+    }
+
+    /// Whether appending `bytes` more bytes of batches may wait on the disk
+    /// beyond a page-cache write: every batch is fsynced
+    /// (`FsyncPolicy::EveryBatch`), or the append rolls the segment (which
+    /// flushes the old one, syncs the directory and writes a producer
+    /// snapshot). The produce path runs appends that cannot inline and
+    /// hands the others to the blocking pool.
+    pub fn append_may_sync(&self, bytes: u64) -> bool {
+        if self.dir.is_none() {
+            return false;
+        }
+        let active_size = self.active().size();
+        self.config.fsync == FsyncPolicy::EveryBatch
+            || (active_size > 0 && active_size + bytes > self.config.segment_bytes)
+    }
+
+    fn after_write(&mut self) -> Result<(), LogError> {
+        if self.config.fsync == FsyncPolicy::EveryBatch {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Starts a new segment at the log end offset. The old active segment
+    /// is flushed whatever the fsync policy, and a producer snapshot is
+    /// taken at the new base offset, so recovery only has to verify the
+    /// active segment.
+    fn roll(&mut self) -> Result<(), LogError> {
+        let leo = self.log_end_offset();
+        self.active()
+            .flush()
+            .map_err(io_err("flushing a rolled segment"))?;
+        let seg = Segment::create(self.dir.as_deref(), leo, self.config.index_interval_bytes)
+            .map_err(io_err("creating a segment"))?;
+        self.segments.push(seg);
+        if let Some(dir) = &self.dir {
+            sync_dir(dir).map_err(io_err("syncing the partition directory"))?;
+            self.write_snapshot(leo)?;
+        }
+        Ok(())
+    }
+
+    fn write_snapshot(&mut self, offset: i64) -> Result<(), LogError> {
+        let Some(dir) = self.dir.clone() else {
+            return Ok(());
+        };
+        let bytes = self.producers.encode_snapshot(offset);
+        write_atomic(&dir.join(snapshot_file_name(offset)), &bytes)
+            .map_err(io_err("writing a producer snapshot"))?;
+        self.snapshot_offsets.retain(|o| *o != offset);
+        self.snapshot_offsets.push(offset);
+        while self.snapshot_offsets.len() > SNAPSHOTS_KEPT {
+            let old = self.snapshot_offsets.remove(0);
+            let _ = fs::remove_file(dir.join(snapshot_file_name(old)));
+        }
+        Ok(())
+    }
+
+    /// Flushes, then snapshots the producer state at the log end offset, so
+    /// the next unclean open replays only what follows.
+    pub fn snapshot_producer_state(&mut self) -> Result<(), LogError> {
+        self.flush()?;
+        let leo = self.log_end_offset();
+        self.write_snapshot(leo)
+    }
+
+    /// Makes every appended batch durable (fsync of the active segment;
+    /// rolled segments were flushed when rolled).
+    pub fn flush(&mut self) -> Result<(), LogError> {
+        if self.unflushed {
+            self.active()
+                .flush()
+                .map_err(io_err("flushing the active segment"))?;
+            self.unflushed = false;
+        }
+        Ok(())
+    }
+
+    /// For [`FsyncPolicy::Interval`]: flushes if there is unflushed data
+    /// and the interval has passed since the last flush done here (the
+    /// first call with unflushed data flushes). Returns whether it
+    /// flushed. Other policies never flush here.
+    pub fn flush_if_due(&mut self, now: Instant) -> Result<bool, LogError> {
+        let FsyncPolicy::Interval(interval) = self.config.fsync else {
+            return Ok(false);
+        };
+        if !self.unflushed {
+            return Ok(false);
+        }
+        let due = self
+            .last_flush
+            .is_none_or(|t| now.saturating_duration_since(t) >= interval);
+        if due {
+            self.flush()?;
+            self.last_flush = Some(now);
+        }
+        Ok(due)
+    }
+
+    /// When [`Self::flush_if_due`] should next be called to flush (None if
+    /// nothing is waiting or the policy is not an interval).
+    pub fn next_flush_due(&self, now: Instant) -> Option<Instant> {
+        match self.config.fsync {
+            FsyncPolicy::Interval(interval) if self.unflushed => {
+                Some(self.last_flush.map_or(now, |t| t + interval))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether appended data awaits a flush.
+    pub fn has_unflushed_data(&self) -> bool {
+        self.unflushed
+    }
+
+    /// Clean shutdown: flush, snapshot the producer state at the log end
+    /// and leave the clean-shutdown marker, so the next open verifies
+    /// nothing. Dropping a log without closing it is an unclean shutdown.
+    pub fn close(mut self) -> Result<(), LogError> {
+        let Some(dir) = self.dir.clone() else {
+            return Ok(());
+        };
+        self.snapshot_producer_state()?;
+        for seg in &self.segments {
+            seg.flush().map_err(io_err("flushing a segment"))?;
+        }
+        write_atomic(&dir.join(CLEAN_SHUTDOWN_FILE), b"")
+            .map_err(io_err("writing the clean-shutdown marker"))?;
+        Ok(())
+    }
+
+    /// Reads whole batches starting with the one containing `from_offset`
+    /// (a fetch offset inside a batch gets the whole batch; clients skip),
+    /// up to `max_bytes`, but at least one whole batch. Empty at the log
+    /// end; OFFSET_OUT_OF_RANGE outside `[log start, log end]`.
+    pub fn read(&self, from_offset: i64, max_bytes: usize) -> Result<Bytes, LogError> {
+        self.read_bounded(from_offset, max_bytes, self.log_end_offset())
+    }
+
+    /// Like [`Self::read`] but returns only batches that end below
+    /// `upper_offset` (e.g. the LSO for read_committed, or the high
+    /// watermark).
+    pub fn read_bounded(
+        &self,
+        from_offset: i64,
+        max_bytes: usize,
+        upper_offset: i64,
+    ) -> Result<Bytes, LogError> {
+        let start = self.log_start_offset();
+        let end = self.log_end_offset();
+        if from_offset < start || from_offset > end {
+            return Err(LogError::OffsetOutOfRange {
+                offset: from_offset,
+                log_start_offset: start,
+                log_end_offset: end,
+            });
+        }
+        let upper = upper_offset.min(end);
+        if from_offset >= upper {
+            return Ok(Bytes::new());
+        }
+        let idx = self
+            .segments
+            .partition_point(|s| s.base_offset <= from_offset)
+            .saturating_sub(1);
+        let mut remaining = max_bytes as u64;
+        let mut chunks: Vec<Bytes> = Vec::new();
+        for seg in &self.segments[idx..] {
+            if seg.base_offset >= upper {
+                break;
+            }
+            let Some(pos) = seg
+                .find_position(from_offset)
+                .map_err(io_err("reading a segment"))?
+            else {
+                continue;
+            };
+            let (bytes, reached_end) = seg
+                .read_batches(pos, remaining, upper, chunks.is_empty())
+                .map_err(io_err("reading a segment"))?;
+            remaining = remaining.saturating_sub(bytes.len() as u64);
+            if !bytes.is_empty() {
+                chunks.push(bytes);
+            }
+            if !reached_end || remaining == 0 {
+                break;
+            }
+        }
+        Ok(match chunks.len() {
+            0 => Bytes::new(),
+            1 => chunks.pop().expect("one chunk"),
+            _ => {
+                let mut out = BytesMut::with_capacity(chunks.iter().map(|c| c.len()).sum());
+                for c in chunks {
+                    out.extend_from_slice(&c);
+                }
+                out.freeze()
+            }
+        })
+    }
+
+    /// ListOffsets by timestamp: the first batch whose max timestamp is at
+    /// least `timestamp` (its base offset and max timestamp), or None.
+    /// Batch granularity: records of that batch before the target time are
+    /// included, as the batch is never decoded.
+    pub fn offset_for_timestamp(
+        &self,
+        timestamp: i64,
+    ) -> Result<Option<TimestampOffset>, LogError> {
+        for seg in &self.segments {
+            if let Some((ts, off)) = seg
+                .offset_for_timestamp(timestamp)
+                .map_err(io_err("reading a segment"))?
+            {
+                return Ok(Some(TimestampOffset {
+                    timestamp: ts,
+                    offset: off,
+                }));
+            }
+        }
+        Ok(None)
+    }
+}

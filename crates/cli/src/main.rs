@@ -1,0 +1,414 @@
+//! The `sharestream` command: the standalone broker and tools.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use sharestream_broker::{Broker, BrokerConfig, FsyncPolicy, StorageMode};
+
+/// Huge allocations announced by hostile frames must not abort the broker
+/// (see `sharestream::alloc`).
+#[global_allocator]
+static GLOBAL: sharestream_protocol::alloc::GuardedAlloc =
+    sharestream_protocol::alloc::GuardedAlloc::new();
+
+/// sharestream: exactly-once stream processing over Kafka share groups.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+// Parsed once at start: the size of the broker's arguments does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand)]
+enum Command {
+    /// Run the embedded Kafka-compatible broker as a standalone process.
+    Broker(BrokerArgs),
+    /// Describe or change finalized feature levels (share.version,
+    /// transaction.version) of a running broker.
+    Features(FeaturesArgs),
+    /// Print the API keys and versions this build can encode and decode.
+    Apis,
+}
+
+#[derive(Args)]
+struct FeaturesArgs {
+    /// Broker address.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    bootstrap_server: String,
+    #[command(subcommand)]
+    action: FeaturesAction,
+}
+
+#[derive(Subcommand)]
+enum FeaturesAction {
+    /// Print the finalized and supported feature levels.
+    Describe,
+    /// Raise a feature, e.g. `upgrade --feature share.version=3`.
+    Upgrade {
+        /// NAME=LEVEL, repeatable.
+        #[arg(long = "feature", required = true)]
+        features: Vec<String>,
+    },
+    /// Lower a feature, e.g. `downgrade --feature share.version=2`.
+    Downgrade {
+        /// NAME=LEVEL, repeatable.
+        #[arg(long = "feature", required = true)]
+        features: Vec<String>,
+        /// Allow a downgrade that may lose metadata (UNSAFE_DOWNGRADE).
+        #[arg(long)]
+        unsafe_downgrade: bool,
+    },
+}
+
+#[derive(Args)]
+struct BrokerArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    listen: SocketAddr,
+    /// Data directory (created if missing). Required unless --memory.
+    #[arg(long, conflicts_with = "memory")]
+    data_dir: Option<PathBuf>,
+    /// Keep everything in memory; nothing survives the process.
+    #[arg(long)]
+    memory: bool,
+    /// Host advertised to clients (default: the listen address).
+    #[arg(long)]
+    advertised_host: Option<String>,
+    /// Port advertised to clients (default: the listen port).
+    #[arg(long)]
+    advertised_port: Option<u16>,
+    /// Flush policy: `every-batch`, `never`, or an interval such as `100ms`.
+    #[arg(long, default_value = "every-batch", value_parser = parse_fsync)]
+    fsync: FsyncPolicy,
+    /// Create unknown topics on Metadata requests (auto.create.topics.enable).
+    #[arg(long)]
+    auto_create_topics: bool,
+    /// Partitions of auto-created topics (num.partitions).
+    #[arg(long, default_value_t = 1)]
+    num_partitions: i32,
+    /// In-flight (acquired, not yet acknowledged) records per share partition
+    /// (group.share.partition.max.record.locks, Kafka's default 2000, at
+    /// most 10000). Under exactly_once records stay acquired until their
+    /// transaction commits, so this caps a partition at about N records per
+    /// commit interval; raise it for high-rate exactly-once consumption.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(i32).range(100..=10000))]
+    share_max_record_locks: i32,
+    /// Default acquisition lock of share groups, ms
+    /// (group.share.record.lock.duration.ms; lowers the minimum to it when
+    /// below Kafka's 15 s).
+    #[arg(long, value_parser = clap::value_parser!(i32).range(1000..=60000))]
+    share_record_lock_duration_ms: Option<i32>,
+    /// Default member session timeout of share groups, ms
+    /// (group.share.session.timeout.ms; lowers the minimum to it when below
+    /// Kafka's 45 s; must exceed the 5 s heartbeat interval).
+    #[arg(long, value_parser = clap::value_parser!(i32).range(6000..=60000))]
+    share_session_timeout_ms: Option<i32>,
+    /// Finalized share.version at first start (3 enables KIP-1289).
+    #[arg(long, default_value_t = 3)]
+    share_version: i16,
+    /// Finalized transaction.version at first start.
+    #[arg(long, default_value_t = 2)]
+    transaction_version: i16,
+    /// Maximum concurrent connections.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+    /// Serve Prometheus metrics at http://ADDR/metrics.
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
+    /// Listener security protocol: PLAINTEXT, SASL_PLAINTEXT, SSL or SASL_SSL.
+    #[arg(long, default_value = "PLAINTEXT")]
+    security_protocol: String,
+    /// PEM certificate chain of the broker (SSL and SASL_SSL listeners).
+    #[arg(long)]
+    ssl_cert: Option<PathBuf>,
+    /// PEM private key of the broker (SSL and SASL_SSL listeners).
+    #[arg(long)]
+    ssl_key: Option<PathBuf>,
+    /// PEM CA file: require client certificates signed by it (mTLS).
+    #[arg(long)]
+    ssl_client_ca: Option<PathBuf>,
+    /// SASL session lifetime announced to clients, in ms (KIP-368
+    /// re-authentication; Kafka's connections.max.reauth.ms).
+    #[arg(long)]
+    sasl_reauth_ms: Option<u64>,
+    /// A SASL user as NAME:PASSWORD (repeatable).
+    #[arg(long = "sasl-user")]
+    sasl_users: Vec<String>,
+    /// A super user principal, e.g. User:admin (repeatable).
+    #[arg(long = "super-user")]
+    super_users: Vec<String>,
+    /// Authorize every request with ACLs (stored in DATA_DIR/acls.json).
+    #[arg(long)]
+    acl: bool,
+}
+
+/// The share-group settings of the broker flags.
+fn share_groups(args: &BrokerArgs) -> sharestream_broker::group::ShareGroupBrokerConfig {
+    let mut c = sharestream_broker::group::ShareGroupBrokerConfig {
+        partition_max_record_locks: args.share_max_record_locks,
+        ..Default::default()
+    };
+    if let Some(ms) = args.share_record_lock_duration_ms {
+        c.record_lock_duration_ms = ms;
+        c.min_record_lock_duration_ms = c.min_record_lock_duration_ms.min(ms);
+    }
+    if let Some(ms) = args.share_session_timeout_ms {
+        c.session_timeout_ms = ms;
+        c.min_session_timeout_ms = c.min_session_timeout_ms.min(ms);
+    }
+    c
+}
+
+fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
+    match s {
+        "every-batch" => Ok(FsyncPolicy::EveryBatch),
+        "never" => Ok(FsyncPolicy::Never),
+        other => {
+            let ms = other
+                .strip_suffix("ms")
+                .and_then(|n| n.parse::<u64>().ok())
+                .ok_or_else(|| {
+                    format!(
+                        "--fsync takes every-batch, never or an interval like 100ms, not {other:?}"
+                    )
+                })?;
+            Ok(FsyncPolicy::Interval(Duration::from_millis(ms)))
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn run_broker(args: BrokerArgs) -> Result<(), String> {
+    let share_groups = share_groups(&args);
+    let storage = match (args.data_dir, args.memory) {
+        (Some(dir), false) => StorageMode::Directory(dir),
+        (None, true) => StorageMode::Memory,
+        (None, false) => {
+            return Err(
+                "the broker needs --data-dir DIR (durable) or --memory (nothing survives)"
+                    .to_string(),
+            );
+        }
+        (Some(_), true) => unreachable!("clap refuses --data-dir with --memory"),
+    };
+    let protocol = sharestream_broker::security::ListenerProtocol::from_name(
+        &args.security_protocol,
+    )
+    .ok_or_else(|| {
+        format!(
+            "--security-protocol takes PLAINTEXT, SASL_PLAINTEXT, SSL or SASL_SSL, not {:?}",
+            args.security_protocol
+        )
+    })?;
+    let tls = match (args.ssl_cert, args.ssl_key) {
+        (Some(cert), Some(key)) => {
+            let mut t = sharestream_broker::security::BrokerTls::new(cert, key);
+            if let Some(ca) = args.ssl_client_ca {
+                t = t.with_client_ca(ca);
+            }
+            Some(t)
+        }
+        (None, None) if !protocol.is_tls() => None,
+        _ => {
+            return Err(
+                "--security-protocol SSL/SASL_SSL needs both --ssl-cert and --ssl-key".to_string(),
+            );
+        }
+    };
+    let mut users = std::collections::BTreeMap::new();
+    for u in &args.sasl_users {
+        let (name, pw) = u
+            .split_once(':')
+            .ok_or_else(|| format!("--sasl-user takes NAME:PASSWORD, not {u:?}"))?;
+        users.insert(name.to_string(), pw.to_string());
+    }
+    let security = sharestream_broker::security::SecurityConfig {
+        protocol,
+        users,
+        super_users: args.super_users.clone(),
+        acl_enabled: args.acl,
+        reauth_ms: args.sasl_reauth_ms.filter(|ms| *ms > 0),
+        tls,
+        ..Default::default()
+    };
+    let config = BrokerConfig {
+        security,
+        listen: args.listen,
+        advertised_host: args.advertised_host,
+        advertised_port: args.advertised_port,
+        storage,
+        fsync: args.fsync,
+        auto_create_topics: args.auto_create_topics,
+        default_partitions: args.num_partitions,
+        share_version: args.share_version,
+        transaction_version: args.transaction_version,
+        max_connections: args.max_connections,
+        metrics_listen: args.metrics_listen,
+        share_groups,
+        ..BrokerConfig::default()
+    };
+    let handle = Broker::start(config)
+        .await
+        .map_err(|e| format!("cannot start the broker on {}: {e}", args.listen))?;
+    println!(
+        "sharestream broker listening on {}",
+        handle.bootstrap_servers()
+    );
+    wait_for_signal().await;
+    tracing::info!("shutting down");
+    handle.shutdown().await;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+fn parse_feature(s: &str) -> Result<(String, i16), String> {
+    let (name, level) = s
+        .split_once('=')
+        .ok_or_else(|| format!("--feature takes NAME=LEVEL, e.g. share.version=3, not {s:?}"))?;
+    let level = level
+        .parse::<i16>()
+        .map_err(|_| format!("--feature {s}: the level must be a small integer"))?;
+    Ok((name.to_string(), level))
+}
+
+async fn run_features(args: FeaturesArgs) -> Result<(), String> {
+    use kafka_protocol::messages::UpdateFeaturesRequest;
+    use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+    use kafka_protocol::protocol::StrBytes;
+    use sharestream::client::{Connection, ConnectionConfig};
+
+    let conn =
+        Connection::connect_tcp(args.bootstrap_server.as_str(), &ConnectionConfig::default())
+            .await
+            .map_err(|e| format!("cannot reach {}: {e}", args.bootstrap_server))?;
+    let (updates, upgrade_type) = match args.action {
+        FeaturesAction::Describe => {
+            let v = conn.versions();
+            println!(
+                "finalized features (epoch {}):",
+                v.finalized_features_epoch()
+            );
+            for name in ["share.version", "transaction.version"] {
+                match v.finalized_feature(name) {
+                    Some(level) => println!("  {name} = {level}"),
+                    None => println!("  {name} = 0 (not finalized)"),
+                }
+            }
+            let kip1289 =
+                v.peer_range(sharestream_protocol::txn_share_ack::TXN_SHARE_ACKNOWLEDGE_API_KEY);
+            println!(
+                "TxnShareAcknowledge (KIP-1289, apiKey 95): {}",
+                if kip1289.is_some() {
+                    "offered"
+                } else {
+                    "not offered"
+                }
+            );
+            return Ok(());
+        }
+        FeaturesAction::Upgrade { features } => (features, 1),
+        FeaturesAction::Downgrade {
+            features,
+            unsafe_downgrade,
+        } => (features, if unsafe_downgrade { 3 } else { 2 }),
+    };
+    let mut keys = Vec::new();
+    for f in &updates {
+        let (name, level) = parse_feature(f)?;
+        keys.push(
+            FeatureUpdateKey::default()
+                .with_feature(StrBytes::from_string(name))
+                .with_max_version_level(level)
+                .with_upgrade_type(upgrade_type),
+        );
+    }
+    let resp = conn
+        .send(
+            &UpdateFeaturesRequest::default()
+                .with_timeout_ms(30_000)
+                .with_feature_updates(keys),
+        )
+        .await
+        .map_err(|e| format!("UpdateFeatures failed: {e}"))?;
+    let mut failed = resp.error_code != 0;
+    for r in &resp.results {
+        if r.error_code != 0 {
+            failed = true;
+            println!(
+                "{}: {} ({})",
+                r.feature,
+                sharestream_protocol::ErrorCode(r.error_code),
+                r.error_message.as_deref().unwrap_or("")
+            );
+        } else {
+            println!("{}: updated", r.feature);
+        }
+    }
+    if failed {
+        return Err(resp
+            .error_message
+            .map(|m| m.to_string())
+            .unwrap_or_else(|| "the update was refused".to_string()));
+    }
+    Ok(())
+}
+
+fn main() {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Broker(args) => {
+            init_tracing();
+            let rt = tokio::runtime::Runtime::new().expect("start the tokio runtime");
+            if let Err(e) = rt.block_on(run_broker(args)) {
+                eprintln!("error: {e}");
+                std::process::exit(2);
+            }
+        }
+        Command::Features(args) => {
+            let rt = tokio::runtime::Runtime::new().expect("start the tokio runtime");
+            if let Err(e) = rt.block_on(run_features(args)) {
+                eprintln!("error: {e}");
+                std::process::exit(2);
+            }
+        }
+        Command::Apis => {
+            for key in 0..=200i16 {
+                if let Some(v) = sharestream_protocol::api::codec_versions(key) {
+                    println!(
+                        "{key:>3} {:<40} v{}..=v{}",
+                        sharestream_protocol::api::api_name(key),
+                        v.min,
+                        v.max
+                    );
+                }
+            }
+        }
+    }
+}

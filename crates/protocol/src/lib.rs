@@ -1,0 +1,37 @@
+//! The Kafka wire protocol, free of I/O.
+//!
+//! - [`frame`]: 4-byte length-prefixed framing, "need more bytes" apart from
+//!   "malformed", hostile prefixes refused before any allocation.
+//! - [`api`]: request and response headers, the [`api::ApiRequest`] trait over
+//!   every request type, and decoding by key and version for the broker.
+//!   Message structs of existing APIs come from the `kafka-protocol` crate.
+//! - [`txn_share_ack`]: KIP-1289's TxnShareAcknowledge (apiKey 95), our own.
+//! - [`share_v2`]: ShareFetch and ShareAcknowledge v2 (KIP-1206/1222), which
+//!   kafka-protocol 0.18 lacks, as its v1 structs plus the added fields.
+//! - [`versions`]: version negotiation from ApiVersions.
+//! - [`error_code`]: Kafka's error codes with names and retriable flags.
+//! - [`records`]: magic v2 record batches.
+//! - [`wire`]: hand-written primitives (varints, compact strings, tagged fields).
+//! - [`error`]: [`ProtocolError`], which always names the API and version.
+#![deny(missing_docs)]
+
+pub mod alloc;
+
+pub mod api;
+pub mod error;
+pub mod error_code;
+pub mod frame;
+pub mod records;
+pub mod sasl;
+pub mod share_v2;
+pub mod txn_share_ack;
+pub mod versions;
+pub mod wire;
+
+pub use error::ProtocolError;
+pub use error_code::ErrorCode;
+
+// The unit tests decode hostile bytes: guard them like the binaries.
+#[cfg(test)]
+#[global_allocator]
+static GLOBAL: alloc::GuardedAlloc = alloc::GuardedAlloc::new();
