@@ -3,7 +3,7 @@
 //! Every request and response is preceded by a big-endian `i32` holding the
 //! size of what follows. [`FrameDecoder`] cuts frames out of a byte stream
 //! without doing any I/O: the caller appends whatever bytes arrived and asks
-//! for the next frame. "Not enough bytes yet" ([`Ok(None)`]) is kept apart
+//! for the next frame. "Not enough bytes yet" (`Ok(None)`) is kept apart
 //! from "this stream is broken" ([`FrameError`]).
 //!
 //! A hostile length prefix can never cause a large allocation: the prefix is
