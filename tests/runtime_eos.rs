@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rt::*;
-use sharestream::client::share_consumer::config::ShareAcquireMode;
+use sharestream::client::share_consumer::config::AcquireMode;
 use sharestream::runtime::{Runtime, RuntimeConfig, RuntimeError};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -30,10 +30,7 @@ async fn exactly_once_two_workers_every_input_once() {
         .await
         .unwrap();
     // share.acquire.mode=auto: a worker per partition, whole batches.
-    assert_eq!(
-        h.config().acquire_mode,
-        Some(ShareAcquireMode::BatchOptimized)
-    );
+    assert_eq!(h.config().acquire_mode, Some(AcquireMode::BatchOptimized));
     wait_committed(&h, 300).await;
     let m = h.metrics().clone();
     h.stop().await.unwrap();
@@ -331,7 +328,7 @@ async fn workers_beyond_the_partitions_use_record_limit_exactly_once() {
         .start()
         .await
         .unwrap();
-    assert_eq!(h.config().acquire_mode, Some(ShareAcquireMode::RecordLimit));
+    assert_eq!(h.config().acquire_mode, Some(AcquireMode::RecordLimit));
     wait_committed(&h, 400).await;
     h.stop().await.unwrap();
     let out = committed(&b, "out").await;

@@ -42,7 +42,7 @@ use serde_json::json;
 use sharestream::broker::group::ShareGroupBrokerConfig;
 use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
 use sharestream::client::admin::{AdminClient, AlterConfigOp, NewTopic};
-use sharestream::client::share_consumer::config::ShareAcquireMode;
+use sharestream::client::share_consumer::config::AcquireMode;
 use sharestream::client::share_consumer::{AcknowledgementMode, ShareConsumer};
 use sharestream::client::{
     ConnectionConfig, Metadata, Producer, ProducerConfig, ProducerRecord, ShareConsumerConfig,
@@ -646,7 +646,7 @@ async fn share_record_limit(e: Arc<Env>) -> Detail {
             ShareConsumerConfig::builder(group.clone())
                 .bootstrap_servers(e.servers())
                 .acknowledgement_mode(AcknowledgementMode::Explicit)
-                .acquire_mode(ShareAcquireMode::RecordLimit)
+                .acquire_mode(AcquireMode::RecordLimit)
                 .max_poll_records(MAX)
                 .fetch_max_wait(Duration::from_millis(200))
                 .build()

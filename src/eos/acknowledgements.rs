@@ -25,47 +25,8 @@ use uuid::Uuid;
 use crate::protocol::txn_share_ack::TxnShareAcknowledgementBatch;
 use crate::protocol::wire::uvarint_size;
 
-/// How a record was handled (KIP-932 / KIP-1289 type codes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(i8)]
-pub enum AcknowledgeType {
-    /// The offset held no record to deliver (control record, aborted
-    /// transaction). Never valid inside a transaction.
-    Gap = 0,
-    /// Processed.
-    Accept = 1,
-    /// Give it back for another delivery.
-    Release = 2,
-    /// Unprocessable; never deliver again.
-    Reject = 3,
-    /// Extend the acquisition lock.
-    Renew = 4,
-}
-
-impl AcknowledgeType {
-    /// The wire code.
-    pub fn code(self) -> i8 {
-        self as i8
-    }
-
-    /// From a wire code.
-    pub fn from_code(code: i8) -> Option<Self> {
-        Some(match code {
-            0 => Self::Gap,
-            1 => Self::Accept,
-            2 => Self::Release,
-            3 => Self::Reject,
-            4 => Self::Renew,
-            _ => return None,
-        })
-    }
-
-    /// Whether the type may be staged in a transaction (KIP-1289: only
-    /// ACCEPT and REJECT).
-    pub fn is_transactional(self) -> bool {
-        matches!(self, Self::Accept | Self::Reject)
-    }
-}
+/// How a record was handled, defined once in the protocol crate.
+pub use crate::protocol::share::AcknowledgeType;
 
 /// A topic partition named by topic id (and name, for people).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

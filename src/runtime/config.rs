@@ -98,7 +98,7 @@ pub struct RuntimeConfig {
     /// when `num.workers` exceeds the partitions of a source topic and the
     /// broker has ShareFetch v2, else `batch_optimized` (logged at start).
     /// See docs/BENCHMARKS.md (Runtime, parallelism).
-    pub acquire_mode: Option<crate::client::share_consumer::config::ShareAcquireMode>,
+    pub acquire_mode: Option<crate::client::share_consumer::config::AcquireMode>,
     /// `transaction.timeout.ms` (default 10 s, as Kafka Streams under
     /// exactly-once): the longest a transaction may stay open before the
     /// coordinator aborts it. It bounds how long the records staged by a
@@ -277,11 +277,11 @@ impl RuntimeConfig {
             }
             "max.poll.records" => self.max_poll_records = positive(name, value)? as usize,
             "share.acquire.mode" => {
-                use crate::client::share_consumer::config::ShareAcquireMode;
+                use crate::client::share_consumer::config::AcquireMode;
                 self.acquire_mode = match value.trim().to_ascii_lowercase().as_str() {
                     "auto" => None,
-                    "batch_optimized" => Some(ShareAcquireMode::BatchOptimized),
-                    "record_limit" => Some(ShareAcquireMode::RecordLimit),
+                    "batch_optimized" => Some(AcquireMode::BatchOptimized),
+                    "record_limit" => Some(AcquireMode::RecordLimit),
                     _ => {
                         return Err(err(
                             name,
@@ -480,7 +480,7 @@ mod tests {
         let c = RuntimeConfig::from_properties([("share.acquire.mode", "record_limit")]).unwrap();
         assert_eq!(
             c.acquire_mode,
-            Some(crate::client::share_consumer::config::ShareAcquireMode::RecordLimit)
+            Some(crate::client::share_consumer::config::AcquireMode::RecordLimit)
         );
         assert_eq!(RuntimeConfig::default().acquire_mode, None, "auto");
         let e = RuntimeConfig::from_properties([("share.acquire.mode", "all")]).unwrap_err();

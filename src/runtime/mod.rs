@@ -146,7 +146,8 @@ use crate::client::share_consumer::{
     AcknowledgementMode, ConsumerError, ShareConsumer, ShareConsumerConfig,
 };
 use crate::client::{ClientError, ConnectionConfig, Metadata, Producer, ProducerError};
-use crate::protocol::share_v2::{SHARE_FETCH_API_KEY, ShareAcquireMode};
+use crate::protocol::share::AcquireMode;
+use crate::protocol::share_v2::SHARE_FETCH_API_KEY;
 use crate::protocol::txn_share_ack::TXN_SHARE_ACKNOWLEDGE_API_KEY;
 use crate::topology::{ProcessingError, Topology};
 use worker::Worker;
@@ -542,7 +543,7 @@ async fn auto_acquire_mode(
     config: &RuntimeConfig,
     md: &Metadata,
     partition_counts: &[usize],
-) -> ShareAcquireMode {
+) -> AcquireMode {
     let v2 = match async { md.any_broker()?.connection().await }.await {
         Ok(conn) => conn
             .versions()
@@ -552,9 +553,9 @@ async fn auto_acquire_mode(
     };
     let fewest = partition_counts.iter().copied().min().unwrap_or(1);
     let mode = if v2 && config.num_workers > fewest {
-        ShareAcquireMode::RecordLimit
+        AcquireMode::RecordLimit
     } else {
-        ShareAcquireMode::BatchOptimized
+        AcquireMode::BatchOptimized
     };
     tracing::info!(
         share_acquire_mode = mode.name(),

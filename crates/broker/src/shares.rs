@@ -42,8 +42,7 @@ use uuid::Uuid;
 use super::group::{
     AutoOffsetReset, ConfigError, CoordinatorSnapshot, DescribedGroup, GroupConfig,
     GroupConfigEntry, GroupEffects, GroupError, HeartbeatOutcome, HeartbeatRequest,
-    IsolationLevel as GroupIsolation, ShareGroupBrokerConfig, ShareGroupCoordinator,
-    SharePartitionKey, TopicLookup,
+    ShareGroupBrokerConfig, ShareGroupCoordinator, SharePartitionKey, TopicLookup,
 };
 use super::log::{PartitionLog, StateLog};
 use super::share::{
@@ -179,10 +178,7 @@ fn partition_config(c: &GroupConfig) -> SharePartitionConfig {
         record_lock_duration_ms: i64::from(c.record_lock_duration_ms),
         delivery_count_limit: u16::try_from(c.delivery_count_limit.max(1)).unwrap_or(u16::MAX),
         max_in_flight_records: u32::try_from(c.partition_max_record_locks.max(1)).unwrap_or(1),
-        isolation: match c.isolation_level {
-            GroupIsolation::ReadUncommitted => IsolationLevel::ReadUncommitted,
-            GroupIsolation::ReadCommitted => IsolationLevel::ReadCommitted,
-        },
+        isolation: c.isolation_level,
     }
 }
 

@@ -8,6 +8,8 @@
 //! - [`txn_share_ack`]: KIP-1289's TxnShareAcknowledge (apiKey 95), our own.
 //! - [`share_v2`]: ShareFetch and ShareAcknowledge v2 (KIP-1206/1222), which
 //!   kafka-protocol 0.18 lacks, as its v1 structs plus the added fields.
+//! - [`share`]: the share-group vocabulary (acknowledge types, acquire
+//!   mode, isolation level), defined once for broker, client and eos.
 //! - [`versions`]: version negotiation from ApiVersions.
 //! - [`error_code`]: Kafka's error codes with names and retriable flags.
 //! - [`records`]: magic v2 record batches.
@@ -23,6 +25,7 @@ pub mod error_code;
 pub mod frame;
 pub mod records;
 pub mod sasl;
+pub mod share;
 pub mod share_v2;
 pub mod txn_share_ack;
 pub mod versions;

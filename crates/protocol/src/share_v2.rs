@@ -32,6 +32,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use super::api::{ApiRequest, Versions, check_version, decode_err, encode_err};
 use super::error::ProtocolError;
+use super::share::AcquireMode;
 
 /// ShareFetch's API key.
 pub const SHARE_FETCH_API_KEY: i16 = 78;
@@ -40,51 +41,13 @@ pub const SHARE_ACKNOWLEDGE_API_KEY: i16 = 79;
 /// The versions of ShareFetch and ShareAcknowledge coded here.
 pub const SHARE_VERSIONS: Versions = Versions { min: 1, max: 2 };
 
-/// `ShareAcquireMode` of ShareFetch v2 (KIP-1206).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum ShareAcquireMode {
-    /// 0: whole record batches are acquired; `MaxRecords` may be exceeded to
-    /// finish a batch (the only behaviour of version 1).
-    #[default]
-    BatchOptimized,
-    /// 1: at most `MaxRecords` records are acquired, splitting batches.
-    RecordLimit,
-}
-
-impl ShareAcquireMode {
-    /// The wire byte.
-    pub fn as_i8(self) -> i8 {
-        match self {
-            ShareAcquireMode::BatchOptimized => 0,
-            ShareAcquireMode::RecordLimit => 1,
-        }
-    }
-
-    /// The mode for a wire byte, `None` for an unknown one.
-    pub fn from_i8(v: i8) -> Option<Self> {
-        match v {
-            0 => Some(ShareAcquireMode::BatchOptimized),
-            1 => Some(ShareAcquireMode::RecordLimit),
-            _ => None,
-        }
-    }
-
-    /// The name used by the `share.acquire.mode` setting.
-    pub fn name(self) -> &'static str {
-        match self {
-            ShareAcquireMode::BatchOptimized => "batch_optimized",
-            ShareAcquireMode::RecordLimit => "record_limit",
-        }
-    }
-}
-
 /// A ShareFetch request at version 1 or 2.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ShareFetchV2Request {
     /// Every field of version 1.
     pub request: ShareFetchRequest,
     /// `ShareAcquireMode` (v2), kept as sent so that the broker can refuse
-    /// an unknown value with INVALID_REQUEST; see [`ShareAcquireMode`].
+    /// an unknown value with INVALID_REQUEST; see [`AcquireMode`].
     pub share_acquire_mode: i8,
     /// `IsRenewAck` (v2): the acknowledgements include Renew (4); the broker
     /// then only acknowledges and fetches nothing.
@@ -93,8 +56,8 @@ pub struct ShareFetchV2Request {
 
 impl ShareFetchV2Request {
     /// The acquire mode, `None` for a value no version defines.
-    pub fn acquire_mode(&self) -> Option<ShareAcquireMode> {
-        ShareAcquireMode::from_i8(self.share_acquire_mode)
+    pub fn acquire_mode(&self) -> Option<AcquireMode> {
+        AcquireMode::from_i8(self.share_acquire_mode)
     }
 }
 
@@ -452,7 +415,7 @@ mod tests {
         let back = ShareFetchV2Request::decode_request(&mut b, 2).unwrap();
         assert_eq!(back, req);
         assert!(b.is_empty());
-        assert_eq!(back.acquire_mode(), Some(ShareAcquireMode::RecordLimit));
+        assert_eq!(back.acquire_mode(), Some(AcquireMode::RecordLimit));
     }
 
     #[test]

@@ -539,7 +539,7 @@ impl Producer {
             for b in batches {
                 if let Some(bad) = b.acknowledge_types.iter().find(|t| !t.is_transactional()) {
                     return Err(ProducerError::InvalidRecordState(format!(
-                        "{tp}: acknowledge type {bad:?} at offsets {}..={} cannot be staged in a transaction (only ACCEPT and REJECT)",
+                        "{tp}: acknowledge type {bad:?} at offsets {}..={} cannot be staged in a transaction (only ACCEPT, REJECT and GAP)",
                         b.first_offset, b.last_offset
                     )));
                 }

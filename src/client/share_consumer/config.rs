@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::client::config::{ConnectionConfig, setting_def};
 use crate::client::security::{SecurityProperties, is_security_setting};
-pub use crate::protocol::share_v2::ShareAcquireMode;
+pub use crate::protocol::share::AcquireMode;
 
 /// `share.acknowledgement.mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -66,7 +66,7 @@ pub struct ShareConsumerConfig {
     /// acquires at most `max.poll.records` records per fetch, splitting
     /// batches, so that many members of one partition share its records
     /// evenly; with `batch_optimized` it hands out whole batches.
-    pub acquire_mode: ShareAcquireMode,
+    pub acquire_mode: AcquireMode,
     /// `fetch.max.wait.ms` (default 500 ms): how long a broker may hold a
     /// ShareFetch that has not reached `fetch.min.bytes`.
     pub fetch_max_wait: Duration,
@@ -99,7 +99,7 @@ impl Default for ShareConsumerConfig {
             bootstrap_servers: Vec::new(),
             max_poll_records: 500,
             acknowledgement_mode: AcknowledgementMode::Implicit,
-            acquire_mode: ShareAcquireMode::BatchOptimized,
+            acquire_mode: AcquireMode::BatchOptimized,
             fetch_max_wait: Duration::from_millis(500),
             fetch_min_bytes: 1,
             fetch_max_bytes: 52_428_800,
@@ -192,8 +192,8 @@ impl ShareConsumerConfig {
             }
             "share.acquire.mode" => {
                 self.acquire_mode = match value.trim().to_ascii_lowercase().as_str() {
-                    "batch_optimized" => ShareAcquireMode::BatchOptimized,
-                    "record_limit" => ShareAcquireMode::RecordLimit,
+                    "batch_optimized" => AcquireMode::BatchOptimized,
+                    "record_limit" => AcquireMode::RecordLimit,
                     _ => {
                         return Err(bad(
                             "share.acquire.mode",
@@ -318,7 +318,7 @@ impl ShareConsumerConfigBuilder {
         self
     }
     /// `share.acquire.mode`.
-    pub fn acquire_mode(mut self, v: ShareAcquireMode) -> Self {
+    pub fn acquire_mode(mut self, v: AcquireMode) -> Self {
         self.config.acquire_mode = v;
         self
     }
@@ -385,9 +385,9 @@ mod tests {
         );
         assert!(c.set("max.poll.records", "0").is_err());
         assert!(c.set("share.acknowledgement.mode", "sometimes").is_err());
-        assert_eq!(c.acquire_mode, ShareAcquireMode::BatchOptimized);
+        assert_eq!(c.acquire_mode, AcquireMode::BatchOptimized);
         c.set("share.acquire.mode", "record_limit").unwrap();
-        assert_eq!(c.acquire_mode, ShareAcquireMode::RecordLimit);
+        assert_eq!(c.acquire_mode, AcquireMode::RecordLimit);
         let e = c.set("share.acquire.mode", "some").unwrap_err();
         assert_eq!(e.name, "share.acquire.mode");
         assert!(c.set("no.such.config", "1").is_err());

@@ -102,7 +102,8 @@ use kafka_protocol::messages::share_fetch_request::{
 };
 use kafka_protocol::messages::{GroupId, ShareAcknowledgeRequest, ShareFetchRequest};
 
-use crate::protocol::share_v2::{ShareAcknowledgeV2Request, ShareAcquireMode, ShareFetchV2Request};
+use crate::protocol::share::AcquireMode;
+use crate::protocol::share_v2::{ShareAcknowledgeV2Request, ShareFetchV2Request};
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
@@ -198,7 +199,7 @@ struct Inner {
     completed: Mutex<Vec<AcknowledgementCommit>>,
     lock_timeout_ms: AtomicI32,
     request_timeout: Duration,
-    acquire_mode: ShareAcquireMode,
+    acquire_mode: AcquireMode,
 }
 
 impl std::fmt::Debug for Inner {
@@ -236,9 +237,9 @@ impl Inner {
 /// than silently handed whole batches.
 fn record_limit_unsupported(
     conn: &crate::client::connection::Connection,
-    mode: ShareAcquireMode,
+    mode: AcquireMode,
 ) -> Option<ClientError> {
-    if mode == ShareAcquireMode::BatchOptimized {
+    if mode == AcquireMode::BatchOptimized {
         return None;
     }
     match conn.versions().version_for_type::<ShareFetchV2Request>() {

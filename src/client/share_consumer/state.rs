@@ -253,9 +253,11 @@ impl AcknowledgementState {
                     .into(),
             ));
         }
-        if !ty.is_transactional() {
+        // A delivered record is a record: GAP (which KIP-1289 also stages)
+        // marks offsets that hold none, so it is no choice for one here.
+        if !matches!(ty, AcknowledgeType::Accept | AcknowledgeType::Reject) {
             return Err(ConsumerError::InvalidArgument(format!(
-                "only ACCEPT and REJECT can be staged in a transaction, not {ty:?}"
+                "only ACCEPT and REJECT can be staged in a transaction for a delivered record, not {ty:?}"
             )));
         }
         let d = self.delivered_mut(tp, offset)?;

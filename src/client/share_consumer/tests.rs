@@ -600,7 +600,7 @@ async fn commit_async_reports_per_partition_errors_to_handle_and_callback() {
 async fn record_limit_is_sent_at_v2() {
     let (_cl, mut broker, pool) = cluster(vec![0]);
     let config = ShareConsumerConfig::builder("g")
-        .acquire_mode(ShareAcquireMode::RecordLimit)
+        .acquire_mode(AcquireMode::RecordLimit)
         .max_poll_records(7)
         .build()
         .unwrap();
@@ -612,10 +612,7 @@ async fn record_limit_is_sent_at_v2() {
     });
     let r = broker.recv().await.unwrap();
     assert_eq!(r.rx.header.api_version, 2);
-    assert_eq!(
-        r.fetch_v2().acquire_mode(),
-        Some(ShareAcquireMode::RecordLimit)
-    );
+    assert_eq!(r.fetch_v2().acquire_mode(), Some(AcquireMode::RecordLimit));
     assert!(!r.fetch_v2().is_renew_ack);
     assert_eq!(r.fetch().max_records, 7);
     r.answer_fetch(fetch_answer(0, Some(batch(0, 2)), &[(0, 1, 1)], 0));
@@ -652,7 +649,7 @@ async fn record_limit_against_a_v1_broker_names_the_setting() {
 
     let (_cl, _broker, pool) = cluster_with(vec![0], v1_only());
     let config = ShareConsumerConfig::builder("g")
-        .acquire_mode(ShareAcquireMode::RecordLimit)
+        .acquire_mode(AcquireMode::RecordLimit)
         .build()
         .unwrap();
     let mut c = ShareConsumer::with_parts(config, pool, Arc::new(FakeLookup)).unwrap();

@@ -76,25 +76,8 @@ impl AutoOffsetReset {
     }
 }
 
-/// Which records a share group delivers (`share.isolation.level`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum IsolationLevel {
-    /// Everything, including open and aborted transactions (Kafka's default).
-    #[default]
-    ReadUncommitted,
-    /// Only below the last stable offset; aborted records never.
-    ReadCommitted,
-}
-
-impl IsolationLevel {
-    /// Kafka's spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IsolationLevel::ReadUncommitted => "read_uncommitted",
-            IsolationLevel::ReadCommitted => "read_committed",
-        }
-    }
-}
+/// `share.isolation.level`, defined once in the protocol crate.
+pub use sharestream_protocol::share::IsolationLevel;
 
 /// Broker-level share group settings: the defaults of the group configs and
 /// the bounds a group override must respect.

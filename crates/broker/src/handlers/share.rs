@@ -53,11 +53,11 @@ use crate::acl::{AUTHORIZED_OPERATIONS_OMITTED, AclOperation, Resource};
 use crate::core::BrokerCore;
 use crate::group::coordinator::MAX_MEMBER_ID_LENGTH;
 use crate::group::{ConfigSource, HeartbeatRequest};
-use crate::share::{AcknowledgementBatch, AcquireMode};
+use crate::share::AcknowledgementBatch;
 use crate::shares::{FINAL_SHARE_SESSION_EPOCH, INITIAL_SHARE_SESSION_EPOCH, TopicIdPartition};
 use sharestream_protocol::ErrorCode;
 use sharestream_protocol::share_v2::{
-    ShareAcknowledgeV2Request, ShareAcknowledgeV2Response, ShareAcquireMode, ShareFetchV2Request,
+    ShareAcknowledgeV2Request, ShareAcknowledgeV2Response, ShareFetchV2Request,
 };
 
 /// Config resource type GROUP (Kafka's ConfigResource.Type).
@@ -622,10 +622,7 @@ pub(crate) async fn share_fetch(
                 partition,
                 &log,
                 records_left,
-                match mode {
-                    ShareAcquireMode::BatchOptimized => AcquireMode::BatchOptimized,
-                    ShareAcquireMode::RecordLimit => AcquireMode::RecordLimit,
-                },
+                mode,
                 budget,
                 now,
             ) {
@@ -780,9 +777,7 @@ pub(crate) fn share_acknowledge(
 /// of ShareFetch and ShareAcknowledge may carry.
 fn has_renew<'a>(types: impl Iterator<Item = &'a Vec<i8>>) -> bool {
     use crate::share::AcknowledgeType;
-    types
-        .flatten()
-        .any(|t| *t == AcknowledgeType::Renew.as_i8())
+    types.flatten().any(|t| *t == AcknowledgeType::Renew.code())
 }
 
 // ----- group configs -------------------------------------------------------------------

@@ -225,7 +225,7 @@ pub(crate) fn validate_batches(
             _ => out.push((first, last, ty)),
         };
         for (i, &t) in types.iter().enumerate() {
-            let ty = AcknowledgeType::from_i8(t).ok_or_else(|| {
+            let ty = AcknowledgeType::from_code(t).ok_or_else(|| {
                 ShareError::InvalidRequest(format!(
                     "unknown acknowledge type {t} in batch {}..={}",
                     b.first_offset, b.last_offset

@@ -5,9 +5,10 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use sharestream_protocol::ErrorCode;
-use sharestream_protocol::txn_share_ack::{
-    ACK_ACCEPT, ACK_GAP, ACK_REJECT, ACK_RELEASE, ACK_RENEW, TxnShareAcknowledgementBatch,
-};
+use sharestream_protocol::txn_share_ack::TxnShareAcknowledgementBatch;
+
+/// The share vocabulary, defined once in the protocol crate.
+pub use sharestream_protocol::share::{AcknowledgeType, AcquireMode, IsolationLevel};
 
 /// Default acquisition lock duration (`group.share.record.lock.duration.ms`).
 pub const DEFAULT_RECORD_LOCK_DURATION_MS: i64 = 30_000;
@@ -16,30 +17,6 @@ pub const DEFAULT_DELIVERY_COUNT_LIMIT: u16 = 5;
 /// Default cap on in-flight records per share partition
 /// (`group.share.partition.max.record.locks`).
 pub const DEFAULT_MAX_IN_FLIGHT_RECORDS: u32 = 2000;
-
-/// Which records a share group may acquire (`share.isolation.level`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub enum IsolationLevel {
-    /// Acquire up to the high watermark; records of aborted transactions are
-    /// delivered like any other.
-    #[default]
-    ReadUncommitted,
-    /// Acquire only below the last stable offset; records of aborted
-    /// transactions are handed out as gaps, never as data.
-    ReadCommitted,
-}
-
-/// How a fetch's `max_records` bounds an acquisition (`share.acquire.mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum AcquireMode {
-    /// `max_records` is a soft limit: the acquisition stops at the end of the
-    /// fetched batch during which it was reached, so whole batches are handed
-    /// out.
-    #[default]
-    BatchOptimized,
-    /// `max_records` is a hard limit, even in the middle of a batch.
-    RecordLimit,
-}
 
 /// Per-partition configuration, from the group's configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,46 +78,6 @@ impl RecordState {
     }
 }
 
-/// An acknowledge type of ShareAcknowledge / ShareFetch / TxnShareAcknowledge.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AcknowledgeType {
-    /// 0: the offset held no record; ARCHIVED.
-    Gap,
-    /// 1: processed; ACKNOWLEDGED.
-    Accept,
-    /// 2: give back; AVAILABLE with the delivery count kept.
-    Release,
-    /// 3: unprocessable; ARCHIVED.
-    Reject,
-    /// 4: extend the acquisition lock.
-    Renew,
-}
-
-impl AcknowledgeType {
-    /// The type for a wire byte, `None` for an unknown one.
-    pub fn from_i8(v: i8) -> Option<Self> {
-        match v {
-            ACK_GAP => Some(AcknowledgeType::Gap),
-            ACK_ACCEPT => Some(AcknowledgeType::Accept),
-            ACK_RELEASE => Some(AcknowledgeType::Release),
-            ACK_REJECT => Some(AcknowledgeType::Reject),
-            ACK_RENEW => Some(AcknowledgeType::Renew),
-            _ => None,
-        }
-    }
-
-    /// The wire byte.
-    pub fn as_i8(self) -> i8 {
-        match self {
-            AcknowledgeType::Gap => ACK_GAP,
-            AcknowledgeType::Accept => ACK_ACCEPT,
-            AcknowledgeType::Release => ACK_RELEASE,
-            AcknowledgeType::Reject => ACK_REJECT,
-            AcknowledgeType::Renew => ACK_RENEW,
-        }
-    }
-}
-
 /// The two acknowledge types a transaction may stage (KIP-1289).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum TxnAckType {
@@ -167,7 +104,7 @@ impl AcknowledgementBatch {
         AcknowledgementBatch {
             first_offset,
             last_offset,
-            acknowledge_types: vec![ty.as_i8()],
+            acknowledge_types: vec![ty.code()],
         }
     }
 }
