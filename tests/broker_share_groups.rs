@@ -826,3 +826,79 @@ async fn share_fetch_v2_record_limit_and_renew() {
         .await;
     assert_eq!(r.error_code, ErrorCode::INVALID_REQUEST.0);
 }
+
+/// Issue #18, found with librdkafka: on close it sends the leave heartbeat
+/// (member epoch -1) and the final ShareAcknowledge (share session epoch -1,
+/// carrying the acknowledgements) at once, on two connections. Kafka ties
+/// acknowledgements to the share session, not to group membership: the
+/// session outlives the leave until its final epoch, so the acknowledgements
+/// count even when the leave is handled first, and only what is left
+/// unacknowledged is released when the session closes.
+#[tokio::test]
+async fn final_acknowledgements_after_the_leave_are_applied() {
+    let (b, mut c, topic) = setup(BrokerConfig::in_memory()).await;
+    append(&b, topic, 4);
+    assert_eq!(heartbeat(&mut c, "g", "m1", 0).await.error_code, 0);
+    let r = c.send(&fetch_req("m1", 0, topic, vec![], 0), 1).await;
+    assert_eq!(acquired(&r), vec![(0, 3, 1)]);
+    // The leave wins the race.
+    let mut hb = RawClient::connect(b.local_addr()).await;
+    assert_eq!(heartbeat(&mut hb, "g", "m1", -1).await.error_code, 0);
+    // The final ShareAcknowledge: accept 0-2, leave 3 unacknowledged.
+    let a = acknowledge(&mut c, "m1", -1, topic, vec![(0, 2, ACCEPT)]).await;
+    assert_eq!(a.error_code, 0, "{a:?}");
+    assert_eq!(a.responses[0].partitions[0].error_code, 0, "{a:?}");
+    // The session is closed now and the member gone: a second final
+    // request is refused (Kafka: SHARE_SESSION_NOT_FOUND; we check the
+    // member first).
+    let a = acknowledge(&mut c, "m1", -1, topic, vec![(3, 3, ACCEPT)]).await;
+    assert_eq!(a.error_code, ErrorCode::UNKNOWN_MEMBER_ID.0, "{a:?}");
+    // Another member gets only offset 3 (released at once, delivery 2):
+    // 0-2 were accepted, not left to their lock.
+    assert_eq!(heartbeat(&mut c, "g", "m2", 0).await.error_code, 0);
+    let r = c.send(&fetch_req("m2", 0, topic, vec![], 0), 1).await;
+    assert_eq!(acquired(&r), vec![(3, 3, 2)]);
+}
+
+/// The same race with the final acknowledgements riding on a ShareFetch
+/// (session epoch -1), which Kafka also accepts: acknowledged, nothing
+/// acquired.
+#[tokio::test]
+async fn final_share_fetch_after_the_leave_applies_its_acknowledgements() {
+    let (b, mut c, topic) = setup(BrokerConfig::in_memory()).await;
+    append(&b, topic, 2);
+    assert_eq!(heartbeat(&mut c, "g", "m1", 0).await.error_code, 0);
+    let r = c.send(&fetch_req("m1", 0, topic, vec![], 0), 1).await;
+    assert_eq!(acquired(&r), vec![(0, 1, 1)]);
+    assert_eq!(heartbeat(&mut c, "g", "m1", -1).await.error_code, 0);
+    let r = c
+        .send(&fetch_req("m1", -1, topic, vec![(0, 1, ACCEPT)], 0), 1)
+        .await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(partition(&r).acknowledge_error_code, 0, "{r:?}");
+    assert!(acquired(&r).is_empty());
+    assert_eq!(heartbeat(&mut c, "g", "m2", 0).await.error_code, 0);
+    let r = c.send(&fetch_req("m2", 0, topic, vec![], 0), 1).await;
+    assert!(acquired(&r).is_empty(), "{r:?}");
+}
+
+/// Once its session ended (final epoch: what it held is released), a member
+/// that left is unknown again: UNKNOWN_MEMBER_ID, as before.
+#[tokio::test]
+async fn after_its_final_epoch_a_departed_member_is_unknown() {
+    let (b, mut c, topic) = setup(BrokerConfig::in_memory()).await;
+    append(&b, topic, 2);
+    assert_eq!(heartbeat(&mut c, "g", "m1", 0).await.error_code, 0);
+    let r = c.send(&fetch_req("m1", 0, topic, vec![], 0), 1).await;
+    assert_eq!(acquired(&r), vec![(0, 1, 1)]);
+    // The session ends (final epoch, nothing acknowledged) ...
+    let a = acknowledge(&mut c, "m1", -1, topic, vec![]).await;
+    assert_eq!(a.error_code, 0, "{a:?}");
+    // ... then the member leaves and is a stranger.
+    assert_eq!(heartbeat(&mut c, "g", "m1", -1).await.error_code, 0);
+    let a = acknowledge(&mut c, "m1", 1, topic, vec![(0, 1, ACCEPT)]).await;
+    assert_eq!(a.error_code, ErrorCode::UNKNOWN_MEMBER_ID.0, "{a:?}");
+    assert_eq!(heartbeat(&mut c, "g", "m2", 0).await.error_code, 0);
+    let r = c.send(&fetch_req("m2", 0, topic, vec![], 0), 1).await;
+    assert_eq!(acquired(&r), vec![(0, 1, 2)]);
+}

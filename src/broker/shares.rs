@@ -40,8 +40,8 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::group::{
-    AutoOffsetReset, ConfigError, CoordinatorSnapshot, DescribedGroup, GroupConfig,
-    GroupConfigEntry, GroupEffects, GroupError, HeartbeatOutcome, HeartbeatRequest,
+    AutoOffsetReset, ConfigError, CoordinatorSnapshot, DepartureReason, DescribedGroup,
+    GroupConfig, GroupConfigEntry, GroupEffects, GroupError, HeartbeatOutcome, HeartbeatRequest,
     IsolationLevel as GroupIsolation, ShareGroupBrokerConfig, ShareGroupCoordinator,
     SharePartitionKey, TopicLookup,
 };
@@ -151,6 +151,14 @@ struct Entry {
 struct Session {
     next_epoch: i32,
     partitions: Vec<TopicIdPartition>,
+    /// Set when the member left the group (heartbeat epoch -1) while this
+    /// session was open: the session outlives the departure, as Kafka's
+    /// does, so that the member's final acknowledgements still count
+    /// (issue #18: librdkafka sends the leave heartbeat and the final
+    /// ShareAcknowledge at once). Past this time (one acquisition lock
+    /// after the departure, when every lock it held has expired anyway)
+    /// the session is dropped.
+    orphaned_until_ms: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -384,6 +392,19 @@ impl SharePartitionManager {
             .is_member_alive(group_id, member_id)
     }
 
+    /// Whether ShareFetch and ShareAcknowledge may go on for this member:
+    /// it is in the group, or it has a share session still open. Kafka
+    /// ties acknowledgements to the share session, which outlives a leave
+    /// until its final epoch (docs/DESIGN.md, "Share sessions and
+    /// departures").
+    pub fn has_member_or_session(&self, group_id: &str, member_id: &str) -> bool {
+        let inner = self.inner.lock();
+        inner.coordinator.is_member_alive(group_id, member_id)
+            || inner
+                .sessions
+                .contains_key(&(group_id.to_string(), member_id.to_string()))
+    }
+
     /// The coordinator's member check (member id and epoch).
     pub fn validate_member(
         &self,
@@ -430,6 +451,7 @@ impl SharePartitionManager {
                     Session {
                         next_epoch: 1,
                         partitions: partitions.clone(),
+                        orphaned_until_ms: None,
                     },
                 );
                 Ok(SessionStep {
@@ -668,14 +690,21 @@ impl SharePartitionManager {
         now_ms: i64,
     ) {
         let mut inner = self.inner.lock();
-        let mut available = false;
-        for &(topic_id, partition) in partitions {
-            let k = key(group_id, topic_id, partition);
-            if let Some(e) = inner.partitions.get_mut(&k) {
-                available |= e.sp.release_member(member_id, now_ms).records_available;
-                inner.persist_if_dirty(&k);
+        let available = if inner.coordinator.is_member_alive(group_id, member_id) {
+            let mut available = false;
+            for &(topic_id, partition) in partitions {
+                let k = key(group_id, topic_id, partition);
+                if let Some(e) = inner.partitions.get_mut(&k) {
+                    available |= e.sp.release_member(member_id, now_ms).records_available;
+                    inner.persist_if_dirty(&k);
+                }
             }
-        }
+            available
+        } else {
+            // The member left while the session was open: what it still
+            // holds anywhere in the group is released now.
+            inner.release_member_everywhere(group_id, member_id, now_ms)
+        };
         drop(inner);
         if available {
             self.wake();
@@ -754,6 +783,18 @@ impl SharePartitionManager {
         let effects = inner.coordinator.tick(now_ms);
         out.expired_members = effects.departed.len();
         out.records_available |= inner.apply_effects(&effects, now_ms);
+        let orphans: Vec<(String, String)> = inner
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.orphaned_until_ms.is_some_and(|t| t <= now_ms))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for (group_id, member_id) in orphans {
+            inner
+                .sessions
+                .remove(&(group_id.clone(), member_id.clone()));
+            out.records_available |= inner.release_member_everywhere(&group_id, &member_id, now_ms);
+        }
         if !effects.is_empty() {
             inner.persist_coordinator();
         }
@@ -935,21 +976,48 @@ impl SharePartitionManager {
 }
 
 impl Inner {
-    /// Departed members release their records and lose their sessions.
+    /// Departed members release their records and lose their sessions,
+    /// except a member that left (heartbeat epoch -1) with a share session
+    /// open: that session outlives the leave until its final epoch (which
+    /// applies the acknowledgements it carries, then releases the rest) or
+    /// for one acquisition lock duration, as Kafka's session outlives the
+    /// leave (D18, issue #18). A member that timed out is presumed dead (no
+    /// final acknowledgement will come), and one that rejoined under its
+    /// own id dropped its records client-side: theirs are released at once.
     /// Returns whether records became AVAILABLE.
     fn apply_effects(&mut self, effects: &GroupEffects, now_ms: i64) -> bool {
         let mut available = false;
-        let mut dirty = Vec::new();
         for d in &effects.departed {
-            self.sessions
-                .remove(&(d.group_id.clone(), d.member_id.clone()));
-            for (k, e) in self.partitions.iter_mut() {
-                if k.group_id != d.group_id {
+            let k = (d.group_id.clone(), d.member_id.clone());
+            if d.reason == DepartureReason::Left {
+                let lock_ms = self
+                    .coordinator
+                    .group_config(&d.group_id)
+                    .record_lock_duration_ms;
+                if let Some(s) = self.sessions.get_mut(&k) {
+                    s.orphaned_until_ms
+                        .get_or_insert(now_ms.saturating_add(i64::from(lock_ms)));
                     continue;
                 }
-                available |= e.sp.release_member(&d.member_id, now_ms).records_available;
-                dirty.push(k.clone());
             }
+            self.sessions.remove(&k);
+            available |= self.release_member_everywhere(&d.group_id, &d.member_id, now_ms);
+        }
+        available
+    }
+
+    /// Releases the member's ACQUIRED records on every share partition of
+    /// the group (TX_PENDING ones stay, D8). Returns whether records became
+    /// AVAILABLE.
+    fn release_member_everywhere(&mut self, group_id: &str, member_id: &str, now_ms: i64) -> bool {
+        let mut available = false;
+        let mut dirty = Vec::new();
+        for (k, e) in self.partitions.iter_mut() {
+            if k.group_id != group_id {
+                continue;
+            }
+            available |= e.sp.release_member(member_id, now_ms).records_available;
+            dirty.push(k.clone());
         }
         for k in dirty {
             self.persist_if_dirty(&k);

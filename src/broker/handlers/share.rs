@@ -9,8 +9,10 @@
 //! Check order of ShareFetch and ShareAcknowledge, as Kafka's: feature gate
 //! (UNSUPPORTED_VERSION), Read on the group (GROUP_AUTHORIZATION_FAILED),
 //! null group id (INVALID_REQUEST), member id
-//! missing or longer than 36 characters (INVALID_REQUEST), member not in the
-//! group (UNKNOWN_MEMBER_ID), acknowledgements in a request that opens a
+//! missing or longer than 36 characters (INVALID_REQUEST), member neither in
+//! the group nor holding a share session (UNKNOWN_MEMBER_ID; a departed
+//! member may only continue or close the session it had, not open one),
+//! acknowledgements in a request that opens a
 //! session (INVALID_REQUEST), then the share session (SHARE_SESSION_NOT_FOUND,
 //! INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED). Then
 //! acknowledgements are applied per partition (AcknowledgeErrorCode), and
@@ -300,7 +302,7 @@ fn check_request(
         _ => return Err((ErrorCode::INVALID_REQUEST, "Invalid MemberId.")),
     };
     let (group, member) = (group.0.to_string(), member.to_string());
-    if !core.shares().is_member_alive(&group, &member) {
+    if !core.shares().has_member_or_session(&group, &member) {
         return Err((
             ErrorCode::UNKNOWN_MEMBER_ID,
             "The member is not in the share group.",
@@ -533,6 +535,13 @@ pub(crate) async fn share_fetch(
         .flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, *p)))
         .collect();
     let mgr = core.shares();
+    if epoch == INITIAL_SHARE_SESSION_EPOCH && !mgr.is_member_alive(&group, &member) {
+        // A departed member's session may finish, not start again.
+        return fetch_error(
+            ErrorCode::UNKNOWN_MEMBER_ID,
+            "The member is not in the share group.",
+        );
+    }
     let step = match mgr.fetch_session(&group, &member, epoch, &add, &forget) {
         Ok(s) => s,
         Err(code) => return fetch_error(code, "Share session error."),
@@ -552,7 +561,10 @@ pub(crate) async fn share_fetch(
         rows.get(*tp, leader).acknowledge_error_code = code.0;
     }
     let lock_ms = mgr.group_config(&group).record_lock_duration_ms;
-    if step.closed || renew_only {
+    // A member that left while its session was open still has its
+    // acknowledgements applied (above); it acquires nothing new.
+    let departed = !mgr.is_member_alive(&group, &member);
+    if step.closed || renew_only || departed {
         if step.closed {
             mgr.release_session_records(&group, &member, &step.partitions, now_ms());
         }
