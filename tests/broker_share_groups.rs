@@ -902,3 +902,50 @@ async fn after_its_final_epoch_a_departed_member_is_unknown() {
     let r = c.send(&fetch_req("m2", 0, topic, vec![], 0), 1).await;
     assert_eq!(acquired(&r), vec![(0, 1, 2)]);
 }
+
+/// Issue #18, found with librdkafka's own test (written against Kafka 4.2):
+/// a ShareFetch with MaxBytes 0 returns no records. Kafka's rule
+/// (SharePartitionManager.processShareFetch): no partitions, MaxRecords 0 or
+/// MaxBytes 0 means no data is asked for, and the request is answered at
+/// once: MinBytes and MaxWaitMs do not hold it. Its acknowledgements are
+/// still applied and its session epoch still advances.
+#[tokio::test]
+async fn share_fetch_with_max_bytes_or_max_records_zero_returns_no_records() {
+    let (b, mut c, topic) = setup(BrokerConfig::in_memory()).await;
+    append(&b, topic, 4);
+    assert_eq!(heartbeat(&mut c, "g", "m1", 0).await.error_code, 0);
+    // Opening the session with MaxBytes 0: nothing acquired, no wait.
+    let mut open = fetch_req("m1", 0, topic, vec![], 5_000);
+    open.max_bytes = 0;
+    let started = Instant::now();
+    let r = c.send(&open, 1).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert!(acquired(&r).is_empty(), "{r:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "answered at once"
+    );
+    // The session is open: epoch 1 acquires.
+    let r = c.send(&fetch_req("m1", 1, topic, vec![], 0), 1).await;
+    assert_eq!(acquired(&r), vec![(0, 3, 1)]);
+    // Acknowledgements on a MaxBytes 0 fetch are applied.
+    let mut ack_only = fetch_req("m1", 2, topic, vec![(0, 3, RELEASE)], 5_000);
+    ack_only.max_bytes = 0;
+    let started = Instant::now();
+    let r = c.send(&ack_only, 1).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(partition(&r).acknowledge_error_code, 0, "{r:?}");
+    assert!(
+        acquired(&r).is_empty(),
+        "released records are not re-acquired"
+    );
+    assert!(started.elapsed() < Duration::from_secs(4));
+    // MaxRecords 0 is the same; the session epoch advanced to 3.
+    let mut no_records = fetch_req("m1", 3, topic, vec![], 5_000);
+    no_records.max_records = 0;
+    let r = c.send(&no_records, 1).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert!(acquired(&r).is_empty());
+    let r = c.send(&fetch_req("m1", 4, topic, vec![], 0), 1).await;
+    assert_eq!(acquired(&r), vec![(0, 3, 2)], "the release took effect");
+}

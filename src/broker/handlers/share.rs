@@ -16,7 +16,9 @@
 //! session (INVALID_REQUEST), then the share session (SHARE_SESSION_NOT_FOUND,
 //! INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED). Then
 //! acknowledgements are applied per partition (AcknowledgeErrorCode), and
-//! records are acquired from the session's partitions; a partition of a
+//! records are acquired from the session's partitions (none at all when
+//! MaxBytes or MaxRecords is 0: such a request is answered at once, as
+//! Kafka's SharePartitionManager.processShareFetch does); a partition of a
 //! topic the principal may not Read is answered TOPIC_AUTHORIZATION_FAILED
 //! and neither acknowledged nor acquired, the others are served. A fetch that
 //! acquires nothing waits until MaxWaitMs for new data, or for records made
@@ -76,8 +78,6 @@ const RESOURCE_BROKER_LOGGER: i8 = 8;
 const SOURCE_GROUP_CONFIG: i8 = 8;
 /// DescribeConfigs source DEFAULT_CONFIG.
 const SOURCE_DEFAULT_CONFIG: i8 = 5;
-/// Used when a request leaves MaxRecords at 0 (Kafka's `max.poll.records`).
-const DEFAULT_MAX_RECORDS: u32 = 500;
 /// Per-partition byte budget when the request gives none (ShareFetch v1
 /// has no PartitionMaxBytes): Kafka's `max.partition.fetch.bytes`.
 const DEFAULT_PARTITION_MAX_BYTES: usize = 1 << 20;
@@ -564,7 +564,12 @@ pub(crate) async fn share_fetch(
     // A member that left while its session was open still has its
     // acknowledgements applied (above); it acquires nothing new.
     let departed = !mgr.is_member_alive(&group, &member);
-    if step.closed || renew_only || departed {
+    // Kafka's SharePartitionManager.processShareFetch: a request with no
+    // partitions, MaxRecords 0 or MaxBytes 0 asks for no data; it is
+    // answered at once (MinBytes and MaxWaitMs do not apply), after its
+    // acknowledgements were applied and its session epoch advanced.
+    let wants_nothing = req.max_bytes == 0 || req.max_records == 0;
+    if step.closed || renew_only || departed || wants_nothing {
         if step.closed {
             mgr.release_session_records(&group, &member, &step.partitions, now_ms());
         }
@@ -577,10 +582,11 @@ pub(crate) async fn share_fetch(
         .iter()
         .filter_map(|(tp, mb, _)| mb.map(|m| (*tp, m.max(0) as usize)))
         .collect();
+    // Negative values (which no client sends) count as no limit.
     let max_records = if req.max_records > 0 {
         req.max_records as u32
     } else {
-        DEFAULT_MAX_RECORDS
+        u32::MAX
     };
     let max_bytes = if req.max_bytes > 0 {
         req.max_bytes as usize
