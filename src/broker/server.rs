@@ -52,6 +52,11 @@ impl Broker {
     /// Binds the listener, recovers state from the data directory, and
     /// starts serving.
     pub async fn start(config: BrokerConfig) -> std::io::Result<BrokerHandle> {
+        // A misconfigured share-group setting names itself.
+        config
+            .share_groups
+            .validate()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let tls = match (&config.security.tls, config.security.protocol.is_tls()) {
             (Some(tls), true) => Some(tls.acceptor()?),
             (None, true) => {

@@ -191,6 +191,7 @@ fn partition_config(c: &GroupConfig) -> SharePartitionConfig {
             GroupIsolation::ReadUncommitted => IsolationLevel::ReadUncommitted,
             GroupIsolation::ReadCommitted => IsolationLevel::ReadCommitted,
         },
+        renew_acknowledge_enabled: c.renew_acknowledge_enabled,
     }
 }
 
