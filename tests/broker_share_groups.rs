@@ -1089,3 +1089,38 @@ async fn kip_1240_per_group_configs() {
     assert_eq!(a.response.error_code, 0, "{a:?}");
     assert_eq!(a.response.responses[0].partitions[0].error_code, 0, "{a:?}");
 }
+
+/// Kafka also ends a share session when its connection closes, releasing
+/// what the member still holds. A member that left and then closes its
+/// connection without the final epoch has its records released at once,
+/// not at lock expiry (D18).
+#[tokio::test]
+async fn a_departed_members_session_ends_with_its_connection() {
+    let (b, mut c, topic) = setup(BrokerConfig::in_memory()).await;
+    append(&b, topic, 2);
+    let mut consumer = RawClient::connect(b.local_addr()).await;
+    assert_eq!(heartbeat(&mut consumer, "g", "m1", 0).await.error_code, 0);
+    let r = consumer
+        .send(&fetch_req("m1", 0, topic, vec![], 0), 1)
+        .await;
+    assert_eq!(acquired(&r), vec![(0, 1, 1)]);
+    assert_eq!(heartbeat(&mut c, "g", "m1", -1).await.error_code, 0);
+    assert_eq!(heartbeat(&mut c, "g", "m2", 0).await.error_code, 0);
+    let r = c.send(&fetch_req("m2", 0, topic, vec![], 0), 1).await;
+    assert!(acquired(&r).is_empty(), "still held by m1's session");
+    drop(consumer);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut epoch = 1;
+    loop {
+        let r = c.send(&fetch_req("m2", epoch, topic, vec![], 100), 1).await;
+        epoch += 1;
+        if !acquired(&r).is_empty() {
+            assert_eq!(acquired(&r), vec![(0, 1, 2)]);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not released when the connection closed"
+        );
+    }
+}

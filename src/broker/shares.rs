@@ -159,6 +159,9 @@ struct Session {
     /// after the departure, when every lock it held has expired anyway)
     /// the session is dropped.
     orphaned_until_ms: Option<i64>,
+    /// The connection the session was last used on (0: none known). When
+    /// it closes, an orphaned session ends with it, as Kafka's does.
+    connection_id: u64,
 }
 
 #[derive(Debug)]
@@ -453,6 +456,7 @@ impl SharePartitionManager {
                         next_epoch: 1,
                         partitions: partitions.clone(),
                         orphaned_until_ms: None,
+                        connection_id: 0,
                     },
                 );
                 Ok(SessionStep {
@@ -504,6 +508,43 @@ impl SharePartitionManager {
             return Err(ErrorCode::INVALID_SHARE_SESSION_EPOCH);
         }
         self.fetch_session(group_id, member_id, epoch, &[], &[])
+    }
+
+    /// Records that the member's share session was just used on
+    /// `connection_id` (after a successful session step).
+    pub fn session_used_on(&self, group_id: &str, member_id: &str, connection_id: u64) {
+        let mut inner = self.inner.lock();
+        if let Some(s) = inner
+            .sessions
+            .get_mut(&(group_id.to_string(), member_id.to_string()))
+        {
+            s.connection_id = connection_id;
+        }
+    }
+
+    /// A client connection closed: share sessions of departed members last
+    /// used on it end, releasing what those members still hold (Kafka ends
+    /// every session of a closed connection; ours keep a live member's
+    /// session across reconnections, D18).
+    pub fn connection_closed(&self, connection_id: u64, now_ms: i64) {
+        let mut inner = self.inner.lock();
+        let ended: Vec<(String, String)> = inner
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.connection_id == connection_id && s.orphaned_until_ms.is_some())
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut available = false;
+        for (group_id, member_id) in ended {
+            inner
+                .sessions
+                .remove(&(group_id.clone(), member_id.clone()));
+            available |= inner.release_member_everywhere(&group_id, &member_id, now_ms);
+        }
+        drop(inner);
+        if available {
+            self.wake();
+        }
     }
 
     /// Number of open share sessions.

@@ -329,6 +329,30 @@ fn an_orphaned_share_session_ends_after_one_lock_duration() {
     assert_eq!(range(&acquire(&m, &log, "b", T0 + 40_001)), vec![(0, 0, 2)]);
 }
 
+/// A departed member's session ends with the connection it was last used
+/// on; a live member's session survives its connection (D18).
+#[test]
+fn a_closed_connection_ends_only_orphaned_sessions() {
+    let m = manager();
+    let log = new_log();
+    append(&log, 2, None);
+    join(&m, "a", T0);
+    join(&m, "b", T0);
+    m.fetch_session("g", "a", 0, &[(tid(), 0)], &[]).unwrap();
+    m.session_used_on("g", "a", 7);
+    m.fetch_session("g", "b", 0, &[(tid(), 0)], &[]).unwrap();
+    m.session_used_on("g", "b", 8);
+    acquire(&m, &log, "a", T0);
+    m.connection_closed(7, T0);
+    assert_eq!(m.session_count(), 2, "a is still a member");
+    leave(&m, "a", T0);
+    m.connection_closed(8, T0);
+    assert_eq!(m.session_count(), 2, "b is alive; a's session is elsewhere");
+    m.connection_closed(7, T0 + 1);
+    assert_eq!(m.session_count(), 1);
+    assert_eq!(range(&acquire(&m, &log, "b", T0 + 2)), vec![(0, 1, 2)]);
+}
+
 #[test]
 fn session_expiry_of_a_member_releases_records() {
     let m = manager();

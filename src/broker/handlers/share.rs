@@ -546,6 +546,7 @@ pub(crate) async fn share_fetch(
         Ok(s) => s,
         Err(code) => return fetch_error(code, "Share session error."),
     };
+    mgr.session_used_on(&group, &member, ctx.connection_id);
     let leader = core.node_id();
     let mut rows = Rows::default();
     let now = now_ms();
@@ -743,6 +744,7 @@ pub(crate) fn share_acknowledge(
         Ok(s) => s,
         Err(code) => return error(code, "Share session error."),
     };
+    mgr.session_used_on(&group, &member, ctx.connection_id);
     let entries = merge_entries(req.topics.iter().flat_map(|t| {
         t.partitions.iter().map(move |p| {
             (
