@@ -528,18 +528,29 @@ impl GroupConfig {
         // Kafka's GroupConfig.evaluate: values the broker's bounds no
         // longer admit (changed at a restart) are clamped into them.
         for (name, v, lo, hi) in c.bounded_mut(broker) {
-            if overrides.contains_key(name) && (*v < lo || *v > hi) {
-                tracing::warn!(
-                    config = name,
-                    value = *v,
-                    min = lo,
-                    max = hi,
-                    "a group config outside the broker's bounds is capped"
-                );
+            if overrides.contains_key(name) {
                 *v = (*v).clamp(lo, hi);
             }
         }
         c
+    }
+
+    /// The stored overrides that the broker's bounds no longer admit, as
+    /// (name, stored value, minimum, maximum): what
+    /// [`resolve`](Self::resolve) clamps.
+    pub fn out_of_bounds(
+        broker: &ShareGroupBrokerConfig,
+        overrides: &BTreeMap<String, String>,
+    ) -> Vec<(&'static str, i32, i32, i32)> {
+        let mut c = Self::defaults(broker);
+        for (name, value) in overrides {
+            let _ = c.apply(name, value);
+        }
+        c.bounded_mut(broker)
+            .into_iter()
+            .filter(|(name, v, lo, hi)| overrides.contains_key(*name) && (**v < *lo || **v > *hi))
+            .map(|(name, v, lo, hi)| (name, *v, lo, hi))
+            .collect()
     }
 
     /// The integer configs with the broker's bounds of each.
@@ -1017,6 +1028,11 @@ mod tests {
         let narrow = ShareGroupBrokerConfig::default();
         assert_eq!(GroupConfig::resolve(&narrow, &m).delivery_count_limit, 10);
         assert_eq!(GroupConfig::resolve(&wide, &m).delivery_count_limit, 15);
+        assert_eq!(
+            GroupConfig::out_of_bounds(&narrow, &m),
+            vec![(SHARE_DELIVERY_COUNT_LIMIT, 15, 2, 10)]
+        );
+        assert!(GroupConfig::out_of_bounds(&wide, &m).is_empty());
     }
 
     /// Every share-group broker setting is reachable by its Kafka name; a
