@@ -114,8 +114,8 @@ struct BrokerArgs {
     /// group.share.{,min.,max.}session.timeout.ms,
     /// group.share.{,min.,max.}heartbeat.interval.ms,
     /// group.share.{,min.,max.}delivery.count.limit,
-    /// group.share.{,min.,max.}partition.max.record.locks and
-    /// group.share.max.size, e.g.
+    /// group.share.{,min.,max.}partition.max.record.locks,
+    /// group.share.max.size and group.share.max.share.sessions, e.g.
     /// --override group.share.min.record.lock.duration.ms=1000.
     #[arg(long = "override", value_name = "NAME=VALUE")]
     overrides: Vec<String>,

@@ -254,6 +254,7 @@ impl SharePartitionManager {
                 Some(log)
             }
         };
+        let max_sessions = usize::try_from(broker.max_share_sessions.max(1)).unwrap_or(1);
         let coordinator = ShareGroupCoordinator::restore(broker, coordinator_snapshot.clone());
         let mut partitions = BTreeMap::new();
         for (k, state) in states {
@@ -283,7 +284,7 @@ impl SharePartitionManager {
                 sessions: HashMap::new(),
                 store,
                 persisted_coordinator: coordinator_snapshot,
-                max_sessions: DEFAULT_MAX_SHARE_SESSIONS,
+                max_sessions,
                 rewrite_min_bytes: REWRITE_MIN_BYTES,
             }),
             available: watch::channel(0).0,

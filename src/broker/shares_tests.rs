@@ -353,6 +353,23 @@ fn a_closed_connection_ends_only_orphaned_sessions() {
     assert_eq!(range(&acquire(&m, &log, "b", T0 + 2)), vec![(0, 1, 2)]);
 }
 
+/// `group.share.max.share.sessions` caps the broker's share sessions.
+#[test]
+fn the_broker_setting_caps_share_sessions() {
+    let broker = ShareGroupBrokerConfig::default()
+        .with_overrides([
+            ("group.share.max.size", "1"),
+            ("group.share.max.share.sessions", "1"),
+        ])
+        .unwrap();
+    let m = SharePartitionManager::open(None, broker, T0).unwrap();
+    m.fetch_session("g", "a", 0, &[(tid(), 0)], &[]).unwrap();
+    assert_eq!(
+        m.fetch_session("g", "b", 0, &[(tid(), 0)], &[]),
+        Err(ErrorCode::SHARE_SESSION_LIMIT_REACHED)
+    );
+}
+
 #[test]
 fn session_expiry_of_a_member_releases_records() {
     let m = manager();

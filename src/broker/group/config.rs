@@ -148,6 +148,9 @@ pub struct ShareGroupBrokerConfig {
     pub max_partition_max_record_locks: i32,
     /// `group.share.max.size`: members per share group.
     pub max_size: usize,
+    /// `group.share.max.share.sessions`: share sessions per broker
+    /// (SHARE_SESSION_LIMIT_REACHED beyond).
+    pub max_share_sessions: i32,
 }
 
 impl Default for ShareGroupBrokerConfig {
@@ -169,6 +172,7 @@ impl Default for ShareGroupBrokerConfig {
             min_partition_max_record_locks: 100,
             max_partition_max_record_locks: 4_000,
             max_size: 200,
+            max_share_sessions: 2_000,
         }
     }
 }
@@ -205,6 +209,10 @@ impl ShareGroupBrokerConfig {
             (
                 "group.share.max.session.timeout.ms",
                 self.max_session_timeout_ms.to_string(),
+            ),
+            (
+                "group.share.max.share.sessions",
+                self.max_share_sessions.to_string(),
             ),
             ("group.share.max.size", self.max_size.to_string()),
             (
@@ -275,6 +283,7 @@ impl ShareGroupBrokerConfig {
             "group.share.max.partition.max.record.locks" => {
                 &mut self.max_partition_max_record_locks
             }
+            "group.share.max.share.sessions" => &mut self.max_share_sessions,
             "group.share.max.size" => {
                 let n = int()?;
                 self.max_size = usize::try_from(n).map_err(|_| {
@@ -393,6 +402,12 @@ impl ShareGroupBrokerConfig {
         ] {
             range(name, v, 1, i32::MAX)?;
         }
+        range(
+            "group.share.max.share.sessions",
+            self.max_share_sessions,
+            1,
+            i32::MAX,
+        )?;
         if self.max_size == 0 || self.max_size > 1000 {
             return Err(format!(
                 "Invalid value {} for configuration group.share.max.size: Value must be in [1, 1000]",
@@ -470,6 +485,13 @@ impl ShareGroupBrokerConfig {
         )?;
         if self.session_timeout_ms <= self.heartbeat_interval_ms {
             return Err("group.share.session.timeout.ms must be greater than group.share.heartbeat.interval.ms".to_string());
+        }
+        // Kafka's ShareGroupConfig.validate.
+        if usize::try_from(self.max_share_sessions).unwrap_or(0) < self.max_size {
+            return Err(
+                "group.share.max.share.sessions must be greater than or equal to group.share.max.size"
+                    .to_string(),
+            );
         }
         Ok(())
     }
@@ -1050,8 +1072,10 @@ mod tests {
                 ("group.share.delivery.count.limit", "3"),
                 ("group.share.max.partition.max.record.locks", "10000"),
                 ("group.share.partition.max.record.locks", "10000"),
+                ("group.share.max.share.sessions", "500"),
             ])
             .unwrap();
+        assert_eq!(b.max_share_sessions, 500);
         assert_eq!(b.record_lock_duration_ms, 3000);
         assert_eq!(b.min_record_lock_duration_ms, 1000);
         assert_eq!(b.session_timeout_ms, 6000);
@@ -1081,6 +1105,11 @@ mod tests {
                 "group.share.partition.max.record.locks",
                 "5000",
                 "group.share.max.partition.max.record.locks",
+            ),
+            (
+                "group.share.max.share.sessions",
+                "100",
+                "group.share.max.share.sessions",
             ),
         ] {
             let e = ShareGroupBrokerConfig::default()
