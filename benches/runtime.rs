@@ -350,6 +350,9 @@ async fn main() {
         .and_then(|v| v.parse().ok())
     {
         broker_config.share_groups.partition_max_record_locks = n;
+        // Kafka 4.4 bounds the setting by
+        // group.share.max.partition.max.record.locks (4000 by default).
+        broker_config.share_groups.max_partition_max_record_locks = n.max(4_000);
     }
     // SHARESTREAM_BENCH_BROKER_THREADS=N: the broker on a tokio runtime of
     // its own with N threads (as a separate broker process would be), not

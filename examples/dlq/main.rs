@@ -182,6 +182,7 @@ async fn demo(args: Args) {
     // of 2000 (docs/BENCHMARKS.md, Runtime section 1).
     let mut broker_config = BrokerConfig::in_memory();
     broker_config.share_groups.partition_max_record_locks = 10_000;
+    broker_config.share_groups.max_partition_max_record_locks = 10_000;
     let broker = Broker::start(broker_config).await.expect("embedded broker");
     let servers = broker.bootstrap_servers();
     let admin = AdminClient::new(vec![servers.clone()], ConnectionConfig::default());

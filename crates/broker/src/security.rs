@@ -298,6 +298,9 @@ enum AuthState {
 /// One connection's security state: its principal and where its SASL
 /// exchange is.
 pub struct Session {
+    /// This connection's id, unique in the process (share sessions
+    /// remember the connection they were last used on, D18).
+    connection_id: u64,
     principal: Arc<str>,
     host: Arc<str>,
     authenticated: bool,
@@ -318,13 +321,21 @@ impl std::fmt::Debug for Session {
 impl Session {
     /// A new connection from `host` on a listener of `protocol`.
     pub fn new(protocol: ListenerProtocol, host: &str) -> Self {
+        static NEXT_CONNECTION_ID: std::sync::atomic::AtomicU64 =
+            std::sync::atomic::AtomicU64::new(1);
         Self {
+            connection_id: NEXT_CONNECTION_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             principal: Arc::from(ANONYMOUS),
             host: Arc::from(host),
             authenticated: !protocol.is_sasl(),
             expires: None,
             state: AuthState::Initial,
         }
+    }
+
+    /// This connection's id, unique in the process.
+    pub fn connection_id(&self) -> u64 {
+        self.connection_id
     }
 
     /// The connection's principal (`User:ANONYMOUS` before authentication).

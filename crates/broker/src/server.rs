@@ -52,6 +52,11 @@ impl Broker {
     /// Binds the listener, recovers state from the data directory, and
     /// starts serving.
     pub async fn start(config: BrokerConfig) -> std::io::Result<BrokerHandle> {
+        // A misconfigured share-group setting names itself.
+        config
+            .share_groups
+            .validate()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let tls = match (&config.security.tls, config.security.protocol.is_tls()) {
             (Some(tls), true) => Some(tls.acceptor()?),
             (None, true) => {
@@ -287,6 +292,20 @@ async fn tls_handshake(
     }
 }
 
+/// Tells the share-group state that a connection is gone, when dropped.
+struct ConnectionClosed {
+    core: Arc<BrokerCore>,
+    connection_id: u64,
+}
+
+impl Drop for ConnectionClosed {
+    fn drop(&mut self) {
+        self.core
+            .shares()
+            .connection_closed(self.connection_id, crate::shares::unix_now_ms());
+    }
+}
+
 /// Why a connection is being closed.
 #[derive(Debug)]
 pub(crate) enum Close {
@@ -303,6 +322,12 @@ async fn serve_connection<S>(
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let mut session = Session::new(core.config().security.protocol, &peer.ip().to_string());
+    // However the connection ends, the share sessions of departed members
+    // last used on it end with it (D18).
+    let _closed = ConnectionClosed {
+        core: core.clone(),
+        connection_id: session.connection_id(),
+    };
     let mut decoder = FrameDecoder::new(core.config().max_frame_size);
     let mut out = BytesMut::with_capacity(64 * 1024);
     loop {

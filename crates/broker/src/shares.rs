@@ -40,8 +40,8 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::group::{
-    AutoOffsetReset, ConfigError, CoordinatorSnapshot, DescribedGroup, GroupConfig,
-    GroupConfigEntry, GroupEffects, GroupError, HeartbeatOutcome, HeartbeatRequest,
+    AutoOffsetReset, ConfigError, CoordinatorSnapshot, DepartureReason, DescribedGroup,
+    GroupConfig, GroupConfigEntry, GroupEffects, GroupError, HeartbeatOutcome, HeartbeatRequest,
     ShareGroupBrokerConfig, ShareGroupCoordinator, SharePartitionKey, TopicLookup,
 };
 use super::log::{PartitionLog, StateLog};
@@ -150,6 +150,17 @@ struct Entry {
 struct Session {
     next_epoch: i32,
     partitions: Vec<TopicIdPartition>,
+    /// Set when the member left the group (heartbeat epoch -1) while this
+    /// session was open: the session outlives the departure, as Kafka's
+    /// does, so that the member's final acknowledgements still count
+    /// (issue #18: librdkafka sends the leave heartbeat and the final
+    /// ShareAcknowledge at once). Past this time (one acquisition lock
+    /// after the departure, when every lock it held has expired anyway)
+    /// the session is dropped.
+    orphaned_until_ms: Option<i64>,
+    /// The connection the session was last used on (0: none known). When
+    /// it closes, an orphaned session ends with it, as Kafka's does.
+    connection_id: u64,
 }
 
 #[derive(Debug)]
@@ -179,6 +190,7 @@ fn partition_config(c: &GroupConfig) -> SharePartitionConfig {
         delivery_count_limit: u16::try_from(c.delivery_count_limit.max(1)).unwrap_or(u16::MAX),
         max_in_flight_records: u32::try_from(c.partition_max_record_locks.max(1)).unwrap_or(1),
         isolation: c.isolation_level,
+        renew_acknowledge_enabled: c.renew_acknowledge_enabled,
     }
 }
 
@@ -238,6 +250,7 @@ impl SharePartitionManager {
                 Some(log)
             }
         };
+        let max_sessions = usize::try_from(broker.max_share_sessions.max(1)).unwrap_or(1);
         let coordinator = ShareGroupCoordinator::restore(broker, coordinator_snapshot.clone());
         let mut partitions = BTreeMap::new();
         for (k, state) in states {
@@ -267,7 +280,7 @@ impl SharePartitionManager {
                 sessions: HashMap::new(),
                 store,
                 persisted_coordinator: coordinator_snapshot,
-                max_sessions: DEFAULT_MAX_SHARE_SESSIONS,
+                max_sessions,
                 rewrite_min_bytes: REWRITE_MIN_BYTES,
             }),
             available: watch::channel(0).0,
@@ -380,6 +393,19 @@ impl SharePartitionManager {
             .is_member_alive(group_id, member_id)
     }
 
+    /// Whether ShareFetch and ShareAcknowledge may go on for this member:
+    /// it is in the group, or it has a share session still open. Kafka
+    /// ties acknowledgements to the share session, which outlives a leave
+    /// until its final epoch (docs/DESIGN.md, "Share sessions and
+    /// departures").
+    pub fn has_member_or_session(&self, group_id: &str, member_id: &str) -> bool {
+        let inner = self.inner.lock();
+        inner.coordinator.is_member_alive(group_id, member_id)
+            || inner
+                .sessions
+                .contains_key(&(group_id.to_string(), member_id.to_string()))
+    }
+
     /// The coordinator's member check (member id and epoch).
     pub fn validate_member(
         &self,
@@ -426,6 +452,8 @@ impl SharePartitionManager {
                     Session {
                         next_epoch: 1,
                         partitions: partitions.clone(),
+                        orphaned_until_ms: None,
+                        connection_id: 0,
                     },
                 );
                 Ok(SessionStep {
@@ -477,6 +505,43 @@ impl SharePartitionManager {
             return Err(ErrorCode::INVALID_SHARE_SESSION_EPOCH);
         }
         self.fetch_session(group_id, member_id, epoch, &[], &[])
+    }
+
+    /// Records that the member's share session was just used on
+    /// `connection_id` (after a successful session step).
+    pub fn session_used_on(&self, group_id: &str, member_id: &str, connection_id: u64) {
+        let mut inner = self.inner.lock();
+        if let Some(s) = inner
+            .sessions
+            .get_mut(&(group_id.to_string(), member_id.to_string()))
+        {
+            s.connection_id = connection_id;
+        }
+    }
+
+    /// A client connection closed: share sessions of departed members last
+    /// used on it end, releasing what those members still hold (Kafka ends
+    /// every session of a closed connection; ours keep a live member's
+    /// session across reconnections, D18).
+    pub fn connection_closed(&self, connection_id: u64, now_ms: i64) {
+        let mut inner = self.inner.lock();
+        let ended: Vec<(String, String)> = inner
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.connection_id == connection_id && s.orphaned_until_ms.is_some())
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut available = false;
+        for (group_id, member_id) in ended {
+            inner
+                .sessions
+                .remove(&(group_id.clone(), member_id.clone()));
+            available |= inner.release_member_everywhere(&group_id, &member_id, now_ms);
+        }
+        drop(inner);
+        if available {
+            self.wake();
+        }
     }
 
     /// Number of open share sessions.
@@ -664,14 +729,21 @@ impl SharePartitionManager {
         now_ms: i64,
     ) {
         let mut inner = self.inner.lock();
-        let mut available = false;
-        for &(topic_id, partition) in partitions {
-            let k = key(group_id, topic_id, partition);
-            if let Some(e) = inner.partitions.get_mut(&k) {
-                available |= e.sp.release_member(member_id, now_ms).records_available;
-                inner.persist_if_dirty(&k);
+        let available = if inner.coordinator.is_member_alive(group_id, member_id) {
+            let mut available = false;
+            for &(topic_id, partition) in partitions {
+                let k = key(group_id, topic_id, partition);
+                if let Some(e) = inner.partitions.get_mut(&k) {
+                    available |= e.sp.release_member(member_id, now_ms).records_available;
+                    inner.persist_if_dirty(&k);
+                }
             }
-        }
+            available
+        } else {
+            // The member left while the session was open: what it still
+            // holds anywhere in the group is released now.
+            inner.release_member_everywhere(group_id, member_id, now_ms)
+        };
         drop(inner);
         if available {
             self.wake();
@@ -750,6 +822,18 @@ impl SharePartitionManager {
         let effects = inner.coordinator.tick(now_ms);
         out.expired_members = effects.departed.len();
         out.records_available |= inner.apply_effects(&effects, now_ms);
+        let orphans: Vec<(String, String)> = inner
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.orphaned_until_ms.is_some_and(|t| t <= now_ms))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for (group_id, member_id) in orphans {
+            inner
+                .sessions
+                .remove(&(group_id.clone(), member_id.clone()));
+            out.records_available |= inner.release_member_everywhere(&group_id, &member_id, now_ms);
+        }
         if !effects.is_empty() {
             inner.persist_coordinator();
         }
@@ -931,21 +1015,48 @@ impl SharePartitionManager {
 }
 
 impl Inner {
-    /// Departed members release their records and lose their sessions.
+    /// Departed members release their records and lose their sessions,
+    /// except a member that left (heartbeat epoch -1) with a share session
+    /// open: that session outlives the leave until its final epoch (which
+    /// applies the acknowledgements it carries, then releases the rest) or
+    /// for one acquisition lock duration, as Kafka's session outlives the
+    /// leave (D18, issue #18). A member that timed out is presumed dead (no
+    /// final acknowledgement will come), and one that rejoined under its
+    /// own id dropped its records client-side: theirs are released at once.
     /// Returns whether records became AVAILABLE.
     fn apply_effects(&mut self, effects: &GroupEffects, now_ms: i64) -> bool {
         let mut available = false;
-        let mut dirty = Vec::new();
         for d in &effects.departed {
-            self.sessions
-                .remove(&(d.group_id.clone(), d.member_id.clone()));
-            for (k, e) in self.partitions.iter_mut() {
-                if k.group_id != d.group_id {
+            let k = (d.group_id.clone(), d.member_id.clone());
+            if d.reason == DepartureReason::Left {
+                let lock_ms = self
+                    .coordinator
+                    .group_config(&d.group_id)
+                    .record_lock_duration_ms;
+                if let Some(s) = self.sessions.get_mut(&k) {
+                    s.orphaned_until_ms
+                        .get_or_insert(now_ms.saturating_add(i64::from(lock_ms)));
                     continue;
                 }
-                available |= e.sp.release_member(&d.member_id, now_ms).records_available;
-                dirty.push(k.clone());
             }
+            self.sessions.remove(&k);
+            available |= self.release_member_everywhere(&d.group_id, &d.member_id, now_ms);
+        }
+        available
+    }
+
+    /// Releases the member's ACQUIRED records on every share partition of
+    /// the group (TX_PENDING ones stay, D8). Returns whether records became
+    /// AVAILABLE.
+    fn release_member_everywhere(&mut self, group_id: &str, member_id: &str, now_ms: i64) -> bool {
+        let mut available = false;
+        let mut dirty = Vec::new();
+        for (k, e) in self.partitions.iter_mut() {
+            if k.group_id != group_id {
+                continue;
+            }
+            available |= e.sp.release_member(member_id, now_ms).records_available;
+            dirty.push(k.clone());
         }
         for k in dirty {
             self.persist_if_dirty(&k);

@@ -253,8 +253,42 @@ fn delivery_count_limit_archives() {
     assert_eq!(m.partition_offsets("g", tid(), 0), Some((1, 1)));
 }
 
+fn leave(m: &SharePartitionManager, member: &str, now: i64) {
+    m.heartbeat(
+        &HeartbeatRequest {
+            group_id: "g".into(),
+            member_id: member.into(),
+            member_epoch: -1,
+            ..Default::default()
+        },
+        now,
+        &lookup,
+    )
+    .unwrap();
+}
+
 #[test]
-fn leaving_member_releases_its_records_and_session() {
+fn leaving_member_without_a_session_releases_its_records() {
+    let m = manager();
+    let log = new_log();
+    append(&log, 3, None);
+    join(&m, "a", T0);
+    join(&m, "b", T0);
+    acquire(&m, &log, "a", T0);
+    assert_eq!(acquire(&m, &log, "b", T0).record_count, 0);
+    let mut woken = m.subscribe_available();
+    woken.borrow_and_update();
+    leave(&m, "a", T0);
+    assert!(woken.has_changed().unwrap());
+    assert_eq!(range(&acquire(&m, &log, "b", T0)), vec![(0, 2, 2)]);
+}
+
+/// Issue #18: a member that leaves with a share session open keeps the
+/// session (and its records) until the session's final epoch, so final
+/// acknowledgements racing the leave still count; what is left is
+/// released when that final epoch comes.
+#[test]
+fn a_share_session_outlives_the_leave_until_its_final_epoch() {
     let m = manager();
     let log = new_log();
     append(&log, 3, None);
@@ -262,23 +296,78 @@ fn leaving_member_releases_its_records_and_session() {
     join(&m, "b", T0);
     m.fetch_session("g", "a", 0, &[(tid(), 0)], &[]).unwrap();
     acquire(&m, &log, "a", T0);
-    assert_eq!(acquire(&m, &log, "b", T0).record_count, 0);
-    let mut woken = m.subscribe_available();
-    woken.borrow_and_update();
-    m.heartbeat(
-        &HeartbeatRequest {
-            group_id: "g".into(),
-            member_id: "a".into(),
-            member_epoch: -1,
-            ..Default::default()
-        },
-        T0,
-        &lookup,
-    )
-    .unwrap();
-    assert!(woken.has_changed().unwrap());
+    leave(&m, "a", T0);
+    assert_eq!(m.session_count(), 1);
+    assert!(m.has_member_or_session("g", "a"));
+    assert_eq!(acquire(&m, &log, "b", T0).record_count, 0, "still held");
+    ack(&m, "a", 0, 1, AcknowledgeType::Accept, T0 + 1).unwrap();
+    let step = m.acknowledge_session("g", "a", -1).unwrap();
+    assert!(step.closed);
+    m.release_session_records("g", "a", &step.partitions, T0 + 1);
+    assert!(!m.has_member_or_session("g", "a"));
+    assert_eq!(range(&acquire(&m, &log, "b", T0 + 2)), vec![(2, 2, 2)]);
+}
+
+/// A departed member's session that never sends its final epoch is dropped
+/// one acquisition lock duration after the departure, releasing what is
+/// left (which by then the lock has freed anyway).
+#[test]
+fn an_orphaned_share_session_ends_after_one_lock_duration() {
+    let m = manager();
+    let log = new_log();
+    append(&log, 1, None);
+    join(&m, "a", T0);
+    m.fetch_session("g", "a", 0, &[(tid(), 0)], &[]).unwrap();
+    acquire(&m, &log, "a", T0 + 10_000);
+    leave(&m, "a", T0 + 10_000);
+    m.tick(T0 + 39_999);
+    assert_eq!(m.session_count(), 1);
+    m.tick(T0 + 40_000);
     assert_eq!(m.session_count(), 0);
-    assert_eq!(range(&acquire(&m, &log, "b", T0)), vec![(0, 2, 2)]);
+    assert!(!m.has_member_or_session("g", "a"));
+    join(&m, "b", T0 + 40_001);
+    assert_eq!(range(&acquire(&m, &log, "b", T0 + 40_001)), vec![(0, 0, 2)]);
+}
+
+/// A departed member's session ends with the connection it was last used
+/// on; a live member's session survives its connection (D18).
+#[test]
+fn a_closed_connection_ends_only_orphaned_sessions() {
+    let m = manager();
+    let log = new_log();
+    append(&log, 2, None);
+    join(&m, "a", T0);
+    join(&m, "b", T0);
+    m.fetch_session("g", "a", 0, &[(tid(), 0)], &[]).unwrap();
+    m.session_used_on("g", "a", 7);
+    m.fetch_session("g", "b", 0, &[(tid(), 0)], &[]).unwrap();
+    m.session_used_on("g", "b", 8);
+    acquire(&m, &log, "a", T0);
+    m.connection_closed(7, T0);
+    assert_eq!(m.session_count(), 2, "a is still a member");
+    leave(&m, "a", T0);
+    m.connection_closed(8, T0);
+    assert_eq!(m.session_count(), 2, "b is alive; a's session is elsewhere");
+    m.connection_closed(7, T0 + 1);
+    assert_eq!(m.session_count(), 1);
+    assert_eq!(range(&acquire(&m, &log, "b", T0 + 2)), vec![(0, 1, 2)]);
+}
+
+/// `group.share.max.share.sessions` caps the broker's share sessions.
+#[test]
+fn the_broker_setting_caps_share_sessions() {
+    let broker = ShareGroupBrokerConfig::default()
+        .with_overrides([
+            ("group.share.max.size", "1"),
+            ("group.share.max.share.sessions", "1"),
+        ])
+        .unwrap();
+    let m = SharePartitionManager::open(None, broker, T0).unwrap();
+    m.fetch_session("g", "a", 0, &[(tid(), 0)], &[]).unwrap();
+    assert_eq!(
+        m.fetch_session("g", "b", 0, &[(tid(), 0)], &[]),
+        Err(ErrorCode::SHARE_SESSION_LIMIT_REACHED)
+    );
 }
 
 #[test]
@@ -287,12 +376,16 @@ fn session_expiry_of_a_member_releases_records() {
     let log = new_log();
     append(&log, 1, None);
     join(&m, "a", T0);
+    // A timed-out member is presumed dead: its open session does not keep
+    // its records (D18).
+    m.fetch_session("g", "a", 0, &[(tid(), 0)], &[]).unwrap();
     acquire(&m, &log, "a", T0);
     let t = m.tick(T0 + 45_001);
     assert_eq!(t.expired_members, 1);
     assert!(t.records_available);
     join(&m, "b", T0 + 45_002);
     assert_eq!(range(&acquire(&m, &log, "b", T0 + 45_002)), vec![(0, 0, 2)]);
+    assert_eq!(m.session_count(), 0);
 }
 
 #[test]

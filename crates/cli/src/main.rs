@@ -92,11 +92,13 @@ struct BrokerArgs {
     num_partitions: i32,
     /// In-flight (acquired, not yet acknowledged) records per share partition
     /// (group.share.partition.max.record.locks, Kafka's default 2000, at
-    /// most 10000). Under exactly_once records stay acquired until their
-    /// transaction commits, so this caps a partition at about N records per
-    /// commit interval; raise it for high-rate exactly-once consumption.
-    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(i32).range(100..=10000))]
-    share_max_record_locks: i32,
+    /// most 10000; raises group.share.max.partition.max.record.locks to it
+    /// when above that bound's 4000). Under exactly_once records stay
+    /// acquired until their transaction commits, so this caps a partition
+    /// at about N records per commit interval; raise it for high-rate
+    /// exactly-once consumption.
+    #[arg(long, value_parser = clap::value_parser!(i32).range(100..=10000))]
+    share_max_record_locks: Option<i32>,
     /// Default acquisition lock of share groups, ms
     /// (group.share.record.lock.duration.ms; lowers the minimum to it when
     /// below Kafka's 15 s).
@@ -107,6 +109,17 @@ struct BrokerArgs {
     /// Kafka's 45 s; must exceed the 5 s heartbeat interval).
     #[arg(long, value_parser = clap::value_parser!(i32).range(6000..=60000))]
     share_session_timeout_ms: Option<i32>,
+    /// A Kafka broker setting as NAME=VALUE (repeatable; applied after the
+    /// flags above, later ones win), as kafka-server-start.sh's --override.
+    /// Supported: the share-group settings group.share.{,min.,max.}record.lock.duration.ms,
+    /// group.share.{,min.,max.}session.timeout.ms,
+    /// group.share.{,min.,max.}heartbeat.interval.ms,
+    /// group.share.{,min.,max.}delivery.count.limit,
+    /// group.share.{,min.,max.}partition.max.record.locks,
+    /// group.share.max.size and group.share.max.share.sessions, e.g.
+    /// --override group.share.min.record.lock.duration.ms=1000.
+    #[arg(long = "override", value_name = "NAME=VALUE")]
+    overrides: Vec<String>,
     /// Finalized share.version at first start (3 enables KIP-1289).
     #[arg(long, default_value_t = 3)]
     share_version: i16,
@@ -146,12 +159,17 @@ struct BrokerArgs {
     acl: bool,
 }
 
-/// The share-group settings of the broker flags.
-fn share_groups(args: &BrokerArgs) -> sharestream_broker::group::ShareGroupBrokerConfig {
-    let mut c = sharestream_broker::group::ShareGroupBrokerConfig {
-        partition_max_record_locks: args.share_max_record_locks,
-        ..Default::default()
-    };
+/// The share-group settings of the broker flags and `--override`s; a bad
+/// one is named in the error.
+fn share_groups(
+    args: &BrokerArgs,
+) -> Result<sharestream_broker::group::ShareGroupBrokerConfig, String> {
+    let mut c = sharestream_broker::group::ShareGroupBrokerConfig::default();
+    if let Some(n) = args.share_max_record_locks {
+        c.partition_max_record_locks = n;
+        c.max_partition_max_record_locks = c.max_partition_max_record_locks.max(n);
+        c.min_partition_max_record_locks = c.min_partition_max_record_locks.min(n);
+    }
     if let Some(ms) = args.share_record_lock_duration_ms {
         c.record_lock_duration_ms = ms;
         c.min_record_lock_duration_ms = c.min_record_lock_duration_ms.min(ms);
@@ -160,7 +178,15 @@ fn share_groups(args: &BrokerArgs) -> sharestream_broker::group::ShareGroupBroke
         c.session_timeout_ms = ms;
         c.min_session_timeout_ms = c.min_session_timeout_ms.min(ms);
     }
-    c
+    let mut pairs = Vec::new();
+    for o in &args.overrides {
+        let (name, value) = o
+            .split_once('=')
+            .ok_or_else(|| format!("--override takes NAME=VALUE, not {o:?}"))?;
+        pairs.push((name.trim(), value));
+    }
+    c.with_overrides(pairs)
+        .map_err(|e| format!("invalid broker setting: {e}"))
 }
 
 fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
@@ -191,7 +217,7 @@ fn init_tracing() {
 }
 
 async fn run_broker(args: BrokerArgs) -> Result<(), String> {
-    let share_groups = share_groups(&args);
+    let share_groups = share_groups(&args)?;
     let storage = match (args.data_dir, args.memory) {
         (Some(dir), false) => StorageMode::Directory(dir),
         (None, true) => StorageMode::Memory,
@@ -410,5 +436,72 @@ fn main() {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn broker_args(extra: &[&str]) -> BrokerArgs {
+        let mut argv = vec!["sharestream", "broker", "--memory"];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(argv).expect("parses").command {
+            Command::Broker(a) => a,
+            _ => unreachable!(),
+        }
+    }
+
+    /// Issue #18: Kafka's share-group broker settings by their Kafka names,
+    /// e.g. the small lock durations librdkafka's CI sets.
+    #[test]
+    fn overrides_set_kafkas_share_group_settings_by_name() {
+        let c = share_groups(&broker_args(&[
+            "--override",
+            "group.share.min.record.lock.duration.ms=1000",
+            "--override",
+            "group.share.record.lock.duration.ms=3000",
+            "--override",
+            "group.share.delivery.count.limit=3",
+        ]))
+        .unwrap();
+        assert_eq!(c.min_record_lock_duration_ms, 1000);
+        assert_eq!(c.record_lock_duration_ms, 3000);
+        assert_eq!(c.delivery_count_limit, 3);
+    }
+
+    #[test]
+    fn a_bad_override_names_the_setting() {
+        for (arg, needle) in [
+            (
+                "group.share.record.lock.duration.ms=3000",
+                "group.share.record.lock.duration.ms",
+            ),
+            (
+                "group.share.delivery.count.limit=x",
+                "group.share.delivery.count.limit",
+            ),
+            ("group.share.nope=1", "group.share.nope"),
+            ("no-equals-sign", "NAME=VALUE"),
+        ] {
+            let e = share_groups(&broker_args(&["--override", arg])).unwrap_err();
+            assert!(e.contains(needle), "{arg}: {e}");
+        }
+    }
+
+    /// The older flags keep working and move the bounds they need.
+    #[test]
+    fn legacy_share_flags_still_apply() {
+        let c = share_groups(&broker_args(&[
+            "--share-max-record-locks",
+            "10000",
+            "--share-record-lock-duration-ms",
+            "8000",
+        ]))
+        .unwrap();
+        assert_eq!(c.partition_max_record_locks, 10_000);
+        assert_eq!(c.max_partition_max_record_locks, 10_000);
+        assert_eq!(c.record_lock_duration_ms, 8000);
+        assert_eq!(c.min_record_lock_duration_ms, 8000);
     }
 }

@@ -2,8 +2,9 @@
 //! per-group overrides set through IncrementalAlterConfigs on the GROUP
 //! resource.
 //!
-//! Names, defaults and bounds are Kafka's (`GroupCoordinatorConfig`,
-//! `ShareGroupConfig` and `GroupConfig` of Kafka 4.2):
+//! Names, defaults and bounds are Kafka 4.4's (`GroupCoordinatorConfig`,
+//! `ShareGroupConfig` and `GroupConfig`; KIP-1240 added the per-group
+//! delivery count limit, record locks and renew switch):
 //!
 //! | group config | broker default | group bounds (broker settings) |
 //! |---|---|---|
@@ -11,16 +12,24 @@
 //! | `share.heartbeat.interval.ms` | `group.share.heartbeat.interval.ms` 5000 | `group.share.{min,max}.heartbeat.interval.ms` 5000..=15000 |
 //! | `share.record.lock.duration.ms` | `group.share.record.lock.duration.ms` 30000 | `group.share.{min,max}.record.lock.duration.ms` 15000..=60000 |
 //! | `share.delivery.count.limit` | `group.share.delivery.count.limit` 5 | `group.share.{min,max}.delivery.count.limit` 2..=10 |
+//! | `share.partition.max.record.locks` | `group.share.partition.max.record.locks` 2000 | `group.share.{min,max}.partition.max.record.locks` 100..=4000 |
+//! | `share.renew.acknowledge.enable` | `true` | `true`, `false` |
 //! | `share.auto.offset.reset` | `latest` | `latest`, `earliest` |
 //! | `share.isolation.level` | `read_uncommitted` | `read_uncommitted`, `read_committed` |
 //!
 //! and the session timeout must stay greater than the heartbeat interval.
-//! `group.share.partition.max.record.locks` (2000) is a broker setting only:
-//! in Kafka 4.2 a group cannot override it.
+//! The broker settings themselves have static ranges (Kafka's `ConfigDef`
+//! validators), checked by [`ShareGroupBrokerConfig::validate`], and are set
+//! by their Kafka names through [`ShareGroupBrokerConfig::set`] (the
+//! `sharestream broker --override NAME=VALUE` flag).
 //!
 //! Like Kafka, a group may be configured before it exists: configs live
 //! apart from membership. Invalid values are refused with `INVALID_CONFIG`
-//! and a message naming the setting, as Kafka's `GroupConfig.validate` does.
+//! and a message naming the setting, as Kafka's `GroupConfig.validate` does
+//! (an integer outside the broker's bounds: "`NAME` must be in the range
+//! `MIN` to `MAX` inclusive."). A value stored earlier that the broker's
+//! bounds no longer admit (they changed at a restart) is clamped into them
+//! when used, as Kafka's `GroupConfig.evaluate` does.
 //!
 //! Not supported: Kafka 4.2's `by_duration:<ISO-8601>` form of
 //! `share.auto.offset.reset`, and the consumer/streams group configs.
@@ -42,6 +51,10 @@ pub const SHARE_DELIVERY_COUNT_LIMIT: &str = "share.delivery.count.limit";
 pub const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
 /// `share.isolation.level`.
 pub const SHARE_ISOLATION_LEVEL: &str = "share.isolation.level";
+/// `share.partition.max.record.locks` (KIP-1240).
+pub const SHARE_PARTITION_MAX_RECORD_LOCKS: &str = "share.partition.max.record.locks";
+/// `share.renew.acknowledge.enable` (KIP-1222, KIP-1240).
+pub const SHARE_RENEW_ACKNOWLEDGE_ENABLE: &str = "share.renew.acknowledge.enable";
 
 /// Every group-level config this broker understands, in the order
 /// [`ShareGroupCoordinator::describe_config`](super::ShareGroupCoordinator::describe_config)
@@ -51,7 +64,9 @@ pub const GROUP_CONFIG_NAMES: &[&str] = &[
     SHARE_DELIVERY_COUNT_LIMIT,
     SHARE_HEARTBEAT_INTERVAL_MS,
     SHARE_ISOLATION_LEVEL,
+    SHARE_PARTITION_MAX_RECORD_LOCKS,
     SHARE_RECORD_LOCK_DURATION_MS,
+    SHARE_RENEW_ACKNOWLEDGE_ENABLE,
     SHARE_SESSION_TIMEOUT_MS,
 ];
 
@@ -110,8 +125,15 @@ pub struct ShareGroupBrokerConfig {
     /// `group.share.partition.max.record.locks`: in-flight records per share
     /// partition.
     pub partition_max_record_locks: i32,
+    /// `group.share.min.partition.max.record.locks`.
+    pub min_partition_max_record_locks: i32,
+    /// `group.share.max.partition.max.record.locks`.
+    pub max_partition_max_record_locks: i32,
     /// `group.share.max.size`: members per share group.
     pub max_size: usize,
+    /// `group.share.max.share.sessions`: share sessions per broker
+    /// (SHARE_SESSION_LIMIT_REACHED beyond).
+    pub max_share_sessions: i32,
 }
 
 impl Default for ShareGroupBrokerConfig {
@@ -130,7 +152,10 @@ impl Default for ShareGroupBrokerConfig {
             min_delivery_count_limit: 2,
             max_delivery_count_limit: 10,
             partition_max_record_locks: 2_000,
+            min_partition_max_record_locks: 100,
+            max_partition_max_record_locks: 4_000,
             max_size: 200,
+            max_share_sessions: 2_000,
         }
     }
 }
@@ -157,12 +182,20 @@ impl ShareGroupBrokerConfig {
                 self.max_heartbeat_interval_ms.to_string(),
             ),
             (
+                "group.share.max.partition.max.record.locks",
+                self.max_partition_max_record_locks.to_string(),
+            ),
+            (
                 "group.share.max.record.lock.duration.ms",
                 self.max_record_lock_duration_ms.to_string(),
             ),
             (
                 "group.share.max.session.timeout.ms",
                 self.max_session_timeout_ms.to_string(),
+            ),
+            (
+                "group.share.max.share.sessions",
+                self.max_share_sessions.to_string(),
             ),
             ("group.share.max.size", self.max_size.to_string()),
             (
@@ -172,6 +205,10 @@ impl ShareGroupBrokerConfig {
             (
                 "group.share.min.heartbeat.interval.ms",
                 self.min_heartbeat_interval_ms.to_string(),
+            ),
+            (
+                "group.share.min.partition.max.record.locks",
+                self.min_partition_max_record_locks.to_string(),
             ),
             (
                 "group.share.min.record.lock.duration.ms",
@@ -194,6 +231,68 @@ impl ShareGroupBrokerConfig {
                 self.session_timeout_ms.to_string(),
             ),
         ]
+    }
+
+    /// Sets one setting by its Kafka name (`group.share.*`), e.g.
+    /// `set("group.share.min.record.lock.duration.ms", "1000")`. Unknown
+    /// names and values that are not integers are refused with a message
+    /// naming the setting; ranges and the order of minimum, default and
+    /// maximum are checked by [`validate`](Self::validate) once every
+    /// setting is in.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let v = value.trim();
+        let int = || {
+            v.parse::<i32>().map_err(|_| {
+                format!("Invalid value {value} for configuration {name}: Not a number of type INT")
+            })
+        };
+        let field: &mut i32 = match name {
+            "group.share.session.timeout.ms" => &mut self.session_timeout_ms,
+            "group.share.min.session.timeout.ms" => &mut self.min_session_timeout_ms,
+            "group.share.max.session.timeout.ms" => &mut self.max_session_timeout_ms,
+            "group.share.heartbeat.interval.ms" => &mut self.heartbeat_interval_ms,
+            "group.share.min.heartbeat.interval.ms" => &mut self.min_heartbeat_interval_ms,
+            "group.share.max.heartbeat.interval.ms" => &mut self.max_heartbeat_interval_ms,
+            "group.share.record.lock.duration.ms" => &mut self.record_lock_duration_ms,
+            "group.share.min.record.lock.duration.ms" => &mut self.min_record_lock_duration_ms,
+            "group.share.max.record.lock.duration.ms" => &mut self.max_record_lock_duration_ms,
+            "group.share.delivery.count.limit" => &mut self.delivery_count_limit,
+            "group.share.min.delivery.count.limit" => &mut self.min_delivery_count_limit,
+            "group.share.max.delivery.count.limit" => &mut self.max_delivery_count_limit,
+            "group.share.partition.max.record.locks" => &mut self.partition_max_record_locks,
+            "group.share.min.partition.max.record.locks" => {
+                &mut self.min_partition_max_record_locks
+            }
+            "group.share.max.partition.max.record.locks" => {
+                &mut self.max_partition_max_record_locks
+            }
+            "group.share.max.share.sessions" => &mut self.max_share_sessions,
+            "group.share.max.size" => {
+                let n = int()?;
+                self.max_size = usize::try_from(n).map_err(|_| {
+                    format!(
+                        "Invalid value {value} for configuration {name}: Value must be in [1, 1000]"
+                    )
+                })?;
+                return Ok(());
+            }
+            _ => return Err(format!("Unknown share-group broker setting: {name}")),
+        };
+        *field = int()?;
+        Ok(())
+    }
+
+    /// The broker settings with `overrides` (Kafka name, value) applied in
+    /// order, then validated as a whole.
+    pub fn with_overrides<'a>(
+        mut self,
+        overrides: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, String> {
+        for (name, value) in overrides {
+            self.set(name, value)?;
+        }
+        self.validate()?;
+        Ok(self)
     }
 
     /// Checks the broker settings against each other and against Kafka's
@@ -249,6 +348,18 @@ impl ShareGroupBrokerConfig {
             100,
             10_000,
         )?;
+        range(
+            "group.share.min.partition.max.record.locks",
+            self.min_partition_max_record_locks,
+            100,
+            2_000,
+        )?;
+        range(
+            "group.share.max.partition.max.record.locks",
+            self.max_partition_max_record_locks,
+            2_000,
+            10_000,
+        )?;
         for (name, v) in [
             ("group.share.session.timeout.ms", self.session_timeout_ms),
             (
@@ -274,6 +385,12 @@ impl ShareGroupBrokerConfig {
         ] {
             range(name, v, 1, i32::MAX)?;
         }
+        range(
+            "group.share.max.share.sessions",
+            self.max_share_sessions,
+            1,
+            i32::MAX,
+        )?;
         if self.max_size == 0 || self.max_size > 1000 {
             return Err(format!(
                 "Invalid value {} for configuration group.share.max.size: Value must be in [1, 1000]",
@@ -314,6 +431,18 @@ impl ShareGroupBrokerConfig {
             self.max_record_lock_duration_ms,
         )?;
         ordered(
+            "group.share.min.partition.max.record.locks",
+            self.min_partition_max_record_locks,
+            "group.share.partition.max.record.locks",
+            self.partition_max_record_locks,
+        )?;
+        ordered(
+            "group.share.partition.max.record.locks",
+            self.partition_max_record_locks,
+            "group.share.max.partition.max.record.locks",
+            self.max_partition_max_record_locks,
+        )?;
+        ordered(
             "group.share.min.session.timeout.ms",
             self.min_session_timeout_ms,
             "group.share.session.timeout.ms",
@@ -340,6 +469,13 @@ impl ShareGroupBrokerConfig {
         if self.session_timeout_ms <= self.heartbeat_interval_ms {
             return Err("group.share.session.timeout.ms must be greater than group.share.heartbeat.interval.ms".to_string());
         }
+        // Kafka's ShareGroupConfig.validate.
+        if usize::try_from(self.max_share_sessions).unwrap_or(0) < self.max_size {
+            return Err(
+                "group.share.max.share.sessions must be greater than or equal to group.share.max.size"
+                    .to_string(),
+            );
+        }
         Ok(())
     }
 }
@@ -361,8 +497,13 @@ pub struct GroupConfig {
     pub auto_offset_reset: AutoOffsetReset,
     /// `share.isolation.level`.
     pub isolation_level: IsolationLevel,
-    /// `group.share.partition.max.record.locks` (broker-level only).
+    /// `share.partition.max.record.locks`: in-flight records per share
+    /// partition (KIP-1240; the broker's
+    /// `group.share.partition.max.record.locks` by default).
     pub partition_max_record_locks: i32,
+    /// `share.renew.acknowledge.enable`: whether RENEW acknowledgements are
+    /// served (KIP-1222; Kafka's default is true).
+    pub renew_acknowledge_enabled: bool,
 }
 
 impl GroupConfig {
@@ -376,6 +517,7 @@ impl GroupConfig {
             auto_offset_reset: AutoOffsetReset::default(),
             isolation_level: IsolationLevel::default(),
             partition_max_record_locks: broker.partition_max_record_locks,
+            renew_acknowledge_enabled: true,
         }
     }
 
@@ -388,7 +530,71 @@ impl GroupConfig {
             // leaves the default in place.
             let _ = c.apply(name, value);
         }
+        // Kafka's GroupConfig.evaluate: values the broker's bounds no
+        // longer admit (changed at a restart) are clamped into them.
+        for (name, v, lo, hi) in c.bounded_mut(broker) {
+            if overrides.contains_key(name) {
+                *v = (*v).clamp(lo, hi);
+            }
+        }
         c
+    }
+
+    /// The stored overrides that the broker's bounds no longer admit, as
+    /// (name, stored value, minimum, maximum): what
+    /// [`resolve`](Self::resolve) clamps.
+    pub fn out_of_bounds(
+        broker: &ShareGroupBrokerConfig,
+        overrides: &BTreeMap<String, String>,
+    ) -> Vec<(&'static str, i32, i32, i32)> {
+        let mut c = Self::defaults(broker);
+        for (name, value) in overrides {
+            let _ = c.apply(name, value);
+        }
+        c.bounded_mut(broker)
+            .into_iter()
+            .filter(|(name, v, lo, hi)| overrides.contains_key(*name) && (**v < *lo || **v > *hi))
+            .map(|(name, v, lo, hi)| (name, *v, lo, hi))
+            .collect()
+    }
+
+    /// The integer configs with the broker's bounds of each.
+    fn bounded_mut(
+        &mut self,
+        b: &ShareGroupBrokerConfig,
+    ) -> [(&'static str, &mut i32, i32, i32); 5] {
+        [
+            (
+                SHARE_HEARTBEAT_INTERVAL_MS,
+                &mut self.heartbeat_interval_ms,
+                b.min_heartbeat_interval_ms,
+                b.max_heartbeat_interval_ms,
+            ),
+            (
+                SHARE_SESSION_TIMEOUT_MS,
+                &mut self.session_timeout_ms,
+                b.min_session_timeout_ms,
+                b.max_session_timeout_ms,
+            ),
+            (
+                SHARE_RECORD_LOCK_DURATION_MS,
+                &mut self.record_lock_duration_ms,
+                b.min_record_lock_duration_ms,
+                b.max_record_lock_duration_ms,
+            ),
+            (
+                SHARE_DELIVERY_COUNT_LIMIT,
+                &mut self.delivery_count_limit,
+                b.min_delivery_count_limit,
+                b.max_delivery_count_limit,
+            ),
+            (
+                SHARE_PARTITION_MAX_RECORD_LOCKS,
+                &mut self.partition_max_record_locks,
+                b.min_partition_max_record_locks,
+                b.max_partition_max_record_locks,
+            ),
+        ]
     }
 
     fn apply(&mut self, name: &str, value: &str) -> Result<(), String> {
@@ -397,6 +603,20 @@ impl GroupConfig {
             SHARE_HEARTBEAT_INTERVAL_MS => self.heartbeat_interval_ms = parse_int(name, value)?,
             SHARE_RECORD_LOCK_DURATION_MS => self.record_lock_duration_ms = parse_int(name, value)?,
             SHARE_DELIVERY_COUNT_LIMIT => self.delivery_count_limit = parse_int(name, value)?,
+            SHARE_PARTITION_MAX_RECORD_LOCKS => {
+                self.partition_max_record_locks = parse_int(name, value)?
+            }
+            SHARE_RENEW_ACKNOWLEDGE_ENABLE => {
+                self.renew_acknowledge_enabled = match value.trim().to_ascii_lowercase().as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => {
+                        return Err(format!(
+                            "Invalid value {value} for configuration {name}: Expected value to be either true or false"
+                        ));
+                    }
+                }
+            }
             SHARE_AUTO_OFFSET_RESET => {
                 self.auto_offset_reset = match value.trim().to_ascii_lowercase().as_str() {
                     "latest" => AutoOffsetReset::Latest,
@@ -431,6 +651,8 @@ impl GroupConfig {
             SHARE_HEARTBEAT_INTERVAL_MS => self.heartbeat_interval_ms.to_string(),
             SHARE_RECORD_LOCK_DURATION_MS => self.record_lock_duration_ms.to_string(),
             SHARE_DELIVERY_COUNT_LIMIT => self.delivery_count_limit.to_string(),
+            SHARE_PARTITION_MAX_RECORD_LOCKS => self.partition_max_record_locks.to_string(),
+            SHARE_RENEW_ACKNOWLEDGE_ENABLE => self.renew_acknowledge_enabled.to_string(),
             SHARE_AUTO_OFFSET_RESET => self.auto_offset_reset.as_str().to_string(),
             SHARE_ISOLATION_LEVEL => self.isolation_level.as_str().to_string(),
             _ => return None,
@@ -438,51 +660,15 @@ impl GroupConfig {
     }
 
     /// Checks the values against the broker's bounds, in the order and with
-    /// the messages of Kafka's `GroupConfig.validateValues`.
+    /// the messages of Kafka 4.4's `GroupConfig.validateValues`: heartbeat
+    /// interval, session timeout, lock duration, delivery count limit,
+    /// record locks, then session timeout above heartbeat interval.
     fn check_bounds(&self, b: &ShareGroupBrokerConfig) -> Result<(), String> {
-        let checks: [(&str, i32, i32, &str, i32, &str); 4] = [
-            (
-                SHARE_HEARTBEAT_INTERVAL_MS,
-                self.heartbeat_interval_ms,
-                b.min_heartbeat_interval_ms,
-                "group.share.min.heartbeat.interval.ms",
-                b.max_heartbeat_interval_ms,
-                "group.share.max.heartbeat.interval.ms",
-            ),
-            (
-                SHARE_SESSION_TIMEOUT_MS,
-                self.session_timeout_ms,
-                b.min_session_timeout_ms,
-                "group.share.min.session.timeout.ms",
-                b.max_session_timeout_ms,
-                "group.share.max.session.timeout.ms",
-            ),
-            (
-                SHARE_RECORD_LOCK_DURATION_MS,
-                self.record_lock_duration_ms,
-                b.min_record_lock_duration_ms,
-                "group.share.min.record.lock.duration.ms",
-                b.max_record_lock_duration_ms,
-                "group.share.max.record.lock.duration.ms",
-            ),
-            (
-                SHARE_DELIVERY_COUNT_LIMIT,
-                self.delivery_count_limit,
-                b.min_delivery_count_limit,
-                "group.share.min.delivery.count.limit",
-                b.max_delivery_count_limit,
-                "group.share.max.delivery.count.limit",
-            ),
-        ];
-        for (name, v, lo, lo_name, hi, hi_name) in checks {
-            if v < lo {
+        let mut probe = self.clone();
+        for (name, v, lo, hi) in probe.bounded_mut(b) {
+            if *v < lo || *v > hi {
                 return Err(format!(
-                    "{name} must be greater than or equal to {lo_name} ({lo}), got {v}"
-                ));
-            }
-            if v > hi {
-                return Err(format!(
-                    "{name} must be less than or equal to {hi_name} ({hi}), got {v}"
+                    "{name} must be in the range {lo} to {hi} inclusive."
                 ));
             }
         }
@@ -502,12 +688,14 @@ fn parse_int(name: &str, value: &str) -> Result<i32, String> {
 }
 
 /// Static minimums Kafka's `GroupConfig` ConfigDef enforces before the
-/// broker bounds (`atLeast(1)`, `atLeast(1000)`, `atLeast(2)`).
+/// broker bounds (`atLeast(1)`, `atLeast(1000)`, `atLeast(2)`,
+/// `atLeast(100)`).
 fn check_static_minimum(name: &str, value: &str) -> Result<(), String> {
     let min = match name {
         SHARE_SESSION_TIMEOUT_MS | SHARE_HEARTBEAT_INTERVAL_MS => 1,
         SHARE_RECORD_LOCK_DURATION_MS => 1000,
         SHARE_DELIVERY_COUNT_LIMIT => 2,
+        SHARE_PARTITION_MAX_RECORD_LOCKS => 100,
         _ => return Ok(()),
     };
     let v = parse_int(name, value)?;
@@ -715,7 +903,7 @@ mod tests {
 
     #[test]
     fn unknown_group_config_name_is_invalid_config() {
-        let e = set(&[("share.partition.max.record.locks", Some("500"))]).unwrap_err();
+        let e = set(&[("share.no.such.config", Some("500"))]).unwrap_err();
         assert_eq!(e.code, ErrorCode::INVALID_CONFIG);
         assert!(e.message.contains("Unknown group config name"));
     }
@@ -761,5 +949,156 @@ mod tests {
         ])
         .unwrap_err();
         assert!(e.message.contains(SHARE_RECORD_LOCK_DURATION_MS));
+    }
+
+    /// KIP-1240: `share.partition.max.record.locks` per group, within the
+    /// broker's `group.share.{min,max}.partition.max.record.locks`, with
+    /// Kafka 4.4's out-of-range message naming the setting.
+    #[test]
+    fn partition_max_record_locks_is_a_group_config_within_the_broker_bounds() {
+        let b = ShareGroupBrokerConfig::default();
+        let m = set(&[(SHARE_PARTITION_MAX_RECORD_LOCKS, Some("4000"))]).unwrap();
+        assert_eq!(
+            GroupConfig::resolve(&b, &m).partition_max_record_locks,
+            4000
+        );
+        let e = set(&[(SHARE_PARTITION_MAX_RECORD_LOCKS, Some("4001"))]).unwrap_err();
+        assert_eq!(e.code, ErrorCode::INVALID_CONFIG);
+        assert_eq!(
+            e.message,
+            "share.partition.max.record.locks must be in the range 100 to 4000 inclusive."
+        );
+        let e = set(&[(SHARE_PARTITION_MAX_RECORD_LOCKS, Some("99"))]).unwrap_err();
+        assert!(
+            e.message.contains("Value must be at least 100"),
+            "{}",
+            e.message
+        );
+    }
+
+    /// KIP-1222/KIP-1240: `share.renew.acknowledge.enable`, a boolean whose
+    /// default is true in Kafka's GroupConfig.
+    #[test]
+    fn renew_acknowledge_enable_is_a_boolean_group_config_defaulting_to_true() {
+        let b = ShareGroupBrokerConfig::default();
+        assert!(GroupConfig::defaults(&b).renew_acknowledge_enabled);
+        let m = set(&[(SHARE_RENEW_ACKNOWLEDGE_ENABLE, Some("FALSE"))]).unwrap();
+        assert_eq!(
+            m[SHARE_RENEW_ACKNOWLEDGE_ENABLE], "false",
+            "stored normalized"
+        );
+        assert!(!GroupConfig::resolve(&b, &m).renew_acknowledge_enabled);
+        let e = set(&[(SHARE_RENEW_ACKNOWLEDGE_ENABLE, Some("yes"))]).unwrap_err();
+        assert_eq!(e.code, ErrorCode::INVALID_CONFIG);
+        assert!(
+            e.message.contains(SHARE_RENEW_ACKNOWLEDGE_ENABLE),
+            "{}",
+            e.message
+        );
+    }
+
+    /// The out-of-range message of Kafka 4.4's GroupConfig.validateIntRange.
+    #[test]
+    fn out_of_range_group_configs_get_kafkas_message() {
+        let e = set(&[(SHARE_RECORD_LOCK_DURATION_MS, Some("3000"))]).unwrap_err();
+        assert_eq!(
+            e.message,
+            "share.record.lock.duration.ms must be in the range 15000 to 60000 inclusive."
+        );
+        // With the broker's minimum lowered (as librdkafka's CI does), 3 s is fine.
+        let b = ShareGroupBrokerConfig::default()
+            .with_overrides([("group.share.min.record.lock.duration.ms", "1000")])
+            .unwrap();
+        apply_ops(
+            &b,
+            &BTreeMap::new(),
+            &[(SHARE_RECORD_LOCK_DURATION_MS, Some("3000"))],
+        )
+        .unwrap();
+    }
+
+    /// A value stored under wider bounds is clamped into the broker's
+    /// present ones when used (Kafka's GroupConfig.evaluate).
+    #[test]
+    fn stored_values_outside_new_broker_bounds_are_clamped() {
+        let wide = ShareGroupBrokerConfig::default()
+            .with_overrides([("group.share.max.delivery.count.limit", "20")])
+            .unwrap();
+        let m = apply_ops(
+            &wide,
+            &BTreeMap::new(),
+            &[(SHARE_DELIVERY_COUNT_LIMIT, Some("15"))],
+        )
+        .unwrap();
+        let narrow = ShareGroupBrokerConfig::default();
+        assert_eq!(GroupConfig::resolve(&narrow, &m).delivery_count_limit, 10);
+        assert_eq!(GroupConfig::resolve(&wide, &m).delivery_count_limit, 15);
+        assert_eq!(
+            GroupConfig::out_of_bounds(&narrow, &m),
+            vec![(SHARE_DELIVERY_COUNT_LIMIT, 15, 2, 10)]
+        );
+        assert!(GroupConfig::out_of_bounds(&wide, &m).is_empty());
+    }
+
+    /// Every share-group broker setting is reachable by its Kafka name; a
+    /// bad one names itself.
+    #[test]
+    fn broker_settings_are_set_by_their_kafka_names() {
+        let b = ShareGroupBrokerConfig::default()
+            .with_overrides([
+                ("group.share.min.record.lock.duration.ms", "1000"),
+                ("group.share.record.lock.duration.ms", "3000"),
+                ("group.share.min.session.timeout.ms", "6000"),
+                ("group.share.session.timeout.ms", "6000"),
+                ("group.share.min.heartbeat.interval.ms", "500"),
+                ("group.share.heartbeat.interval.ms", "1000"),
+                ("group.share.delivery.count.limit", "3"),
+                ("group.share.max.partition.max.record.locks", "10000"),
+                ("group.share.partition.max.record.locks", "10000"),
+                ("group.share.max.share.sessions", "500"),
+            ])
+            .unwrap();
+        assert_eq!(b.max_share_sessions, 500);
+        assert_eq!(b.record_lock_duration_ms, 3000);
+        assert_eq!(b.min_record_lock_duration_ms, 1000);
+        assert_eq!(b.session_timeout_ms, 6000);
+        assert_eq!(b.heartbeat_interval_ms, 1000);
+        assert_eq!(b.delivery_count_limit, 3);
+        assert_eq!(b.partition_max_record_locks, 10_000);
+        let names: Vec<&str> = b.entries().iter().map(|e| e.0).collect();
+        for n in [
+            "group.share.min.partition.max.record.locks",
+            "group.share.max.partition.max.record.locks",
+        ] {
+            assert!(names.contains(&n), "{n}");
+        }
+        for (name, value, needle) in [
+            ("group.share.no.such", "1", "group.share.no.such"),
+            (
+                "group.share.record.lock.duration.ms",
+                "soon",
+                "group.share.record.lock.duration.ms",
+            ),
+            (
+                "group.share.min.record.lock.duration.ms",
+                "500",
+                "group.share.min.record.lock.duration.ms",
+            ),
+            (
+                "group.share.partition.max.record.locks",
+                "5000",
+                "group.share.max.partition.max.record.locks",
+            ),
+            (
+                "group.share.max.share.sessions",
+                "100",
+                "group.share.max.share.sessions",
+            ),
+        ] {
+            let e = ShareGroupBrokerConfig::default()
+                .with_overrides([(name, value)])
+                .unwrap_err();
+            assert!(e.contains(needle), "{name}={value}: {e}");
+        }
     }
 }

@@ -424,6 +424,21 @@ impl ShareGroupCoordinator {
                 )
             })
             .collect();
+        // Kafka's GroupConfig.evaluate warns once per capped value.
+        for (group_id, overrides) in &snapshot.configs {
+            for (name, value, min, max) in
+                super::config::GroupConfig::out_of_bounds(&broker, overrides)
+            {
+                tracing::warn!(
+                    group_id = group_id.as_str(),
+                    config = name,
+                    value,
+                    min,
+                    max,
+                    "a group config outside the broker's bounds is capped to them"
+                );
+            }
+        }
         Self {
             broker,
             groups,

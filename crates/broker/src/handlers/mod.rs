@@ -43,6 +43,8 @@ pub(crate) struct RequestContext {
     pub principal: Arc<str>,
     /// The peer's IP.
     pub host: Arc<str>,
+    /// The connection's id, unique in the process.
+    pub connection_id: u64,
 }
 
 impl RequestContext {
@@ -96,6 +98,7 @@ pub(crate) async fn dispatch(
         header: header.clone(),
         principal: session.principal().clone(),
         host: session.host().clone(),
+        connection_id: session.connection_id(),
     };
     let (key, version) = (header.api_key, header.api_version);
 

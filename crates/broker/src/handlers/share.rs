@@ -9,12 +9,16 @@
 //! Check order of ShareFetch and ShareAcknowledge, as Kafka's: feature gate
 //! (UNSUPPORTED_VERSION), Read on the group (GROUP_AUTHORIZATION_FAILED),
 //! null group id (INVALID_REQUEST), member id
-//! missing or longer than 36 characters (INVALID_REQUEST), member not in the
-//! group (UNKNOWN_MEMBER_ID), acknowledgements in a request that opens a
+//! missing or longer than 36 characters (INVALID_REQUEST), member neither in
+//! the group nor holding a share session (UNKNOWN_MEMBER_ID; a departed
+//! member may only continue or close the session it had, not open one),
+//! acknowledgements in a request that opens a
 //! session (INVALID_REQUEST), then the share session (SHARE_SESSION_NOT_FOUND,
 //! INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED). Then
 //! acknowledgements are applied per partition (AcknowledgeErrorCode), and
-//! records are acquired from the session's partitions; a partition of a
+//! records are acquired from the session's partitions (none at all when
+//! MaxBytes or MaxRecords is 0: such a request is answered at once, as
+//! Kafka's SharePartitionManager.processShareFetch does); a partition of a
 //! topic the principal may not Read is answered TOPIC_AUTHORIZATION_FAILED
 //! and neither acknowledged nor acquired, the others are served. A fetch that
 //! acquires nothing waits until MaxWaitMs for new data, or for records made
@@ -72,8 +76,6 @@ const RESOURCE_BROKER_LOGGER: i8 = 8;
 const SOURCE_GROUP_CONFIG: i8 = 8;
 /// DescribeConfigs source DEFAULT_CONFIG.
 const SOURCE_DEFAULT_CONFIG: i8 = 5;
-/// Used when a request leaves MaxRecords at 0 (Kafka's `max.poll.records`).
-const DEFAULT_MAX_RECORDS: u32 = 500;
 /// Per-partition byte budget when the request gives none (ShareFetch v1
 /// has no PartitionMaxBytes): Kafka's `max.partition.fetch.bytes`.
 const DEFAULT_PARTITION_MAX_BYTES: usize = 1 << 20;
@@ -298,7 +300,7 @@ fn check_request(
         _ => return Err((ErrorCode::INVALID_REQUEST, "Invalid MemberId.")),
     };
     let (group, member) = (group.0.to_string(), member.to_string());
-    if !core.shares().is_member_alive(&group, &member) {
+    if !core.shares().has_member_or_session(&group, &member) {
         return Err((
             ErrorCode::UNKNOWN_MEMBER_ID,
             "The member is not in the share group.",
@@ -531,10 +533,18 @@ pub(crate) async fn share_fetch(
         .flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, *p)))
         .collect();
     let mgr = core.shares();
+    if epoch == INITIAL_SHARE_SESSION_EPOCH && !mgr.is_member_alive(&group, &member) {
+        // A departed member's session may finish, not start again.
+        return fetch_error(
+            ErrorCode::UNKNOWN_MEMBER_ID,
+            "The member is not in the share group.",
+        );
+    }
     let step = match mgr.fetch_session(&group, &member, epoch, &add, &forget) {
         Ok(s) => s,
         Err(code) => return fetch_error(code, "Share session error."),
     };
+    mgr.session_used_on(&group, &member, ctx.connection_id);
     let leader = core.node_id();
     let mut rows = Rows::default();
     let now = now_ms();
@@ -550,7 +560,15 @@ pub(crate) async fn share_fetch(
         rows.get(*tp, leader).acknowledge_error_code = code.0;
     }
     let lock_ms = mgr.group_config(&group).record_lock_duration_ms;
-    if step.closed || renew_only {
+    // A member that left while its session was open still has its
+    // acknowledgements applied (above); it acquires nothing new.
+    let departed = !mgr.is_member_alive(&group, &member);
+    // Kafka's SharePartitionManager.processShareFetch: a request with no
+    // partitions, MaxRecords 0 or MaxBytes 0 asks for no data; it is
+    // answered at once (MinBytes and MaxWaitMs do not apply), after its
+    // acknowledgements were applied and its session epoch advanced.
+    let wants_nothing = req.max_bytes == 0 || req.max_records == 0;
+    if step.closed || renew_only || departed || wants_nothing {
         if step.closed {
             mgr.release_session_records(&group, &member, &step.partitions, now_ms());
         }
@@ -563,10 +581,11 @@ pub(crate) async fn share_fetch(
         .iter()
         .filter_map(|(tp, mb, _)| mb.map(|m| (*tp, m.max(0) as usize)))
         .collect();
+    // Negative values (which no client sends) count as no limit.
     let max_records = if req.max_records > 0 {
         req.max_records as u32
     } else {
-        DEFAULT_MAX_RECORDS
+        u32::MAX
     };
     let max_bytes = if req.max_bytes > 0 {
         req.max_bytes as usize
@@ -720,6 +739,7 @@ pub(crate) fn share_acknowledge(
         Ok(s) => s,
         Err(code) => return error(code, "Share session error."),
     };
+    mgr.session_used_on(&group, &member, ctx.connection_id);
     let entries = merge_entries(req.topics.iter().flat_map(|t| {
         t.partitions.iter().map(move |p| {
             (

@@ -769,6 +769,15 @@ impl SharePartition {
             records_available: self.expire(now_ms).records_available,
         };
         let segments = validate_batches(batches)?;
+        if !self.config.renew_acknowledge_enabled
+            && segments.iter().any(|s| s.2 == AcknowledgeType::Renew)
+        {
+            return Err(ShareError::InvalidRecordState(
+                "renew acknowledgements are disabled for the share group \
+                 (share.renew.acknowledge.enable=false)"
+                    .to_string(),
+            ));
+        }
         for &(f, l, _) in &segments {
             self.check_acquired_by(member_id, f, l)?;
         }

@@ -13,6 +13,7 @@ fn cfg() -> SharePartitionConfig {
         delivery_count_limit: LIMIT,
         max_in_flight_records: 100,
         isolation: IsolationLevel::ReadUncommitted,
+        renew_acknowledge_enabled: true,
     }
 }
 
@@ -479,6 +480,52 @@ fn renew_extends_the_lock() {
     assert_eq!(st(&sp, 0), Some(RecordState::Acquired));
     assert_eq!(st(&sp, 2), Some(RecordState::Available));
     assert_eq!(dc(&sp, 0), 1, "renew is not a delivery");
+    check(&sp);
+}
+
+/// KIP-1222/KIP-1240: with `share.renew.acknowledge.enable` off, a RENEW
+/// fails the partition with INVALID_RECORD_STATE and, acknowledgements
+/// being all or nothing, the other batches of the request change nothing.
+#[test]
+fn renew_is_refused_when_the_group_disables_it() {
+    let mut sp = SharePartition::new(
+        SharePartitionConfig {
+            renew_acknowledge_enabled: false,
+            ..cfg()
+        },
+        0,
+    );
+    acq(&mut sp, "m1", 10, 0, &data(&[(0, 4)]));
+    let e = sp
+        .acknowledge(
+            "m1",
+            &[
+                ack(0, 1, AcknowledgeType::Accept),
+                ack(2, 3, AcknowledgeType::Renew),
+            ],
+            900,
+        )
+        .unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::INVALID_RECORD_STATE);
+    assert_eq!(st(&sp, 0), Some(RecordState::Acquired), "nothing applied");
+    assert_eq!(sp.record(2).unwrap().lock_deadline_ms, Some(LOCK));
+    // Per-offset types are checked too.
+    let e = sp
+        .acknowledge(
+            "m1",
+            &[AcknowledgementBatch {
+                first_offset: 0,
+                last_offset: 1,
+                acknowledge_types: vec![1, 4],
+            }],
+            900,
+        )
+        .unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::INVALID_RECORD_STATE);
+    // Other types are served as usual.
+    sp.acknowledge("m1", &[ack(0, 4, AcknowledgeType::Accept)], 900)
+        .unwrap();
+    assert_eq!(sp.start_offset(), 5);
     check(&sp);
 }
 
@@ -1940,6 +1987,7 @@ mod random_ops {
                 } else {
                     IsolationLevel::ReadUncommitted
                 },
+                renew_acknowledge_enabled: true,
             };
             run(config, log, ops);
         }

@@ -31,6 +31,11 @@ pub struct SharePartitionConfig {
     pub max_in_flight_records: u32,
     /// Isolation level of the group.
     pub isolation: IsolationLevel,
+    /// Whether RENEW acknowledgements are served (the group config
+    /// `share.renew.acknowledge.enable`, KIP-1222/KIP-1240; Kafka's default
+    /// is true). Off, a batch holding a RENEW fails its partition with
+    /// INVALID_RECORD_STATE and changes nothing.
+    pub renew_acknowledge_enabled: bool,
 }
 
 impl Default for SharePartitionConfig {
@@ -40,6 +45,7 @@ impl Default for SharePartitionConfig {
             delivery_count_limit: DEFAULT_DELIVERY_COUNT_LIMIT,
             max_in_flight_records: DEFAULT_MAX_IN_FLIGHT_RECORDS,
             isolation: IsolationLevel::ReadUncommitted,
+            renew_acknowledge_enabled: true,
         }
     }
 }
