@@ -79,14 +79,14 @@ rm -f target/interop/matrix-*.json
 features="--features failpoints"
 status=0
 echo "==> interop: real clients against the embedded broker"
-cargo test $features --test interop_embedded -- --include-ignored --nocapture || status=1
+cargo test $features --test suite -- --include-ignored --nocapture interop_embedded:: || status=1
 echo "==> interop: byte equality with kafka-clients' codecs"
 golden_skip=(--skip capture_golden_frames)
 [[ -z "${SHARESTREAM_CAPTURE_GOLDEN:-}" ]] || golden_skip=()
-cargo test $features --test jvm_bytes -- --include-ignored "${golden_skip[@]}" --nocapture || status=1
-# Our own clients' scenarios (tests/scenarios.rs; scripts/test.sh runs them
+cargo test $features --test suite -- --include-ignored "${golden_skip[@]}" --nocapture jvm_bytes:: || status=1
+# Our own clients' scenarios (tests/suite/scenarios.rs; scripts/test.sh runs them
 # too): here for their matrix rows.
-cargo test $features --test scenarios -- --nocapture || status=1
+cargo test $features --test suite -- --nocapture scenarios:: || status=1
 
 if ((!embedded_only)); then
   echo "==> interop: the same checks against Apache Kafka ${KAFKA_VERSION}"
@@ -99,14 +99,14 @@ if ((!embedded_only)); then
     source "$kdir/env"
     SHARESTREAM_INTEROP_BOOTSTRAP="$KAFKA_BOOTSTRAP" \
       SHARESTREAM_INTEROP_BACKEND="apache-kafka-${KAFKA_VERSION}" \
-      cargo test $features --test interop_embedded -- --include-ignored --nocapture || status=1
+      cargo test $features --test suite -- --include-ignored --nocapture interop_embedded:: || status=1
     echo "==> interop: our clients over SASL_PLAINTEXT (PLAIN) against Apache Kafka"
     SHARESTREAM_KAFKA_SASL_BOOTSTRAP="$KAFKA_SASL_BOOTSTRAP" \
-      cargo test $features --test client_security real_kafka -- --include-ignored --nocapture || status=1
-    echo "==> interop: sharestream's clients (tests/scenarios.rs) against Apache Kafka ${KAFKA_VERSION}"
+      cargo test $features --test suite -- --include-ignored --nocapture client_security::real_kafka || status=1
+    echo "==> interop: sharestream's clients (tests/suite/scenarios.rs) against Apache Kafka ${KAFKA_VERSION}"
     SHARESTREAM_SCENARIO_BOOTSTRAP="$KAFKA_BOOTSTRAP" \
       SHARESTREAM_SCENARIO_BACKEND="apache-kafka-${KAFKA_VERSION}" \
-      cargo test $features --test scenarios -- --nocapture || status=1
+      cargo test $features --test suite -- --nocapture scenarios:: || status=1
   else
     echo "interop.sh: Apache Kafka did not start" >&2
     status=1

@@ -5,7 +5,7 @@
 # here: `cargo bench` runs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The binaries first: tests/scale_out.rs starts the mirror (package
+# The binaries first: tests/suite/scale_out.rs starts the mirror (package
 # sharestream-mirror) as several processes.
 cargo build --workspace --bins --examples --features failpoints
 cargo test --workspace --lib --bins --tests --examples --features failpoints

@@ -1,7 +1,7 @@
 """Interoperability checks with confluent-kafka (librdkafka) for sharestream.
 
 Each command runs one client scenario against --bootstrap and prints one line
-``RESULT {json}`` that tests/interop_embedded.rs asserts on. Exit status 1
+``RESULT {json}`` that tests/suite/interop_embedded.rs asserts on. Exit status 1
 when the scenario raised.
 
   check.py produce-txn --bootstrap B --topic T --txn-id ID --count N [--abort]

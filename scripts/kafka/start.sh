@@ -75,7 +75,7 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 share.coordinator.state.topic.num.partitions=4
 group.initial.rebalance.delay.ms=0
-# Lets a share group set share.record.lock.duration.ms down to 1000 (tests/scenarios.rs).
+# Lets a share group set share.record.lock.duration.ms down to 1000 (tests/suite/scenarios.rs).
 group.share.min.record.lock.duration.ms=1000
 log.index.size.max.bytes=1048576
 log.segment.bytes=67108864

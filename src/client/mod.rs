@@ -26,7 +26,7 @@
 //!   bootstrap lookup or, with [`ShareConsumer::with_metadata`], the shared
 //!   [`Metadata`] cache.
 //!
-//! End to end against the embedded broker (`tests/client_kip1289.rs`): the
+//! End to end against the embedded broker (`tests/suite/client_kip1289.rs`): the
 //! KIP-1289 loop (poll, produce, `acknowledge_in_transaction`,
 //! `send_share_acknowledgements_to_transaction`, commit) is atomic; abort,
 //! fencing, a stale member epoch and `share.version < 3` behave as the KIP

@@ -8,7 +8,7 @@
 //! as a [`ProtocolError`] that names the API and version.
 //!
 //! Untrusted bytes: decoding never panics on any input (checked by the
-//! mutation tests in `tests/protocol_roundtrip.rs`), but `kafka-protocol`
+//! mutation tests in `tests/suite/protocol_roundtrip.rs`), but `kafka-protocol`
 //! 0.18 sizes each array from the count on the wire before reading its
 //! elements, so a tiny frame can ask for hundreds of GiB. That request is
 //! made harmless by [`crate::alloc::GuardedAlloc`], which the final binary

@@ -17,7 +17,7 @@
 //! out) at the position found by walking the leading fields. Everything
 //! after the splice point, tagged fields included, is `kafka-protocol`'s
 //! own code. Byte equality with Kafka's Java classes is checked by
-//! `tests/jvm_bytes.rs`.
+//! `tests/suite/jvm_bytes.rs`.
 //!
 //! The broker decodes both versions into these types
 //! ([`super::api::AnyRequest::ShareFetch`] and

@@ -45,7 +45,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *
  * <p>Each command runs one client scenario against {@code --bootstrap} and
  * prints exactly one line starting with {@code RESULT } followed by a JSON
- * object. The Rust suite (tests/interop_embedded.rs) parses that line and
+ * object. The Rust suite (tests/suite/interop_embedded.rs) parses that line and
  * asserts on its fields. A scenario that throws prints
  * {@code RESULT {"ok":false,"error":...}} and exits with status 1.
  */

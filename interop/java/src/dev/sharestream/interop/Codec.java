@@ -28,7 +28,7 @@ import org.apache.kafka.common.record.internal.SimpleRecord;
 
 /**
  * Kafka's own codecs behind a line protocol, for the byte-equality test
- * (tests/jvm_bytes.rs). One JVM serves the whole test: it reads one command
+ * (tests/suite/jvm_bytes.rs). One JVM serves the whole test: it reads one command
  * per line on stdin and answers one line on stdout, {@code ok ...} or
  * {@code err <message>}. Bytes travel as lowercase hex ({@code -} for null).
  *

@@ -5,7 +5,7 @@
 //! refused before anything reaches the wire; and two share consumers split
 //! one partition.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -27,9 +27,6 @@ use sharestream::client::{ClientError, ConnectionConfig, Producer, ProducerConfi
 use sharestream::eos::AcknowledgeType;
 use sharestream::protocol::ErrorCode;
 use uuid::Uuid;
-
-#[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
 
 const POLL: Duration = Duration::from_millis(200);
 

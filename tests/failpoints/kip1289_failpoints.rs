@@ -3,7 +3,7 @@
 //! these tests run one at a time and live in their own test binary.
 #![cfg(feature = "failpoints")]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -15,10 +15,7 @@ use sharestream::failpoints;
 use sharestream::protocol::ErrorCode;
 use uuid::Uuid;
 
-#[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
-
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+use crate::SERIAL;
 
 const ACCEPT: i8 = 1;
 const N: i64 = 10;

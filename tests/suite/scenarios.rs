@@ -26,9 +26,6 @@
 //! broker's timer, not the test's, decides, and waiting longer only makes
 //! the expiry more certain.
 
-#[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::PathBuf;

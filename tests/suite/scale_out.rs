@@ -8,11 +8,7 @@
 //! The processes are the `mirror` binary (package `sharestream-mirror`),
 //! which `scripts/test.sh` builds before the tests.
 
-#[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
-
-#[path = "runtime_common/mod.rs"]
-mod rt;
+use crate::rt;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

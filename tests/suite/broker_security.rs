@@ -1,7 +1,7 @@
 //! Broker security over sockets: SASL (PLAIN, SCRAM-SHA-256/512) on a
 //! SASL_PLAINTEXT listener, ACL administration and authorization errors.
 
-mod common;
+use crate::common;
 
 use std::time::Instant;
 
@@ -18,9 +18,6 @@ use sharestream::protocol::ErrorCode;
 use sharestream::protocol::records::{BatchSpec, Record, encode_batch};
 use sharestream::protocol::sasl::SaslMechanism;
 use sharestream::protocol::txn_share_ack::TxnShareAcknowledgeRequest;
-
-#[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
 
 fn s(x: &str) -> StrBytes {
     StrBytes::from_string(x.to_string())

@@ -4,11 +4,7 @@
 //! a failing record under ErrorPolicy::Fail, refused settings and
 //! topologies.
 
-#[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
-
-#[path = "runtime_common/mod.rs"]
-mod rt;
+use crate::rt;
 
 use std::sync::atomic::Ordering;
 

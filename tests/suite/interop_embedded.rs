@@ -27,10 +27,7 @@
 //! `fail` otherwise, which fails the test; `skip` when a client is not
 //! installed.
 
-#[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
-
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //! record state as it was; the principal that may consume but not stage;
 //! deny over allow, prefixes and super users end to end.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 
@@ -34,9 +34,6 @@ use sharestream::broker::share::RecordState;
 use sharestream::protocol::ErrorCode;
 use sharestream::protocol::sasl::SaslMechanism;
 use uuid::Uuid;
-
-#[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
 
 const PW: &str = "pw";
 

@@ -11,7 +11,7 @@
 //! still gets a produce + fetch round trip and that the first records come
 //! back byte for byte.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -32,9 +32,6 @@ use sharestream::protocol::api::{ApiRequest, encode_request_frame, request_heade
 use sharestream::protocol::records::{BatchBuilder, BatchSpec};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-#[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
 
 const FRAMES: usize = 3000;
 const CONNECTIONS_AT_ONCE: usize = 24;

@@ -1,7 +1,7 @@
 //! Feature levels: ApiVersions reports them, UpdateFeatures changes them
 //! online, and the APIs they gate follow.
 
-mod common;
+use crate::common;
 
 use common::RawClient;
 use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
@@ -10,9 +10,6 @@ use kafka_protocol::protocol::StrBytes;
 use sharestream::broker::{Broker, BrokerConfig};
 use sharestream::protocol::ErrorCode;
 use sharestream::protocol::txn_share_ack::TxnShareAcknowledgeRequest;
-
-#[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
 
 async fn versions(c: &mut RawClient) -> ApiVersionsResponse {
     c.send(

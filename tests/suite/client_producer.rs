@@ -1,7 +1,7 @@
 //! The client layer against the embedded broker: metadata, admin, the
 //! idempotent producer, transactions v2 and KIP-1289 staging refusal.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,9 +27,6 @@ use sharestream::eos::{
 };
 use sharestream::protocol::ErrorCode;
 use sharestream::protocol::records::{Compression, RecordBatchView};
-
-#[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
 
 async fn broker(config: BrokerConfig) -> (BrokerHandle, AdminClient) {
     let _ = tracing_subscriber::fmt().with_test_writer().try_init();

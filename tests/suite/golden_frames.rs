@@ -9,9 +9,6 @@
 //! re-encode to the very same bytes, and carry the values the scenario
 //! used: group, transactional id, topics, member id shape, record counts.
 
-#[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
-
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::RequestKind;
 use kafka_protocol::protocol::Encodable;

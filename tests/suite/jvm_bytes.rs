@@ -6,7 +6,7 @@
 //! (API, version) that both our protocol layer and kafka-clients support,
 //! requests and responses filled with generated values (the version-aware
 //! generators of tests/support/gen_messages.rs, the same ones
-//! tests/protocol_roundtrip.rs uses) are encoded by our layer, header
+//! tests/suite/protocol_roundtrip.rs uses) are encoded by our layer, header
 //! included; the JVM decodes them with Kafka's classes, must consume every
 //! byte, and re-encodes them. The two byte strings must be identical: Kafka
 //! and we agree on the layout of every field that is present, on the header
@@ -24,17 +24,15 @@
 //! are also compared field by field: our decoding, rendered with Kafka's
 //! field names, against the JSON of kafka-clients' generated converters.
 //!
-//! Gated like tests/interop_embedded.rs: the tests that need
+//! Gated like tests/suite/interop_embedded.rs: the tests that need
 //! `SHARESTREAM_INTEROP_CP` (set by scripts/interop.sh) are `#[ignore]`d and
 //! scripts/interop.sh runs them with `--include-ignored`.
 //! `SHARESTREAM_CAPTURE_GOLDEN=1` additionally re-captures the golden frames
 //! of tests/golden/java (see tests/golden/java/README.md); the check of
-//! those frames runs without Java in tests/golden_frames.rs.
+//! those frames runs without Java in tests/suite/golden_frames.rs.
 
-#[path = "support/entropy.rs"]
-mod entropy;
-#[path = "support/gen_messages.rs"]
-mod gen_messages;
+use crate::support::entropy;
+use crate::support::gen_messages;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -46,7 +44,6 @@ use entropy::Entropy as G;
 use gen_messages as gm;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use sharestream::alloc::GuardedAlloc;
 use sharestream::protocol::ProtocolError;
 use sharestream::protocol::api::{
     AnyRequest, ApiRequest, Versions, codec_versions, encode_request_frame, encode_response_frame,
@@ -60,9 +57,6 @@ use sharestream::protocol::share_v2::{
     ShareAcknowledgeV2Response, ShareFetchV2Request,
 };
 use sharestream::protocol::txn_share_ack::TXN_SHARE_ACKNOWLEDGE_API_KEY;
-
-#[global_allocator]
-static GLOBAL: GuardedAlloc = GuardedAlloc::new();
 
 /// Generated values per (API, version) and side that must encode.
 const CASES_PER_PAIR: usize = 10;
@@ -358,7 +352,7 @@ fn share_acknowledge_api() -> Api {
 }
 
 /// Every kafka-protocol API our layer uses (the list of
-/// tests/protocol_roundtrip.rs, without our own TxnShareAcknowledge).
+/// tests/suite/protocol_roundtrip.rs, without our own TxnShareAcknowledge).
 fn apis() -> Vec<Api> {
     vec![
         api!(
@@ -925,7 +919,7 @@ fn record_batches_agree_with_kafka_clients() {
 }
 
 // ---------------------------------------------------------------------------
-// Golden frames (capture only; checked by tests/golden_frames.rs)
+// Golden frames (capture only; checked by tests/suite/golden_frames.rs)
 // ---------------------------------------------------------------------------
 
 /// Frames the clients sent, in arrival order.

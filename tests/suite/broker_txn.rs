@@ -2,7 +2,7 @@
 //! transactions v1 and v2 (commit, abort, LSO, aborted-transaction index,
 //! timeout, fencing) and crash restarts.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -21,9 +21,6 @@ use sharestream::protocol::ErrorCode;
 use sharestream::protocol::records::{
     BatchSpec, Compression, Record, RecordBatchView, encode_batch,
 };
-
-#[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
 
 const TOPIC: &str = "t";
 

@@ -6,7 +6,7 @@
 //! TX_PENDING counter equals a recount of the states. At the end every
 //! transaction is resolved and nothing is left TX_PENDING.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,9 +17,6 @@ use rand::{Rng, SeedableRng};
 use sharestream::broker::share::RecordState;
 use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
 use uuid::Uuid;
-
-#[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
 
 const RECORDS: i64 = 60;
 const STEPS: usize = 120;

@@ -14,10 +14,8 @@
 //! carries, since the crate refuses to encode any other non-default field.
 //! Case counts are bounded so the file runs in seconds in debug.
 
-#[path = "support/entropy.rs"]
-mod entropy;
-#[path = "support/gen_messages.rs"]
-mod gen_messages;
+use crate::support::entropy;
+use crate::support::gen_messages;
 
 use std::cell::Cell;
 use std::fmt::Debug;
@@ -29,7 +27,6 @@ use kafka_protocol::messages::*;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use sharestream::alloc::GuardedAlloc;
 use sharestream::protocol::ProtocolError;
 use sharestream::protocol::api::{
     AnyRequest, ApiRequest, Versions, codec_versions, decode_request, decode_request_header,
@@ -40,10 +37,6 @@ use sharestream::protocol::share_v2::{
     SHARE_VERSIONS, ShareAcknowledgeV2Request, ShareAcknowledgeV2Response, ShareFetchV2Request,
 };
 use sharestream::protocol::txn_share_ack::*;
-
-// Mutated encodings announce huge arrays all the time; see sharestream::alloc.
-#[global_allocator]
-static GLOBAL: GuardedAlloc = GuardedAlloc::new();
 
 const ROUND_TRIP_CASES: u32 = 24;
 const MUTATION_CASES: u32 = 24;

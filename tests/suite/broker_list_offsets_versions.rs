@@ -2,10 +2,7 @@
 //! set LeaderEpoch, a v4+ field, at v1-v3, could not encode the response and
 //! closed the connection; kcat, on librdkafka 2.0, asks v2).
 
-#[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
-
-mod common;
+use crate::common;
 
 use common::RawClient;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;

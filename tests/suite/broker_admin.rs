@@ -1,7 +1,7 @@
 //! Embedded broker over real sockets: ApiVersions, metadata and admin APIs,
 //! bad input handling, metadata persistence.
 
-mod common;
+use crate::common;
 
 use common::RawClient;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};

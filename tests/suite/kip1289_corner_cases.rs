@@ -3,7 +3,7 @@
 //! embedded broker over sockets. Cases that need injected faults (2, 13 and
 //! the blocked-marker half of 14) are in `kip1289_failpoints.rs`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -16,9 +16,6 @@ use sharestream::broker::txn_service::MarkerSink;
 use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
 use sharestream::protocol::ErrorCode;
 use uuid::Uuid;
-
-#[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
 
 const ACCEPT: i8 = 1;
 const RELEASE: i8 = 2;

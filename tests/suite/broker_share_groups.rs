@@ -3,10 +3,7 @@
 //! releases and lock expiry, group configs, persistence across a killed
 //! broker, and the share.version gate.
 
-#[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
-
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -3,11 +3,7 @@
 //! also with injected failures (abort mid-batch, a worker dropped between
 //! send and commit, a producer fenced, a stale member epoch).
 
-#[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
-
-#[path = "runtime_common/mod.rs"]
-mod rt;
+use crate::rt;
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -57,7 +53,7 @@ async fn exactly_once_two_workers_every_input_once() {
 }
 
 /// Failpoints are process-wide: the fault tests run one at a time.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+use crate::SERIAL;
 
 #[cfg(feature = "failpoints")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

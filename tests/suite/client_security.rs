@@ -26,9 +26,6 @@ use sharestream::client::{
 };
 use sharestream::protocol::sasl::SaslMechanism;
 
-#[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
-
 const ALICE_PW: &str = "alice-Secret-7731";
 
 /// PEM files of a CA and a broker certificate it signed.
