@@ -31,6 +31,7 @@ mod broker_txn;
 mod client_kip1289;
 mod client_producer;
 mod client_security;
+mod client_share_renew;
 mod golden_frames;
 mod interop_embedded;
 mod jvm_bytes;

@@ -77,9 +77,15 @@
 //!
 //! No `wakeup` (drop the poll future instead; acknowledgements taken into a
 //! request that is dropped are lost, and their records come back after the
-//! acquisition lock expires), no renew acknowledgements (KIP-1222: the
-//! broker serves them, this consumer does not send them), no rack
-//! awareness, no client telemetry.
+//! acquisition lock expires), no rack awareness, no client telemetry.
+//!
+//! # Renewing locks
+//!
+//! [`ShareConsumer::renew`] (or RENEW given to `acknowledge`) keeps a
+//! record that takes long to process: the renewal goes out with the next
+//! commit and restarts its acquisition lock (KIP-1222, ShareAcknowledge
+//! version 2). Renewed records still need their final acknowledgement
+//! before the next poll in explicit mode.
 
 pub mod config;
 pub mod error;
@@ -509,7 +515,22 @@ impl ShareConsumer {
         }
     }
 
-    /// Acknowledges a record of the latest poll (explicit mode).
+    /// Asks the broker to renew the acquisition lock of a record of the
+    /// latest poll (KIP-1222; explicit mode; the same as
+    /// `acknowledge(record, AcknowledgeType::Renew)`). The record stays
+    /// this consumer's, waiting for its final acknowledgement; the renewal
+    /// goes out with the next `commit_sync` or `commit_async`, in a
+    /// ShareAcknowledge of its own (version 2, `IsRenewAck`), and the
+    /// lock lasts [`Self::acquisition_lock_timeout_ms`] from then. A broker
+    /// whose group has `share.renew.acknowledge.enable=false` answers
+    /// INVALID_RECORD_STATE for the partition.
+    pub fn renew(&mut self, record: &ShareRecord) -> Result<(), ConsumerError> {
+        self.ensure_open()?;
+        self.acks.renew(&record.topic_id_partition(), record.offset)
+    }
+
+    /// Acknowledges a record of the latest poll (explicit mode). RENEW
+    /// extends the record's lock instead (see [`Self::renew`]).
     pub fn acknowledge(
         &mut self,
         record: &ShareRecord,
@@ -671,9 +692,7 @@ impl ShareConsumer {
 
     /// Pending acknowledgements grouped by leader; those without a known
     /// leader are kept pending.
-    fn pending_by_leader(
-        &mut self,
-    ) -> BTreeMap<i32, (BrokerAddress, Vec<(TopicIdPartition, Acknowledgements)>)> {
+    fn pending_by_leader(&mut self) -> AcksByLeader {
         let pending = self.acks.take_pending();
         let mut out: BTreeMap<i32, (BrokerAddress, Vec<_>)> = BTreeMap::new();
         for (tp, a) in pending.partitions() {
@@ -687,6 +706,32 @@ impl ShareConsumer {
             }
         }
         out
+    }
+
+    /// The pending renewals (KIP-1222) by leader. A renewal whose partition
+    /// has no known leader is dropped: the lock it would extend is held by
+    /// a leader this consumer cannot reach now, and the record comes back
+    /// to the group when the lock expires (the result says so).
+    fn renewals_by_leader(&mut self) -> (AcksByLeader, Vec<AcknowledgementCommit>) {
+        let renewals = self.acks.take_renewals();
+        let mut out: BTreeMap<i32, (BrokerAddress, Vec<_>)> = BTreeMap::new();
+        let mut unsent = Vec::new();
+        for (tp, a) in renewals.partitions() {
+            match self.leader_of(tp) {
+                Some(b) => out
+                    .entry(b.node_id)
+                    .or_insert_with(|| (b.clone(), Vec::new()))
+                    .1
+                    .push((tp.clone(), a.clone())),
+                None => unsent.extend(commits_for(&[(tp.clone(), a.clone())], |tp| {
+                    Some(ConsumerError::Acknowledgement {
+                        partition: tp.clone(),
+                        code: ErrorCode::NOT_LEADER_OR_FOLLOWER,
+                    })
+                })),
+            }
+        }
+        (out, unsent)
     }
 
     /// One ShareFetch to every leader; `None` when there was nothing to
@@ -822,11 +867,24 @@ impl ShareConsumer {
             let session = self.session(node);
             jobs.push(acknowledge_leader(inner, session, addr, acks, close));
         }
-        let results: Vec<AcknowledgementCommit> = futures::future::join_all(jobs)
+        let mut results: Vec<AcknowledgementCommit> = futures::future::join_all(jobs)
             .await
             .into_iter()
             .flatten()
             .collect();
+        // Renewals after the final acknowledgements, in requests of their
+        // own (IsRenewAck); at close there is nothing left to hold.
+        let (renewals, unsent) = self.renewals_by_leader();
+        if !close && !renewals.is_empty() {
+            let jobs = renewals.into_iter().map(|(node, (addr, acks))| {
+                acknowledge_leader(self.inner.clone(), self.session(node), addr, acks, false)
+            });
+            results.extend(futures::future::join_all(jobs).await.into_iter().flatten());
+        }
+        if !close && !unsent.is_empty() {
+            self.inner.completed.lock().extend(unsent.iter().cloned());
+            results.extend(unsent);
+        }
         // Acknowledgements that could not be sent stay pending (no leader).
         results
     }
@@ -862,12 +920,27 @@ impl ShareConsumer {
                 false,
             ));
         }
+        let (renewals, unsent) = self.renewals_by_leader();
+        self.inner.completed.lock().extend(unsent.iter().cloned());
+        let renew_jobs: Vec<_> = renewals
+            .into_iter()
+            .map(|(node, (addr, acks))| {
+                acknowledge_leader(self.inner.clone(), self.session(node), addr, acks, false)
+            })
+            .collect();
         Ok(tokio::spawn(async move {
-            let results: Vec<AcknowledgementCommit> = futures::future::join_all(jobs)
+            let mut results: Vec<AcknowledgementCommit> = futures::future::join_all(jobs)
                 .await
                 .into_iter()
                 .flatten()
                 .collect();
+            results.extend(
+                futures::future::join_all(renew_jobs)
+                    .await
+                    .into_iter()
+                    .flatten(),
+            );
+            results.extend(unsent);
             fold_results(&results)
         }))
     }
@@ -1016,12 +1089,25 @@ async fn acknowledge_leader(
                 })
                 .collect(),
         );
+    // KIP-1222: a request that carries RENEW says so (version 2 only; the
+    // codec refuses it at version 1 with an error naming the field).
+    let is_renew_ack = acks
+        .iter()
+        .any(|(_, a)| a.iter().any(|(_, t)| t == AcknowledgeType::Renew));
     let req = ShareAcknowledgeV2Request {
         request: req,
-        is_renew_ack: false,
+        is_renew_ack,
     };
     let conn = inner.pool.broker(broker.node_id, &broker.address);
-    let out = match conn.send(&req).await.map(|r| r.response) {
+    let sent = conn.send(&req).await.map(|r| {
+        if r.acquisition_lock_timeout_ms > 0 {
+            inner
+                .lock_timeout_ms
+                .store(r.acquisition_lock_timeout_ms, Ordering::Relaxed);
+        }
+        r.response
+    });
+    let out = match sent {
         Ok(resp) if resp.error_code == 0 => {
             if close {
                 s.session.reset();
@@ -1067,6 +1153,9 @@ async fn acknowledge_leader(
     inner.completed.lock().extend(out.iter().cloned());
     out
 }
+
+/// Acknowledgements to send, by leader node id.
+type AcksByLeader = BTreeMap<i32, (BrokerAddress, Vec<(TopicIdPartition, Acknowledgements)>)>;
 
 /// One leader's part of a fetch round.
 struct LeaderFetch {

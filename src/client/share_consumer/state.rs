@@ -31,7 +31,7 @@
 //! broker put them back to ACQUIRED for this member with a fresh lock (D6),
 //! so no fetch is needed and the runtime simply processes them again.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::config::AcknowledgementMode;
 use super::error::ConsumerError;
@@ -84,6 +84,9 @@ pub struct AcknowledgementState {
     mode: AcknowledgementMode,
     delivered: BTreeMap<(TopicIdPartition, i64), Delivered>,
     pending: PartitionAcknowledgements,
+    /// Delivered records whose acquisition locks are to be renewed
+    /// (KIP-1222); they stay waiting for their final acknowledgement.
+    renewals: BTreeMap<TopicIdPartition, BTreeSet<i64>>,
     open_transaction: Vec<(ShareRecord, AcknowledgeType)>,
     sealed: BTreeMap<TransactionAcknowledgementsId, Vec<ShareRecord>>,
     next_transaction: u64,
@@ -97,6 +100,7 @@ impl AcknowledgementState {
             mode,
             delivered: BTreeMap::new(),
             pending: PartitionAcknowledgements::new(),
+            renewals: BTreeMap::new(),
             open_transaction: Vec::new(),
             sealed: BTreeMap::new(),
             next_transaction: 1,
@@ -126,6 +130,7 @@ impl AcknowledgementState {
         }
         self.accept_waiting();
         self.delivered.clear();
+        self.renewals.clear();
         Ok(())
     }
 
@@ -213,7 +218,10 @@ impl AcknowledgementState {
                     .into(),
             ));
         }
-        if matches!(ty, AcknowledgeType::Gap | AcknowledgeType::Renew) {
+        if ty == AcknowledgeType::Renew {
+            return self.renew(tp, offset);
+        }
+        if ty == AcknowledgeType::Gap {
             return Err(ConsumerError::InvalidArgument(format!(
                 "{ty:?} cannot be given to a delivered record"
             )));
@@ -236,7 +244,57 @@ impl AcknowledgementState {
             .add(tp, offset, ty)
             .map_err(|e| ConsumerError::IllegalState(e.to_string()))?;
         *self.delivered_mut(tp, offset)? = Delivered::Acknowledged(ty);
+        self.forget_renewal(tp, offset);
         Ok(())
+    }
+
+    /// Asks for the acquisition lock of a delivered record to be renewed
+    /// (KIP-1222, explicit mode): the record stays waiting for its final
+    /// acknowledgement, and the renewal goes out with the next commit.
+    pub fn renew(&mut self, tp: &TopicIdPartition, offset: i64) -> Result<(), ConsumerError> {
+        if self.mode == AcknowledgementMode::Implicit {
+            return Err(ConsumerError::IllegalState(
+                "renew is not allowed in implicit acknowledgement mode \
+                 (share.acknowledgement.mode=implicit)"
+                    .into(),
+            ));
+        }
+        match self.delivered_mut(tp, offset)? {
+            Delivered::Waiting(_) => {}
+            other => {
+                return Err(ConsumerError::IllegalState(format!(
+                    "offset {offset} of {tp} is already acknowledged ({other:?}); \
+                     only a record waiting for its acknowledgement can be renewed"
+                )));
+            }
+        }
+        self.renewals.entry(tp.clone()).or_default().insert(offset);
+        Ok(())
+    }
+
+    fn forget_renewal(&mut self, tp: &TopicIdPartition, offset: i64) {
+        if let Some(offsets) = self.renewals.get_mut(tp) {
+            offsets.remove(&offset);
+            if offsets.is_empty() {
+                self.renewals.remove(tp);
+            }
+        }
+    }
+
+    /// `true` if renewals are waiting to be sent.
+    pub fn has_renewals(&self) -> bool {
+        !self.renewals.is_empty()
+    }
+
+    /// Takes every pending renewal for sending, as RENEW acknowledgements.
+    pub fn take_renewals(&mut self) -> PartitionAcknowledgements {
+        let mut out = PartitionAcknowledgements::new();
+        for (tp, offsets) in std::mem::take(&mut self.renewals) {
+            for o in offsets {
+                let _ = out.add(&tp, o, AcknowledgeType::Renew);
+            }
+        }
+        out
     }
 
     /// Takes a delivered record out of the consumer's acknowledgement path
@@ -272,6 +330,7 @@ impl AcknowledgementState {
         };
         *d = Delivered::InTransaction(ty);
         self.open_transaction.push((record, ty));
+        self.forget_renewal(tp, offset);
         Ok(())
     }
 
@@ -467,7 +526,7 @@ mod tests {
         // Same type again is harmless, another type is refused.
         st.acknowledge(&tp(0), 5, AcknowledgeType::Release).unwrap();
         assert!(st.acknowledge(&tp(0), 5, AcknowledgeType::Accept).is_err());
-        // Offsets not delivered, and GAP/RENEW, are refused.
+        // Offsets not delivered, and GAP, are refused.
         assert!(st.acknowledge(&tp(0), 7, AcknowledgeType::Accept).is_err());
         assert!(st.acknowledge(&tp(0), 6, AcknowledgeType::Gap).is_err());
         st.acknowledge(&tp(0), 6, AcknowledgeType::Reject).unwrap();
@@ -481,6 +540,39 @@ mod tests {
         );
         // Records of an earlier poll can no longer be acknowledged.
         assert!(st.acknowledge(&tp(0), 5, AcknowledgeType::Accept).is_err());
+    }
+
+    #[test]
+    fn a_renewed_record_stays_waiting_and_its_renewal_goes_with_the_final_ack() {
+        let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
+        st.deliver(&[rec(0, 5), rec(0, 6)]);
+        st.acknowledge(&tp(0), 5, AcknowledgeType::Renew).unwrap();
+        st.renew(&tp(0), 6).unwrap();
+        assert!(!st.has_pending(), "a renewal is no final acknowledgement");
+        assert_eq!(st.waiting(), 2, "renewed records still wait");
+        let r = st.take_renewals();
+        let renewed: Vec<_> = r
+            .partitions()
+            .flat_map(|(tp, a)| a.iter().map(move |(o, t)| (tp.partition, o, t)))
+            .collect();
+        assert_eq!(
+            renewed,
+            [
+                (0, 5, AcknowledgeType::Renew),
+                (0, 6, AcknowledgeType::Renew)
+            ]
+        );
+        assert!(!st.has_renewals(), "taken once");
+        // Renewed again, then accepted before the commit: the renewal is moot.
+        st.renew(&tp(0), 5).unwrap();
+        st.acknowledge(&tp(0), 5, AcknowledgeType::Accept).unwrap();
+        assert!(!st.has_renewals());
+        // An acknowledged record cannot be renewed.
+        assert!(st.renew(&tp(0), 5).is_err());
+        // Implicit mode has no renewals.
+        let mut imp = AcknowledgementState::new(AcknowledgementMode::Implicit);
+        imp.deliver(&[rec(0, 1)]);
+        assert!(imp.renew(&tp(0), 1).is_err());
     }
 
     #[test]
