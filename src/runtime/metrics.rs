@@ -52,6 +52,9 @@ pub struct RuntimeMetrics {
     /// Producers re-created after being fenced or timed out (a paused
     /// process that came back, docs/DESIGN.md D15).
     pub producer_recoveries: AtomicU64,
+    /// Acquisition locks renewed (KIP-1222) for records whose processing
+    /// outlasted half their lock.
+    pub lock_renewals: AtomicU64,
     /// Source records whose processing failed on their last delivery
     /// (delivery count at `share.delivery.count.limit`) and that were
     /// dead-lettered or rejected instead of stopping the application.
@@ -78,6 +81,7 @@ impl Default for RuntimeMetrics {
             transactions_committed: AtomicU64::new(0),
             transactions_aborted: AtomicU64::new(0),
             producer_recoveries: AtomicU64::new(0),
+            lock_renewals: AtomicU64::new(0),
             records_failed_at_delivery_limit: AtomicU64::new(0),
             records_in_flight: AtomicI64::new(0),
             worker_time: WorkerTime::default(),
@@ -184,7 +188,7 @@ impl RuntimeMetrics {
     /// Prometheus text exposition (version 0.0.4).
     pub fn render_prometheus(&self) -> String {
         let mut out = String::new();
-        let counters: [(&str, &str, &AtomicU64); 9] = [
+        let counters: [(&str, &str, &AtomicU64); 10] = [
             (
                 "sharestream_runtime_records_in_total",
                 "Source records delivered to the workers.",
@@ -229,6 +233,11 @@ impl RuntimeMetrics {
                 "sharestream_runtime_producer_recoveries_total",
                 "Producers re-created after being fenced or after their transaction timed out.",
                 &self.producer_recoveries,
+            ),
+            (
+                "sharestream_runtime_lock_renewals_total",
+                "Acquisition locks renewed for records whose processing outlasted half their lock.",
+                &self.lock_renewals,
             ),
         ];
         for (name, help, c) in counters {

@@ -94,6 +94,16 @@
 //! `commit.interval.ms`. Nothing is lost; a crash between produce and
 //! acknowledge produces duplicates.
 //!
+//! # Slow processing
+//!
+//! Under either guarantee, a poll batch whose processing outlasts half its
+//! acquisition lock (a slow `map_async`, say) has its locks renewed every
+//! half lock (KIP-1222, `ShareConsumer::renew`), so the broker does not
+//! hand its records to another member while this one still works on them
+//! (`sharestream_runtime_lock_renewals_total`). A group with
+//! `share.renew.acknowledge.enable=false` refuses; the worker logs it and
+//! the records come back after their lock, as before renewal existed.
+//!
 //! # Shutdown
 //!
 //! [`RuntimeHandle::shutdown`] (and SIGINT/SIGTERM with

@@ -399,8 +399,63 @@ async fn poll_and_process(
         .iter()
         .map(|r| (r.topic.clone(), r.partition, r.offset))
         .collect();
-    let processed = process_batch(index, topology, sources, coords, last).await;
+    let processing = process_batch(index, topology, sources, coords, last);
+    let processed = while_renewing(consumer, metrics, index, &records, polled_at, processing).await;
     Ok((records, processed, polled_at))
+}
+
+/// Drives `processing` (of `records`, polled at `polled_at`) to its end.
+/// Should it outlast half the records' acquisition lock, renews their locks
+/// (KIP-1222) every half lock, so that the broker does not hand them to
+/// another member while this one still works on them. A refused renewal
+/// (a group with `share.renew.acknowledge.enable=false`, a broker without
+/// ShareAcknowledge v2) is logged and renewing stops for the batch; the
+/// records then come back after their lock, as without renewal.
+async fn while_renewing<T>(
+    consumer: &mut ShareConsumer,
+    metrics: &RuntimeMetrics,
+    index: usize,
+    records: &ShareRecords,
+    polled_at: Instant,
+    processing: impl Future<Output = T>,
+) -> T {
+    let every = match consumer.acquisition_lock_timeout_ms() {
+        Some(ms) if ms >= 2 => Duration::from_millis(ms as u64 / 2),
+        _ => return processing.await,
+    };
+    tokio::pin!(processing);
+    let mut next = polled_at + every;
+    let mut renewing = true;
+    loop {
+        tokio::select! {
+            out = &mut processing => return out,
+            _ = tokio::time::sleep_until(next), if renewing => {
+                next += every;
+                for r in records.iter() {
+                    // Only a record still waiting can be renewed; the
+                    // others need nothing.
+                    let _ = consumer.renew(r);
+                }
+                match consumer.commit_sync(every).await {
+                    Ok(results) => match results.values().find_map(|r| r.as_ref().err()) {
+                        None => {
+                            metrics
+                                .lock_renewals
+                                .fetch_add(records.len() as u64, Ordering::Relaxed);
+                        }
+                        Some(e) => {
+                            tracing::warn!(worker = index, error = %e, "renewing the acquisition locks of records still in processing failed; they may be delivered to another member when their locks expire");
+                            renewing = false;
+                        }
+                    },
+                    Err(e) => {
+                        tracing::warn!(worker = index, error = %e, "renewing the acquisition locks of records still in processing failed; they may be delivered to another member when their locks expire");
+                        renewing = false;
+                    }
+                }
+            }
+        }
+    }
 }
 
 async fn process_batch(
@@ -504,7 +559,16 @@ impl Worker {
                         Ok(Vec::new())
                     } else {
                         let t0 = Instant::now();
-                        let p = self.process(&records).await;
+                        let processing = self.process(&records);
+                        let p = while_renewing(
+                            &mut self.consumer,
+                            &self.metrics,
+                            self.index,
+                            &records,
+                            polled_at,
+                            processing,
+                        )
+                        .await;
                         WorkerTime::add(&self.metrics.worker_time.process_ns, t0.elapsed());
                         p
                     };
@@ -797,7 +861,17 @@ impl Worker {
             if records.is_empty() {
                 continue;
             }
-            let results = self.process(&records).await?;
+            let polled_at = Instant::now();
+            let processing = self.process(&records);
+            let results = while_renewing(
+                &mut self.consumer,
+                &self.metrics,
+                self.index,
+                &records,
+                polled_at,
+                processing,
+            )
+            .await?;
             let b = open.get_or_insert_with(|| OpenBatch::new(Instant::now() + interval));
             let mut deliveries: Vec<(usize, DeliveryFuture)> = Vec::new();
             let mut types = Vec::with_capacity(records.len());

@@ -361,3 +361,65 @@ async fn scrape(addr: std::net::SocketAddr) -> String {
     s.read_to_string(&mut out).await.unwrap();
     out
 }
+
+/// A slow async map (each record takes twice the 1.5 s acquisition lock):
+/// the worker renews its records' locks while they are in processing, so
+/// the broker hands none of them to the other worker meanwhile. Every input
+/// arrives once, no transaction aborts, and the broker counts no lock
+/// expiry and no redelivery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_in_a_slow_map_keep_their_locks_by_renewal() {
+    use sharestream::client::admin::AlterConfigOp;
+    let b = broker().await;
+    setup(&b, "g-slow", &[("in", 1), ("out", 1)]).await;
+    admin(&b)
+        .incremental_alter_group_config(
+            "g-slow",
+            &[(
+                "share.record.lock.duration.ms",
+                AlterConfigOp::Set("1500".into()),
+            )],
+        )
+        .await
+        .unwrap();
+    produce_inputs(&b, "in", 1, 20).await;
+    let sb = StreamsBuilder::new("g-slow");
+    sb.stream::<String, String>("in", Serdes::string(), Serdes::string())
+        .map_async(64, |v: String| async move {
+            tokio::time::sleep(std::time::Duration::from_millis(3_000)).await;
+            Ok::<_, std::convert::Infallible>(v)
+        })
+        .to("out", Serdes::string(), Serdes::string());
+    let mut cfg = config(&b, "app-slow");
+    cfg.num_workers = 2;
+    cfg.max_poll_records = 20;
+    cfg.max_records_per_transaction = 20;
+    let h = Runtime::builder(sb.build().unwrap())
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    wait_output(&b, "out", 20).await;
+    let m = h.metrics().clone();
+    h.stop().await.unwrap();
+    assert_exactly_once(&committed(&b, "out").await, 20, |i| format!("v{i}"));
+    assert!(
+        m.lock_renewals.load(Ordering::Relaxed) > 0,
+        "processing outlasted the lock, yet nothing was renewed"
+    );
+    assert_eq!(m.transactions_aborted.load(Ordering::Relaxed), 0);
+    let (expired, redelivered) = b
+        .core()
+        .shares()
+        .partition_metrics()
+        .iter()
+        .fold((0, 0), |(e, r), (_, m)| {
+            (e + m.lock_expired_total, r + m.redeliveries_total)
+        });
+    assert_eq!(
+        (expired, redelivered),
+        (0, 0),
+        "locks expired or records were delivered again"
+    );
+    b.shutdown().await;
+}
