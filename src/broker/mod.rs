@@ -50,6 +50,7 @@
 
 pub mod acl;
 pub mod config;
+pub mod consumer_group;
 pub mod core;
 pub mod group;
 mod handlers;
