@@ -51,6 +51,7 @@
 pub mod acl;
 pub mod config;
 pub mod consumer_group;
+pub mod consumer_groups;
 pub mod core;
 pub mod group;
 mod handlers;

@@ -198,6 +198,19 @@ impl GroupCoordinator {
         out
     }
 
+    /// Takes the durable part (offsets, pending transactional offsets,
+    /// generations) from `fresh`, a coordinator recovered from the log,
+    /// keeping the in-memory membership (after a failed append).
+    pub fn replace_durable_state(&mut self, fresh: GroupCoordinator) {
+        self.offsets = fresh.offsets;
+        self.pending_txn = fresh.pending_txn;
+        self.groups
+            .retain(|id, g| !g.members.is_empty() || fresh.groups.contains_key(id));
+        for (id, g) in fresh.groups {
+            self.groups.entry(id).or_insert(g);
+        }
+    }
+
     /// How many records a snapshot would hold.
     pub fn live_record_count(&self) -> usize {
         self.groups.len() + self.offsets.len() + self.pending_txn.len()
