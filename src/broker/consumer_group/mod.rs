@@ -30,6 +30,7 @@
 //! commit into a post-restart generation.
 
 pub mod coordinator;
+pub mod describe;
 pub mod offsets;
 pub mod record;
 
@@ -38,6 +39,7 @@ pub use coordinator::{
     JoinGroupResponse, JoinedMember, LeaveMember, Output, Reply, SyncGroupRequest,
     SyncGroupResponse,
 };
+pub use describe::{DescribedGroup, DescribedMember};
 pub use offsets::{CommittedOffset, OffsetCommitRequest, PartitionOffset};
 pub use record::GroupRecord;
 

@@ -56,6 +56,8 @@ const SERVED: &[(i16, i16, i16)] = &[
     (8, 2, 9),  // OffsetCommit
     (9, 1, 9),  // OffsetFetch (v8+: several groups)
     (28, 0, 5), // TxnOffsetCommit
+    (16, 0, 5), // ListGroups (v4 states, v5 types filter)
+    (15, 0, 5), // DescribeGroups (v6's GROUP_ID_NOT_FOUND not yet)
 ];
 
 /// Share-group APIs, advertised with `share.version >= 1`.

@@ -12,6 +12,7 @@ mod api_versions;
 mod consumer_group;
 mod data;
 mod features;
+mod group_admin;
 mod metadata;
 mod share;
 mod txn;
@@ -235,6 +236,14 @@ pub(crate) async fn dispatch(
             RequestKind::TxnOffsetCommit(r) => {
                 let resp = consumer_group::txn_offset_commit(core, &ctx, r).await;
                 respond::<TxnOffsetCommitRequest>(&ctx, &resp, out)
+            }
+            RequestKind::ListGroups(r) => {
+                let resp = group_admin::list_groups(core, &ctx, r);
+                respond::<ListGroupsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DescribeGroups(r) => {
+                let resp = group_admin::describe_groups(core, &ctx, r);
+                respond::<DescribeGroupsRequest>(&ctx, &resp, out)
             }
             RequestKind::CreateAcls(r) => {
                 let resp = acls::create_acls(core, &ctx, r);
