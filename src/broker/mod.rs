@@ -14,6 +14,10 @@
 //!   generic durable `StateLog`.
 //! - [`group`]: the share group coordinator (membership, heartbeats,
 //!   assignment, group configs), an I/O-free state machine.
+//! - [`consumer_group`]: the consumer group coordinator (classic protocol,
+//!   committed and transactional offsets), an I/O-free state machine;
+//!   [`consumer_groups`] runs it (durable log, parked JoinGroup/SyncGroup,
+//!   timer).
 //! - [`share`]: the share partition (record states, acquisition locks,
 //!   delivery counts, KIP-1289 TX_PENDING), an I/O-free state machine.
 //! - [`txn`]: the transaction coordinator, an I/O-free state machine
@@ -42,9 +46,11 @@
 //! sessions, piggy-backed acknowledgements and long-poll, ShareAcknowledge
 //! v1; UNSUPPORTED_VERSION and not advertised at share.version 0), and
 //! IncrementalAlterConfigs (v0-1, GROUP resources) / DescribeConfigs on
-//! GROUP resources for the `share.*` group configs. Not served yet:
-//! TxnShareAcknowledge,
-//! consumer groups (JoinGroup, OffsetCommit, TxnOffsetCommit), TLS.
+//! GROUP resources for the `share.*` group configs; consumer groups with the
+//! classic protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+//! OffsetCommit, OffsetFetch, TxnOffsetCommit, ListGroups, DescribeGroups).
+//! Not served yet: the KIP-848 consumer group protocol, DeleteGroups,
+//! OffsetDelete.
 //! [`security`]: SASL listeners (PLAIN, SCRAM) and the [`acl`] authorizer
 //! (CreateAcls, DescribeAcls, DeleteAcls); see docs/SECURITY.md.
 
