@@ -202,6 +202,56 @@ async fn two_members_join_sync_commit_fetch_and_leave() {
     assert_eq!(fsr.assignment, Bytes::from_static(b"p1"));
     assert_eq!(fsr.protocol_name.as_deref(), Some("range"));
 
+    // What kafka-consumer-groups.sh sees: the group, Stable, both members
+    // with their assignments; ListGroups with the v5 type filter.
+    let d = admin
+        .send(
+            &DescribeGroupsRequest::default().with_groups(vec![GroupId(s(GROUP_ID))]),
+            5,
+        )
+        .await;
+    let g = &d.groups[0];
+    assert_eq!(g.error_code, 0);
+    assert_eq!(g.group_state.as_str(), "Stable");
+    assert_eq!(g.protocol_type.as_str(), "consumer");
+    assert_eq!(g.protocol_data.as_str(), "range");
+    assert_eq!(g.members.len(), 2);
+    let leader_row = g
+        .members
+        .iter()
+        .find(|m| m.member_id.as_str() == leader_id)
+        .unwrap();
+    assert_eq!(leader_row.member_assignment, Bytes::from_static(b"p0"));
+    assert_eq!(
+        leader_row.member_metadata,
+        Bytes::from_static(b"subscription")
+    );
+    let l = admin
+        .send(
+            &ListGroupsRequest::default().with_types_filter(vec![s("classic")]),
+            5,
+        )
+        .await;
+    let listed: Vec<(&str, &str, &str)> = l
+        .groups
+        .iter()
+        .map(|g| {
+            (
+                g.group_id.0.as_str(),
+                g.group_state.as_str(),
+                g.group_type.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(listed, vec![(GROUP_ID, "Stable", "classic")]);
+    let l = admin
+        .send(
+            &ListGroupsRequest::default().with_states_filter(vec![s("Empty")]),
+            4,
+        )
+        .await;
+    assert!(l.groups.is_empty());
+
     let hb = |m: &str, generation: i32| {
         HeartbeatRequest::default()
             .with_group_id(GroupId(s(GROUP_ID)))
@@ -413,5 +463,130 @@ async fn authorization_as_kafka_apis_checks_it() {
     );
     let got = fetch_v8(&mut c, &[GROUP_ID]).await;
     assert_eq!(got[0].2[0], (0, 9, 0));
+    b.shutdown().await;
+}
+
+fn txn_commit_req(txn: &str, pid: i64, epoch: i16, offset: i64) -> TxnOffsetCommitRequest {
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    TxnOffsetCommitRequest::default()
+        .with_transactional_id(TransactionalId(s(txn)))
+        .with_group_id(GroupId(s(GROUP_ID)))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_generation_id(-1)
+        .with_topics(vec![
+            TxnOffsetCommitRequestTopic::default()
+                .with_name(TopicName(s(TOPIC_NAME)))
+                .with_partitions(vec![
+                    TxnOffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(offset),
+                ]),
+        ])
+}
+
+fn txn_codes(r: &TxnOffsetCommitResponse) -> Vec<i16> {
+    r.topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect()
+}
+
+/// OffsetFetch v8 with require_stable: (offset, error) of partition 0.
+async fn fetch_stable(c: &mut RawClient) -> (i64, i16) {
+    let req = OffsetFetchRequest::default()
+        .with_require_stable(true)
+        .with_groups(vec![
+            OffsetFetchRequestGroup::default()
+                .with_group_id(GroupId(s(GROUP_ID)))
+                .with_topics(Some(vec![
+                    OffsetFetchRequestTopics::default()
+                        .with_name(TopicName(s(TOPIC_NAME)))
+                        .with_partition_indexes(vec![0]),
+                ])),
+        ]);
+    let r = c.send(&req, 8).await;
+    let p = &r.groups[0].topics[0].partitions[0];
+    (p.committed_offset, p.error_code)
+}
+
+#[tokio::test]
+async fn txn_offset_commit_is_settled_by_the_transaction() {
+    use common::kip::{end_txn, init_pid};
+    let b = start(BrokerConfig::in_memory()).await;
+    let mut c = RawClient::connect(b.local_addr()).await;
+    create_topic(&mut c, TOPIC_NAME, 1).await;
+
+    // Transactions v1: AddOffsetsToTxn first, else the commit is refused.
+    let (pid, epoch) = init_pid(&mut c, "t1", 60_000).await;
+    let r = c.send(&txn_commit_req("t1", pid, epoch, 5), 3).await;
+    assert_eq!(txn_codes(&r), vec![ErrorCode::INVALID_TXN_STATE.0]);
+    let r = c
+        .send(
+            &AddOffsetsToTxnRequest::default()
+                .with_transactional_id(TransactionalId(s("t1")))
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_group_id(GroupId(s(GROUP_ID))),
+            3,
+        )
+        .await;
+    assert_eq!(r.error_code, 0);
+    let r = c.send(&txn_commit_req("t1", pid, epoch, 5), 3).await;
+    assert_eq!(txn_codes(&r), vec![0]);
+    // Pending: require_stable sees UNSTABLE_OFFSET_COMMIT; nothing committed.
+    assert_eq!(
+        fetch_stable(&mut c).await,
+        (-1, ErrorCode::UNSTABLE_OFFSET_COMMIT.0)
+    );
+    assert_eq!(fetch_v8(&mut c, &[GROUP_ID]).await[0].2[0], (0, -1, 0));
+    // Abort drops them.
+    let r = c
+        .send(
+            &EndTxnRequest::default()
+                .with_transactional_id(TransactionalId(s("t1")))
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_committed(false),
+            3,
+        )
+        .await;
+    assert_eq!(r.error_code, 0);
+    let stable = async {
+        loop {
+            let got = fetch_stable(&mut c).await;
+            if got.1 == 0 {
+                return got;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    assert_eq!(stable.await, (-1, 0));
+
+    // Transactions v2: TxnOffsetCommit v5 enrolls the offsets partition.
+    let (pid, epoch) = init_pid(&mut c, "t2", 60_000).await;
+    let r = c.send(&txn_commit_req("t2", pid, epoch, 9), 5).await;
+    assert_eq!(txn_codes(&r), vec![0]);
+    assert_eq!(
+        fetch_stable(&mut c).await.1,
+        ErrorCode::UNSTABLE_OFFSET_COMMIT.0
+    );
+    let r = end_txn(&mut c, "t2", pid, epoch, true).await;
+    assert_eq!(r.error_code, 0);
+    let stable = async {
+        loop {
+            let got = fetch_stable(&mut c).await;
+            if got.1 == 0 {
+                return got;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    assert_eq!(stable.await, (9, 0));
+    // A fenced producer epoch cannot commit offsets.
+    let r = c.send(&txn_commit_req("t2", pid, epoch, 10), 5).await;
+    assert_ne!(txn_codes(&r), vec![0]);
     b.shutdown().await;
 }
