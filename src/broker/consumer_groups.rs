@@ -220,6 +220,41 @@ impl GroupService {
         self.finish(&mut inner, out)
     }
 
+    /// DeleteGroups of one group.
+    pub fn delete_group(&self, group_id: &str) -> ErrorCode {
+        let mut inner = self.inner.lock();
+        match inner.coordinator.delete_group(group_id) {
+            Err(code) => code,
+            Ok(record) => {
+                let out = Output {
+                    result: (),
+                    completions: Vec::new(),
+                    records: vec![record],
+                };
+                self.finish(&mut inner, out)
+                    .err()
+                    .unwrap_or(ErrorCode::NONE)
+            }
+        }
+    }
+
+    /// OffsetDelete: one code per partition or a top-level error.
+    pub fn delete_offsets(
+        &self,
+        group_id: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<ErrorCode>, ErrorCode> {
+        let mut inner = self.inner.lock();
+        let (codes, record) = inner.coordinator.delete_offsets(group_id, partitions)?;
+        let out = Output {
+            result: (),
+            completions: Vec::new(),
+            records: record.into_iter().collect(),
+        };
+        self.finish(&mut inner, out)?;
+        Ok(codes)
+    }
+
     /// Forgets the offsets of a deleted topic.
     pub fn on_topic_deleted(&self, topic: &str) {
         let mut inner = self.inner.lock();

@@ -48,9 +48,9 @@
 //! IncrementalAlterConfigs (v0-1, GROUP resources) / DescribeConfigs on
 //! GROUP resources for the `share.*` group configs; consumer groups with the
 //! classic protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-//! OffsetCommit, OffsetFetch, TxnOffsetCommit, ListGroups, DescribeGroups).
-//! Not served yet: the KIP-848 consumer group protocol, DeleteGroups,
-//! OffsetDelete.
+//! OffsetCommit, OffsetFetch, TxnOffsetCommit, ListGroups, DescribeGroups,
+//! DeleteGroups, OffsetDelete). Not served yet: the KIP-848 consumer group
+//! protocol.
 //! [`security`]: SASL listeners (PLAIN, SCRAM) and the [`acl`] authorizer
 //! (CreateAcls, DescribeAcls, DeleteAcls); see docs/SECURITY.md.
 

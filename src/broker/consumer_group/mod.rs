@@ -29,6 +29,7 @@
 //! rejoins, and the generation keeps rising so no pre-restart member can
 //! commit into a post-restart generation.
 
+pub mod admin;
 pub mod coordinator;
 pub mod describe;
 pub mod offsets;

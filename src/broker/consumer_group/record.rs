@@ -51,7 +51,12 @@ pub enum GroupRecord {
         /// Commit (else abort).
         commit: bool,
     },
-    /// Offsets removed (their topic was deleted).
+    /// A group deleted (DeleteGroups): its generation and offsets.
+    DeleteGroup {
+        /// Group id.
+        group_id: String,
+    },
+    /// Offsets removed (their topic was deleted, or OffsetDelete).
     DeleteOffsets {
         /// Group id.
         group_id: String,
@@ -92,6 +97,11 @@ impl GroupCoordinator {
                 }
             }
             GroupRecord::Offsets { group_id, offsets } => {
+                // A group that only ever had commits (generation -1) exists,
+                // Empty, as in Kafka.
+                self.groups
+                    .entry(group_id.clone())
+                    .or_insert_with(|| Group::new(0));
                 let o = self.offsets.entry(group_id.clone()).or_default();
                 for p in offsets {
                     o.insert((p.topic.clone(), p.partition), p.offset.clone());
@@ -122,6 +132,16 @@ impl GroupCoordinator {
                         o.extend(offsets);
                     }
                 }
+            }
+            GroupRecord::DeleteGroup { group_id } => {
+                if self
+                    .groups
+                    .get(group_id)
+                    .is_none_or(|g| g.members.is_empty())
+                {
+                    self.groups.remove(group_id);
+                }
+                self.offsets.remove(group_id);
             }
             GroupRecord::DeleteOffsets {
                 group_id,

@@ -772,3 +772,58 @@ fn next_deadline_tracks_sessions_and_phases() {
     c.heartbeat(G, &a, None, 1, 500);
     assert_eq!(c.next_deadline_ms(), Some(500 + i64::from(SESSION)));
 }
+
+#[test]
+fn delete_group_only_when_empty_and_offsets_of_unsubscribed_topics() {
+    let mut c = GroupCoordinator::new(config());
+    assert_eq!(c.delete_group(G), Err(ErrorCode::GROUP_ID_NOT_FOUND));
+    // A consumer-protocol member subscribed to "t": version 0, ["t"].
+    let sub = Bytes::from_static(&[0, 0, 0, 0, 0, 1, 0, 1, b't']);
+    assert_eq!(
+        super::admin::subscribed_topics(&sub),
+        Some(vec!["t".to_string()])
+    );
+    let mut r = join_req("", "");
+    r.require_known_member_id = false;
+    r.protocols = vec![("range".to_string(), sub)];
+    let Reply::Parked { member_id: a } = c.join(&r, 0).result else {
+        panic!()
+    };
+    c.tick(0);
+    c.sync(&sync_req(&a, 1, &[]), 0);
+    let mut both = commit_req(&a, 1, 3);
+    both.offsets.push(PartitionOffset {
+        topic: "u".to_string(),
+        ..both.offsets[0].clone()
+    });
+    assert_eq!(
+        c.commit_offsets(&both, 0).result,
+        Ok(vec![ErrorCode::NONE, ErrorCode::NONE])
+    );
+    assert_eq!(c.delete_group(G), Err(ErrorCode::NON_EMPTY_GROUP));
+    let parts = [("t".to_string(), 0), ("u".to_string(), 0)];
+    let (codes, record) = c.delete_offsets(G, &parts).unwrap();
+    assert_eq!(
+        codes,
+        vec![ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC, ErrorCode::NONE]
+    );
+    assert!(record.is_some());
+    assert_eq!(c.committed(G, "u", 0), None);
+    assert!(c.committed(G, "t", 0).is_some());
+    // Once Empty, the group and its offsets can go.
+    c.leave(
+        G,
+        &[LeaveMember {
+            member_id: a,
+            group_instance_id: None,
+        }],
+        10,
+    );
+    assert_eq!(c.group_state(G), Some(GroupState::Empty));
+    let record = c.delete_group(G).unwrap();
+    assert_eq!(c.group_state(G), None);
+    assert_eq!(c.committed(G, "t", 0), None);
+    // And it stays deleted after recovery.
+    let again = GroupCoordinator::recover(config(), [record]);
+    assert_eq!(again.group_state(G), None);
+}

@@ -58,6 +58,8 @@ const SERVED: &[(i16, i16, i16)] = &[
     (28, 0, 5), // TxnOffsetCommit
     (16, 0, 5), // ListGroups (v4 states, v5 types filter)
     (15, 0, 5), // DescribeGroups (v6's GROUP_ID_NOT_FOUND not yet)
+    (42, 0, 2), // DeleteGroups
+    (47, 0, 0), // OffsetDelete
 ];
 
 /// Share-group APIs, advertised with `share.version >= 1`.

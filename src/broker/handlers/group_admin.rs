@@ -1,13 +1,20 @@
 //! ListGroups (classic and share groups, with the v4 state and v5 type
-//! filters) and DescribeGroups (classic groups).
+//! filters), DescribeGroups, DeleteGroups and OffsetDelete (classic
+//! groups).
 //!
 //! Authorization as Kafka's KafkaApis: ListGroups lists every group with
 //! Describe on the cluster, else only the groups the principal may
 //! Describe; DescribeGroups answers GROUP_AUTHORIZATION_FAILED for a group
-//! it may not Describe.
+//! it may not Describe, DeleteGroups for a group it may not Delete;
+//! OffsetDelete needs Delete on the group (top-level) and Read on each
+//! topic (per partition).
 
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
@@ -127,4 +134,89 @@ pub(crate) fn describe_groups(
         })
         .collect();
     DescribeGroupsResponse::default().with_groups(groups)
+}
+
+pub(crate) async fn delete_groups(
+    core: &std::sync::Arc<BrokerCore>,
+    ctx: &RequestContext,
+    req: DeleteGroupsRequest,
+) -> DeleteGroupsResponse {
+    let mut results = Vec::with_capacity(req.groups_names.len());
+    for id in req.groups_names {
+        let group_id = id.0.to_string();
+        let code = if !ctx.allowed(core, AclOperation::Delete, &Resource::group(&group_id)) {
+            ErrorCode::GROUP_AUTHORIZATION_FAILED
+        } else {
+            super::txn::blocking(core, move |c| c.consumer_groups().delete_group(&group_id)).await
+        };
+        results.push(
+            DeletableGroupResult::default()
+                .with_group_id(id)
+                .with_error_code(code.0),
+        );
+    }
+    DeleteGroupsResponse::default().with_results(results)
+}
+
+pub(crate) async fn offset_delete(
+    core: &std::sync::Arc<BrokerCore>,
+    ctx: &RequestContext,
+    req: OffsetDeleteRequest,
+) -> OffsetDeleteResponse {
+    let group_id = req.group_id.0.to_string();
+    if !ctx.allowed(core, AclOperation::Delete, &Resource::group(&group_id)) {
+        return OffsetDeleteResponse::default()
+            .with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0);
+    }
+    // (topic, partition, the broker's own refusal)
+    let mut rows: Vec<(String, i32, Option<ErrorCode>)> = Vec::new();
+    {
+        let registry = core.topics().read();
+        for t in &req.topics {
+            let name = t.name.0.to_string();
+            let authorized = ctx.allowed(core, AclOperation::Read, &Resource::topic(&name));
+            let count = registry.get(&name).map(|m| m.partitions);
+            for p in &t.partitions {
+                let i = p.partition_index;
+                let code = if !authorized {
+                    Some(ErrorCode::TOPIC_AUTHORIZATION_FAILED)
+                } else if count.is_none_or(|n| i < 0 || i >= n) {
+                    Some(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)
+                } else {
+                    None
+                };
+                rows.push((name.clone(), i, code));
+            }
+        }
+    }
+    let asked: Vec<(String, i32)> = rows
+        .iter()
+        .filter(|(_, _, c)| c.is_none())
+        .map(|(t, p, _)| (t.clone(), *p))
+        .collect();
+    let gid = group_id.clone();
+    let result = super::txn::blocking(core, move |c| {
+        c.consumer_groups().delete_offsets(&gid, &asked)
+    })
+    .await;
+    let mut codes = match result {
+        Err(code) => return OffsetDeleteResponse::default().with_error_code(code.0),
+        Ok(codes) => codes.into_iter(),
+    };
+    let mut topics: Vec<OffsetDeleteResponseTopic> = Vec::new();
+    for (t, p, c) in rows {
+        let code = c.unwrap_or_else(|| codes.next().unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR));
+        let part = OffsetDeleteResponsePartition::default()
+            .with_partition_index(p)
+            .with_error_code(code.0);
+        match topics.last_mut() {
+            Some(last) if last.name.0.as_str() == t => last.partitions.push(part),
+            _ => topics.push(
+                OffsetDeleteResponseTopic::default()
+                    .with_name(TopicName(s(t)))
+                    .with_partitions(vec![part]),
+            ),
+        }
+    }
+    OffsetDeleteResponse::default().with_topics(topics)
 }

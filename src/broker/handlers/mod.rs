@@ -245,6 +245,14 @@ pub(crate) async fn dispatch(
                 let resp = group_admin::describe_groups(core, &ctx, r);
                 respond::<DescribeGroupsRequest>(&ctx, &resp, out)
             }
+            RequestKind::DeleteGroups(r) => {
+                let resp = group_admin::delete_groups(core, &ctx, r).await;
+                respond::<DeleteGroupsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::OffsetDelete(r) => {
+                let resp = group_admin::offset_delete(core, &ctx, r).await;
+                respond::<OffsetDeleteRequest>(&ctx, &resp, out)
+            }
             RequestKind::CreateAcls(r) => {
                 let resp = acls::create_acls(core, &ctx, r);
                 respond::<CreateAclsRequest>(&ctx, &resp, out)
