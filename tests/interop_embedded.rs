@@ -729,6 +729,29 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
         },
         Scenario {
             client: "confluent-kafka-python",
+            feature: "subscribe (consumer group), commit, resume",
+            runner: Runner::Python,
+            args: p(&[
+                "subscribe",
+                "--topic",
+                T_PY,
+                "--group",
+                "interop-py-cg",
+                "--expect",
+                "10",
+            ]),
+            output: Output::ResultLine,
+            needs: &[JOIN_GROUP, OFFSET_FETCH],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_eq(v, "received", 10)?;
+                expect_eq(v, "after_commit", 0)
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "confluent-kafka-python",
             feature: "ShareConsumer (implicit acks)",
             runner: Runner::Python,
             args: p(&[
@@ -775,6 +798,38 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
             needs: &[],
             embedded_gap: None,
             verify: |v| expect_eq(v, "lines", 20),
+            timeout: t60,
+        },
+        Scenario {
+            client: "kcat",
+            feature: "consumer group (-G), from the beginning",
+            runner: Runner::Kcat,
+            args: s(&[
+                "-b",
+                b,
+                "-G",
+                "interop-kcat-g",
+                T_KCAT,
+                "-o",
+                "beginning",
+                "-e",
+                "-q",
+            ]),
+            output: Output::Lines,
+            needs: &[JOIN_GROUP, OFFSET_FETCH],
+            embedded_gap: None,
+            verify: |v| expect_eq(v, "lines", 20),
+            timeout: t60,
+        },
+        Scenario {
+            client: "kcat",
+            feature: "consumer group (-G) again: resumes at its committed offsets",
+            runner: Runner::Kcat,
+            args: s(&["-b", b, "-G", "interop-kcat-g", T_KCAT, "-e", "-q"]),
+            output: Output::Lines,
+            needs: &[JOIN_GROUP, OFFSET_FETCH],
+            embedded_gap: None,
+            verify: |v| expect_eq(v, "lines", 0),
             timeout: t60,
         },
     ]);

@@ -267,6 +267,15 @@ impl GroupService {
         let _ = self.finish(&mut inner, out);
     }
 
+    /// Whether a timer is due at `now_ms`.
+    pub fn is_due(&self, now_ms: i64) -> bool {
+        self.inner
+            .lock()
+            .coordinator
+            .next_deadline_ms()
+            .is_some_and(|d| d <= now_ms)
+    }
+
     /// Runs the coordinator's timers.
     pub fn tick(&self, now_ms: i64) {
         let mut inner = self.inner.lock();
@@ -373,7 +382,16 @@ pub(crate) async fn group_tick_loop(core: Arc<BrokerCore>, mut shutdown: watch::
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            _ = tick.tick() => core.consumer_groups().tick(super::now_ms()),
+            _ = tick.tick() => {
+                // Ending a join phase persists the generation: off the
+                // reactor in disk mode.
+                if core.consumer_groups().is_due(super::now_ms()) {
+                    super::handlers::blocking_pub(&core, |c| {
+                        c.consumer_groups().tick(super::now_ms())
+                    })
+                    .await;
+                }
+            }
             _ = shutdown.changed() => {
                 core.consumer_groups().release_all();
                 return;
