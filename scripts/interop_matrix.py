@@ -45,8 +45,7 @@ GAPS = """\
   Heartbeat, LeaveGroup), OffsetCommit, OffsetFetch, TxnOffsetCommit and the
   group admin APIs are served; the KIP-848 protocol (`group.protocol=consumer`,
   ConsumerGroupHeartbeat) is not, so a Java consumer configured for it fails
-  with UNSUPPORTED_VERSION. `sendOffsetsToTransaction` was checked by hand
-  (issue #17), it is not a matrix row yet.
+  with UNSUPPORTED_VERSION.
 - **SASL**: the embedded broker has PLAINTEXT listeners only; the
   SASL_PLAINTEXT listener of `scripts/kafka/start.sh --sasl-port` exists for
   the security work against Apache Kafka.

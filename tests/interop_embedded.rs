@@ -48,6 +48,7 @@ use tokio::io::AsyncReadExt;
 const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 const JOIN_GROUP: i16 = 11;
 const OFFSET_FETCH: i16 = 9;
+const TXN_OFFSET_COMMIT: i16 = 28;
 const SHARE_GROUP_HEARTBEAT: i16 = 76;
 const SHARE_FETCH: i16 = 78;
 const SHARE_ACKNOWLEDGE: i16 = 79;
@@ -164,6 +165,7 @@ const T_PERF: &str = "interop-perf";
 const T_PY: &str = "interop-python";
 const T_PY_SHARE: &str = "interop-python-share";
 const T_KCAT: &str = "interop-kcat";
+const T_EOS_OUT: &str = "interop-eos-out";
 const PERF_RECORDS: i64 = 2000;
 
 /// The scenarios, in order (later ones read what earlier ones wrote).
@@ -184,6 +186,7 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
         T_PY,
         T_PY_SHARE,
         T_KCAT,
+        T_EOS_OUT,
     ];
     let mut out = vec![Scenario {
         client: "java-admin",
@@ -352,6 +355,40 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
             verify: |v| {
                 ok(v)?;
                 expect_eq(v, "received", 110)
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "java-producer",
+            feature: "sendOffsetsToTransaction (consume-transform-produce, consumer group)",
+            runner: Runner::Java,
+            args: j(&[
+                "eos-copy",
+                "--topic",
+                T,
+                "--out",
+                T_EOS_OUT,
+                "--group",
+                "interop-eos",
+                "--expect",
+                "110",
+                "--timeout-ms",
+                "30000",
+            ]),
+            output: Output::ResultLine,
+            needs: &[JOIN_GROUP, OFFSET_FETCH, TXN_OFFSET_COMMIT],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_eq(v, "copied", 110)?;
+                expect_eq(v, "after_commit", 0)?;
+                if v["committed_partitions"].as_i64().unwrap_or(0) < 1 {
+                    return Err(format!(
+                        "committed_partitions = {}",
+                        v["committed_partitions"]
+                    ));
+                }
+                Ok(())
             },
             timeout: t60,
         },
