@@ -207,9 +207,19 @@ impl GroupService {
     /// A transaction marker for `__consumer_offsets`: commits or drops the
     /// producer's staged offsets. `Err` when the record could not be
     /// persisted (the marker is retried).
-    pub fn complete_txn(&self, producer_id: i64, commit: bool) -> Result<(), ErrorCode> {
+    pub fn complete_txn(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        bumps_epoch: bool,
+    ) -> Result<(), ErrorCode> {
         let mut inner = self.inner.lock();
-        let Some(record) = inner.coordinator.complete_txn(producer_id, commit) else {
+        let Some(record) =
+            inner
+                .coordinator
+                .complete_txn(producer_id, producer_epoch, commit, bumps_epoch)
+        else {
             return Ok(());
         };
         let out = Output {

@@ -576,7 +576,13 @@ impl MarkerSink for BrokerCore {
     fn write_log_marker(&self, topic: &str, partition: i32, m: &MarkerRequest) -> MarkerAck {
         if topic == super::txn::CONSUMER_OFFSETS_TOPIC {
             // Offsets staged by TxnOffsetCommit live in the group coordinator.
-            return match self.consumer_groups.complete_txn(m.producer_id, m.commit) {
+            let bumps_epoch = m.transaction_version == super::txn::TransactionVersion::V2;
+            return match self.consumer_groups.complete_txn(
+                m.producer_id,
+                m.producer_epoch,
+                m.commit,
+                bumps_epoch,
+            ) {
                 Ok(()) => MarkerAck::Written,
                 Err(_) => MarkerAck::Retry,
             };

@@ -568,6 +568,8 @@ pub struct GroupCoordinator {
     pub(crate) offsets: BTreeMap<String, BTreeMap<(String, i32), CommittedOffset>>,
     /// Transactional offsets waiting for their marker, by producer id.
     pub(crate) pending_txn: BTreeMap<i64, PendingTxnOffsets>,
+    /// Highest transactions-v2 marker epoch applied, by producer id.
+    pub(crate) marker_floor: BTreeMap<i64, i16>,
 }
 
 impl GroupCoordinator {

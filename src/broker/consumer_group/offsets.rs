@@ -78,6 +78,10 @@ pub struct PendingTxnOffsets {
     pub groups: BTreeMap<String, BTreeMap<(String, i32), CommittedOffset>>,
 }
 
+/// Producer ids whose marker floor is remembered (the lowest ids are
+/// forgotten first; producer ids only grow).
+const MAX_MARKER_FLOORS: usize = 4096;
+
 impl GroupCoordinator {
     /// Kafka's `validateOffsetCommit` for a classic group.
     fn validate_commit(
@@ -215,7 +219,36 @@ impl GroupCoordinator {
     /// A transaction marker reached the offsets: commit or drop what
     /// `producer_id` staged. Returns the record to persist, if anything
     /// was pending.
-    pub fn complete_txn(&mut self, producer_id: i64, commit: bool) -> Option<GroupRecord> {
+    ///
+    /// Under transactions v2 (`bumps_epoch`) every transaction of a
+    /// producer id ends with a marker at a strictly higher epoch, so a
+    /// marker at or below the highest one applied (the *marker floor*, as
+    /// D16 keeps it for share partitions) is a late copy and settles
+    /// nothing: applied, it would settle the next transaction's offsets.
+    /// Under v1 consecutive transactions share an epoch and there is no
+    /// floor. The floor lives in memory: after a restart recovery re-sends
+    /// the markers of undecided transactions only.
+    pub fn complete_txn(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        bumps_epoch: bool,
+    ) -> Option<GroupRecord> {
+        if bumps_epoch {
+            match self.marker_floor.get(&producer_id) {
+                Some(floor) if producer_epoch <= *floor => return None,
+                _ => {
+                    if self.marker_floor.len() >= MAX_MARKER_FLOORS
+                        && !self.marker_floor.contains_key(&producer_id)
+                        && let Some(oldest) = self.marker_floor.keys().next().copied()
+                    {
+                        self.marker_floor.remove(&oldest);
+                    }
+                    self.marker_floor.insert(producer_id, producer_epoch);
+                }
+            }
+        }
         if !self.pending_txn.contains_key(&producer_id) {
             return None;
         }

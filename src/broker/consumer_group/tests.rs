@@ -730,11 +730,11 @@ fn transactional_offsets_wait_for_their_marker() {
     );
     assert_eq!(c.committed(G, "t", 0), None);
     assert!(c.has_pending_offset(G, "t", 0));
-    c.complete_txn(7, false);
+    c.complete_txn(7, 0, false, false);
     assert_eq!(c.committed(G, "t", 0), None);
     assert!(!c.has_pending_offset(G, "t", 0));
     c.commit_txn_offsets(7, 1, &commit_req("", -1, 43), 0);
-    c.complete_txn(7, true);
+    c.complete_txn(7, 1, true, false);
     assert_eq!(c.committed(G, "t", 0).map(|o| o.offset), Some(43));
 }
 
@@ -826,4 +826,21 @@ fn delete_group_only_when_empty_and_offsets_of_unsubscribed_topics() {
     // And it stays deleted after recovery.
     let again = GroupCoordinator::recover(config(), [record]);
     assert_eq!(again.group_state(G), None);
+}
+
+#[test]
+fn a_late_v2_marker_does_not_settle_the_next_transactions_offsets() {
+    let mut c = GroupCoordinator::new(config());
+    // Transaction 1 stages at epoch 0; its v2 marker comes at epoch 1.
+    c.commit_txn_offsets(7, 0, &commit_req("", -1, 10), 0);
+    assert!(c.complete_txn(7, 1, true, true).is_some());
+    assert_eq!(c.committed(G, "t", 0).map(|o| o.offset), Some(10));
+    // Transaction 2 stages at epoch 1.
+    c.commit_txn_offsets(7, 1, &commit_req("", -1, 20), 0);
+    // A late copy of transaction 1's marker: nothing happens.
+    assert_eq!(c.complete_txn(7, 1, false, true), None);
+    assert!(c.has_pending_offset(G, "t", 0));
+    // Transaction 2's own marker (epoch 2) settles it.
+    assert!(c.complete_txn(7, 2, true, true).is_some());
+    assert_eq!(c.committed(G, "t", 0).map(|o| o.offset), Some(20));
 }
