@@ -226,6 +226,23 @@ async fn two_members_join_sync_commit_fetch_and_leave() {
         leader_row.member_metadata,
         Bytes::from_static(b"subscription")
     );
+    let d = admin
+        .send(
+            &DescribeGroupsRequest::default().with_groups(vec![GroupId(s("nobody"))]),
+            6,
+        )
+        .await;
+    assert_eq!(d.groups[0].error_code, ErrorCode::GROUP_ID_NOT_FOUND.0);
+    let d = admin
+        .send(
+            &DescribeGroupsRequest::default().with_groups(vec![GroupId(s("nobody"))]),
+            5,
+        )
+        .await;
+    assert_eq!(
+        (d.groups[0].error_code, d.groups[0].group_state.as_str()),
+        (0, "Dead")
+    );
     let l = admin
         .send(
             &ListGroupsRequest::default().with_types_filter(vec![s("classic")]),

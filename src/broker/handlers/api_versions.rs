@@ -57,7 +57,7 @@ const SERVED: &[(i16, i16, i16)] = &[
     (9, 1, 9),  // OffsetFetch (v8+: several groups)
     (28, 0, 5), // TxnOffsetCommit
     (16, 0, 5), // ListGroups (v4 states, v5 types filter)
-    (15, 0, 5), // DescribeGroups (v6's GROUP_ID_NOT_FOUND not yet)
+    (15, 0, 6), // DescribeGroups (v6: GROUP_ID_NOT_FOUND for a missing group)
     (42, 0, 2), // DeleteGroups
     (47, 0, 0), // OffsetDelete
 ];

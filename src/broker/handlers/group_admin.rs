@@ -101,6 +101,15 @@ pub(crate) fn describe_groups(
             let d = core
                 .consumer_groups()
                 .with_coordinator(|c| c.describe(&group_id));
+            if version >= 6 && d.state == "Dead" {
+                // v6 (KIP-1043): a group that does not exist is an error.
+                return DescribedGroup::default()
+                    .with_group_id(id.clone())
+                    .with_group_state(s("Dead"))
+                    .with_error_code(ErrorCode::GROUP_ID_NOT_FOUND.0)
+                    .with_error_message(Some(s(format!("Group {group_id} not found."))))
+                    .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+            }
             let mut g = DescribedGroup::default()
                 .with_group_id(id.clone())
                 .with_group_state(s(d.state))
