@@ -49,6 +49,30 @@ const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 const JOIN_GROUP: i16 = 11;
 const OFFSET_FETCH: i16 = 9;
 const TXN_OFFSET_COMMIT: i16 = 28;
+const DESCRIBE_GROUPS: i16 = 15;
+const DELETE_GROUPS: i16 = 42;
+
+/// `kafka-consumer-groups.sh` (ConsumerGroupCommand) with `args`.
+fn groups_tool(bootstrap: &str, args: &[&str]) -> Vec<String> {
+    let mut v = s(&[
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        "--bootstrap-server",
+        bootstrap,
+    ]);
+    v.extend(s(args));
+    v
+}
+
+/// A tool exited 0 and its last line of output starts with `prefix`.
+fn tool_last_line(v: &Value, prefix: &str) -> Result<(), String> {
+    let last = v["last"].as_str().unwrap_or("");
+    if v["exit"] == 0 && last.starts_with(prefix) {
+        Ok(())
+    } else {
+        Err(format!("exit {}: last line {last:?}", v["exit"]))
+    }
+}
+
 const SHARE_GROUP_HEARTBEAT: i16 = 76;
 const SHARE_FETCH: i16 = 78;
 const SHARE_ACKNOWLEDGE: i16 = 79;
@@ -58,6 +82,9 @@ fn api_name(key: i16) -> &'static str {
         INCREMENTAL_ALTER_CONFIGS => "IncrementalAlterConfigs",
         JOIN_GROUP => "JoinGroup",
         OFFSET_FETCH => "OffsetFetch",
+        TXN_OFFSET_COMMIT => "TxnOffsetCommit",
+        DESCRIBE_GROUPS => "DescribeGroups",
+        DELETE_GROUPS => "DeleteGroups",
         SHARE_GROUP_HEARTBEAT => "ShareGroupHeartbeat",
         SHARE_FETCH => "ShareFetch",
         SHARE_ACKNOWLEDGE => "ShareAcknowledge",
@@ -81,7 +108,8 @@ enum Runner {
 enum Output {
     /// The `RESULT {json}` line of our check programs.
     ResultLine,
-    /// `{"lines": N, "last": "..."}` over stdout.
+    /// `{"lines": N, "last": "..."}` over stdout (`last`: the last line
+    /// that is not blank).
     Lines,
     /// VerifiableShareConsumer's JSON events, summed.
     VerifiableShare,
@@ -390,6 +418,51 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
                 }
                 Ok(())
             },
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-consumer-groups",
+            feature: "--describe a group with committed offsets",
+            runner: Runner::Java,
+            // The group of the sendOffsetsToTransaction row.
+            args: groups_tool(b, &["--describe", "--group", "interop-eos"]),
+            output: Output::Lines,
+            needs: &[DESCRIBE_GROUPS, OFFSET_FETCH],
+            embedded_gap: None,
+            verify: |v| tool_last_line(v, "interop-eos "),
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-consumer-groups",
+            feature: "--reset-offsets --to-earliest --execute",
+            runner: Runner::Java,
+            args: groups_tool(
+                b,
+                &[
+                    "--reset-offsets",
+                    "--group",
+                    "interop-cg",
+                    "--topic",
+                    T,
+                    "--to-earliest",
+                    "--execute",
+                ],
+            ),
+            output: Output::Lines,
+            needs: &[DESCRIBE_GROUPS, OFFSET_FETCH],
+            embedded_gap: None,
+            verify: |v| tool_last_line(v, "interop-cg "),
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-consumer-groups",
+            feature: "--delete an Empty group",
+            runner: Runner::Java,
+            args: groups_tool(b, &["--delete", "--group", "interop-cg"]),
+            output: Output::Lines,
+            needs: &[DELETE_GROUPS],
+            embedded_gap: None,
+            verify: |v| tool_last_line(v, "Deletion of requested consumer groups"),
             timeout: t60,
         },
     ]);
@@ -966,7 +1039,8 @@ async fn run(sc: &Scenario, log: &Path) -> Value {
             .unwrap_or_else(|| json!({"ok": false, "error": "no RESULT line"})),
         Output::Lines => json!({
             "lines": text.lines().count(),
-            "last": text.lines().last().unwrap_or(""),
+            // The last line with text (tools end with a blank line).
+            "last": text.lines().rfind(|l| !l.trim().is_empty()).unwrap_or(""),
         }),
         Output::VerifiableShare => {
             let (mut consumed, mut acked, mut done) = (0i64, 0i64, false);
