@@ -41,14 +41,11 @@ Check programs: `interop/java/src/dev/sharestream/interop/Check.java`,
 GAPS = """\
 ## Known gaps of the embedded broker, with reasons
 
-- **Consumer groups** (JoinGroup, SyncGroup, Heartbeat, OffsetCommit,
-  OffsetFetch, ConsumerGroupHeartbeat): not implemented; sharestream reads
-  through share groups. KafkaConsumer and confluent-kafka's Consumer are
-  tested in assign mode (no `group.id` semantics); `subscribe()`, the console
-  consumer without `--partition`, and consumer-group tools fail with
-  UNSUPPORTED_VERSION for JoinGroup.
-- **TxnOffsetCommit / OffsetCommit**: not served (no consumer groups), so
-  `sendOffsetsToTransaction` is not part of the matrix.
+- **Consumer groups**: the classic protocol (JoinGroup, SyncGroup,
+  Heartbeat, LeaveGroup), OffsetCommit, OffsetFetch, TxnOffsetCommit and the
+  group admin APIs are served; the KIP-848 protocol (`group.protocol=consumer`,
+  ConsumerGroupHeartbeat) is not, so a Java consumer configured for it fails
+  with UNSUPPORTED_VERSION.
 - **SASL**: the embedded broker has PLAINTEXT listeners only; the
   SASL_PLAINTEXT listener of `scripts/kafka/start.sh --sasl-port` exists for
   the security work against Apache Kafka.

@@ -69,6 +69,31 @@ def consume(args, out):
     out.update(mode="assign", received=len(values), by_prefix=prefixes)
 
 
+def subscribe(args, out):
+    """A consumer group: subscribe(), read, commit, close; a second consumer
+    of the same group must then find nothing left (committed offsets)."""
+    def one(timeout_s, want):
+        conf = base(args)
+        conf.update({"group.id": args.group, "isolation.level": "read_committed",
+                     "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        c = ck.Consumer(conf)
+        c.subscribe([args.topic])
+        values = []
+        deadline = time.time() + timeout_s
+        while time.time() < deadline and len(values) < want:
+            m = c.poll(0.3)
+            if m is None or m.error():
+                continue
+            values.append(m.value().decode())
+        if values:
+            c.commit(asynchronous=False)
+        c.close()
+        return values
+    first = one(args.timeout_ms / 1000, args.expect)
+    second = one(5, 1)
+    out.update(mode="subscribe", received=len(first), after_commit=len(second))
+
+
 def share_consume(args, out):
     from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
                                        ConfigResource, ResourceType)
@@ -110,7 +135,7 @@ def share_consume(args, out):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("command", choices=["produce-txn", "consume", "share-consume"])
+    ap.add_argument("command", choices=["produce-txn", "consume", "subscribe", "share-consume"])
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--topic", required=True)
     ap.add_argument("--txn-id", default="py-txn")
@@ -127,7 +152,7 @@ def main():
            "librdkafka": ck.libversion()[0]}
     status = 0
     try:
-        {"produce-txn": produce_txn, "consume": consume,
+        {"produce-txn": produce_txn, "consume": consume, "subscribe": subscribe,
          "share-consume": share_consume}[args.command](args, out)
         out["ok"] = True
     except Exception as e:  # reported to the suite, which decides

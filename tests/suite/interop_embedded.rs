@@ -45,6 +45,31 @@ use tokio::io::AsyncReadExt;
 const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 const JOIN_GROUP: i16 = 11;
 const OFFSET_FETCH: i16 = 9;
+const TXN_OFFSET_COMMIT: i16 = 28;
+const DESCRIBE_GROUPS: i16 = 15;
+const DELETE_GROUPS: i16 = 42;
+
+/// `kafka-consumer-groups.sh` (ConsumerGroupCommand) with `args`.
+fn groups_tool(bootstrap: &str, args: &[&str]) -> Vec<String> {
+    let mut v = s(&[
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        "--bootstrap-server",
+        bootstrap,
+    ]);
+    v.extend(s(args));
+    v
+}
+
+/// A tool exited 0 and its last line of output starts with `prefix`.
+fn tool_last_line(v: &Value, prefix: &str) -> Result<(), String> {
+    let last = v["last"].as_str().unwrap_or("");
+    if v["exit"] == 0 && last.starts_with(prefix) {
+        Ok(())
+    } else {
+        Err(format!("exit {}: last line {last:?}", v["exit"]))
+    }
+}
+
 const SHARE_GROUP_HEARTBEAT: i16 = 76;
 const SHARE_FETCH: i16 = 78;
 const SHARE_ACKNOWLEDGE: i16 = 79;
@@ -54,6 +79,9 @@ fn api_name(key: i16) -> &'static str {
         INCREMENTAL_ALTER_CONFIGS => "IncrementalAlterConfigs",
         JOIN_GROUP => "JoinGroup",
         OFFSET_FETCH => "OffsetFetch",
+        TXN_OFFSET_COMMIT => "TxnOffsetCommit",
+        DESCRIBE_GROUPS => "DescribeGroups",
+        DELETE_GROUPS => "DeleteGroups",
         SHARE_GROUP_HEARTBEAT => "ShareGroupHeartbeat",
         SHARE_FETCH => "ShareFetch",
         SHARE_ACKNOWLEDGE => "ShareAcknowledge",
@@ -77,7 +105,8 @@ enum Runner {
 enum Output {
     /// The `RESULT {json}` line of our check programs.
     ResultLine,
-    /// `{"lines": N, "last": "..."}` over stdout.
+    /// `{"lines": N, "last": "..."}` over stdout (`last`: the last line
+    /// that is not blank).
     Lines,
     /// VerifiableShareConsumer's JSON events, summed.
     VerifiableShare,
@@ -161,6 +190,7 @@ const T_PERF: &str = "interop-perf";
 const T_PY: &str = "interop-python";
 const T_PY_SHARE: &str = "interop-python-share";
 const T_KCAT: &str = "interop-kcat";
+const T_EOS_OUT: &str = "interop-eos-out";
 const PERF_RECORDS: i64 = 2000;
 
 /// The scenarios, in order (later ones read what earlier ones wrote).
@@ -181,6 +211,7 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
         T_PY,
         T_PY_SHARE,
         T_KCAT,
+        T_EOS_OUT,
     ];
     let mut out = vec![Scenario {
         client: "java-admin",
@@ -350,6 +381,85 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
                 ok(v)?;
                 expect_eq(v, "received", 110)
             },
+            timeout: t60,
+        },
+        Scenario {
+            client: "java-producer",
+            feature: "sendOffsetsToTransaction (consume-transform-produce, consumer group)",
+            runner: Runner::Java,
+            args: j(&[
+                "eos-copy",
+                "--topic",
+                T,
+                "--out",
+                T_EOS_OUT,
+                "--group",
+                "interop-eos",
+                "--expect",
+                "110",
+                "--timeout-ms",
+                "30000",
+            ]),
+            output: Output::ResultLine,
+            needs: &[JOIN_GROUP, OFFSET_FETCH, TXN_OFFSET_COMMIT],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_eq(v, "copied", 110)?;
+                expect_eq(v, "after_commit", 0)?;
+                if v["committed_partitions"].as_i64().unwrap_or(0) < 1 {
+                    return Err(format!(
+                        "committed_partitions = {}",
+                        v["committed_partitions"]
+                    ));
+                }
+                Ok(())
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-consumer-groups",
+            feature: "--describe a group with committed offsets",
+            runner: Runner::Java,
+            // The group of the sendOffsetsToTransaction row.
+            args: groups_tool(b, &["--describe", "--group", "interop-eos"]),
+            output: Output::Lines,
+            needs: &[DESCRIBE_GROUPS, OFFSET_FETCH],
+            embedded_gap: None,
+            verify: |v| tool_last_line(v, "interop-eos "),
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-consumer-groups",
+            feature: "--reset-offsets --to-earliest --execute",
+            runner: Runner::Java,
+            args: groups_tool(
+                b,
+                &[
+                    "--reset-offsets",
+                    "--group",
+                    "interop-cg",
+                    "--topic",
+                    T,
+                    "--to-earliest",
+                    "--execute",
+                ],
+            ),
+            output: Output::Lines,
+            needs: &[DESCRIBE_GROUPS, OFFSET_FETCH],
+            embedded_gap: None,
+            verify: |v| tool_last_line(v, "interop-cg "),
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-consumer-groups",
+            feature: "--delete an Empty group",
+            runner: Runner::Java,
+            args: groups_tool(b, &["--delete", "--group", "interop-cg"]),
+            output: Output::Lines,
+            needs: &[DELETE_GROUPS],
+            embedded_gap: None,
+            verify: |v| tool_last_line(v, "Deletion of requested consumer groups"),
             timeout: t60,
         },
     ]);
@@ -726,6 +836,29 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
         },
         Scenario {
             client: "confluent-kafka-python",
+            feature: "subscribe (consumer group), commit, resume",
+            runner: Runner::Python,
+            args: p(&[
+                "subscribe",
+                "--topic",
+                T_PY,
+                "--group",
+                "interop-py-cg",
+                "--expect",
+                "10",
+            ]),
+            output: Output::ResultLine,
+            needs: &[JOIN_GROUP, OFFSET_FETCH],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_eq(v, "received", 10)?;
+                expect_eq(v, "after_commit", 0)
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "confluent-kafka-python",
             feature: "ShareConsumer (implicit acks)",
             runner: Runner::Python,
             args: p(&[
@@ -772,6 +905,38 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
             needs: &[],
             embedded_gap: None,
             verify: |v| expect_eq(v, "lines", 20),
+            timeout: t60,
+        },
+        Scenario {
+            client: "kcat",
+            feature: "consumer group (-G), from the beginning",
+            runner: Runner::Kcat,
+            args: s(&[
+                "-b",
+                b,
+                "-G",
+                "interop-kcat-g",
+                T_KCAT,
+                "-o",
+                "beginning",
+                "-e",
+                "-q",
+            ]),
+            output: Output::Lines,
+            needs: &[JOIN_GROUP, OFFSET_FETCH],
+            embedded_gap: None,
+            verify: |v| expect_eq(v, "lines", 20),
+            timeout: t60,
+        },
+        Scenario {
+            client: "kcat",
+            feature: "consumer group (-G) again: resumes at its committed offsets",
+            runner: Runner::Kcat,
+            args: s(&["-b", b, "-G", "interop-kcat-g", T_KCAT, "-e", "-q"]),
+            output: Output::Lines,
+            needs: &[JOIN_GROUP, OFFSET_FETCH],
+            embedded_gap: None,
+            verify: |v| expect_eq(v, "lines", 0),
             timeout: t60,
         },
     ]);
@@ -871,7 +1036,8 @@ async fn run(sc: &Scenario, log: &Path) -> Value {
             .unwrap_or_else(|| json!({"ok": false, "error": "no RESULT line"})),
         Output::Lines => json!({
             "lines": text.lines().count(),
-            "last": text.lines().last().unwrap_or(""),
+            // The last line with text (tools end with a blank line).
+            "last": text.lines().rfind(|l| !l.trim().is_empty()).unwrap_or(""),
         }),
         Output::VerifiableShare => {
             let (mut consumed, mut acked, mut done) = (0i64, 0i64, false);

@@ -23,6 +23,7 @@ mod support;
 mod broker_admin;
 mod broker_authz;
 mod broker_bad_input;
+mod broker_consumer_groups;
 mod broker_features;
 mod broker_list_offsets_versions;
 mod broker_security;

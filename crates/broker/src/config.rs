@@ -60,6 +60,9 @@ pub struct BrokerConfig {
     pub share_groups: crate::group::ShareGroupBrokerConfig,
     /// Listener security: SASL, users, super users, ACLs.
     pub security: crate::security::SecurityConfig,
+    /// Consumer group settings (`group.*`): session timeout bounds, initial
+    /// rebalance delay, group size, offset metadata size.
+    pub consumer_groups: crate::consumer_group::ClassicGroupConfig,
 }
 
 impl Default for BrokerConfig {
@@ -85,6 +88,7 @@ impl Default for BrokerConfig {
             metrics_listen: None,
             share_groups: crate::group::ShareGroupBrokerConfig::default(),
             security: crate::security::SecurityConfig::default(),
+            consumer_groups: crate::consumer_group::ClassicGroupConfig::default(),
         }
     }
 }

@@ -72,6 +72,7 @@ pub struct BrokerCore {
     partitions: RwLock<HashMap<(Uuid, i32), SharedLog>>,
     appended: tokio::sync::watch::Sender<u64>,
     shares: super::shares::SharePartitionManager,
+    consumer_groups: super::consumer_groups::GroupService,
     txn: TxnService,
     security: super::security::SecurityState,
 }
@@ -136,6 +137,14 @@ impl BrokerCore {
             config.share_groups.clone(),
             super::shares::unix_now_ms(),
         )?;
+        let consumer_groups = super::consumer_groups::GroupService::open(
+            match &config.storage {
+                StorageMode::Directory(dir) => Some(dir.join("groups")),
+                StorageMode::Memory => None,
+            }
+            .as_deref(),
+            config.consumer_groups.clone(),
+        )?;
         let txn_config = TxnCoordinatorConfig {
             max_transaction_timeout_ms: config.transaction_max_timeout_ms,
             ..TxnCoordinatorConfig::default()
@@ -161,6 +170,7 @@ impl BrokerCore {
         let core = Self {
             security,
             shares,
+            consumer_groups,
             txn,
             config,
             advertised_host,
@@ -362,6 +372,11 @@ impl BrokerCore {
         &self.shares
     }
 
+    /// The consumer groups: classic group coordinator and committed offsets.
+    pub fn consumer_groups(&self) -> &super::consumer_groups::GroupService {
+        &self.consumer_groups
+    }
+
     /// Metrics.
     pub fn metrics(&self) -> &BrokerMetrics {
         &self.metrics
@@ -433,6 +448,7 @@ impl BrokerCore {
     pub fn delete_topic(&self, name: &str) -> Option<TopicMeta> {
         let meta = self.topics.write().delete(name)?;
         self.persist_or_log();
+        self.consumer_groups.on_topic_deleted(name);
         {
             let mut parts = self.partitions.write();
             for p in 0..meta.partitions {
@@ -542,6 +558,19 @@ impl MarkerSink for BrokerCore {
     }
 
     fn write_log_marker(&self, topic: &str, partition: i32, m: &MarkerRequest) -> MarkerAck {
+        if topic == super::txn::CONSUMER_OFFSETS_TOPIC {
+            // Offsets staged by TxnOffsetCommit live in the group coordinator.
+            let bumps_epoch = m.transaction_version == super::txn::TransactionVersion::V2;
+            return match self.consumer_groups.complete_txn(
+                m.producer_id,
+                m.producer_epoch,
+                m.commit,
+                bumps_epoch,
+            ) {
+                Ok(()) => MarkerAck::Written,
+                Err(_) => MarkerAck::Retry,
+            };
+        }
         let Some(meta) = self.topics.read().get(topic).cloned() else {
             return MarkerAck::PartitionGone;
         };

@@ -14,6 +14,10 @@
 //!   generic durable `StateLog`.
 //! - [`group`]: the share group coordinator (membership, heartbeats,
 //!   assignment, group configs), an I/O-free state machine.
+//! - [`consumer_group`]: the consumer group coordinator (classic protocol,
+//!   committed and transactional offsets), an I/O-free state machine;
+//!   [`consumer_groups`] runs it (durable log, parked JoinGroup/SyncGroup,
+//!   timer).
 //! - [`share`]: the share partition (record states, acquisition locks,
 //!   delivery counts, KIP-1289 TX_PENDING), an I/O-free state machine.
 //! - [`txn`]: the transaction coordinator, an I/O-free state machine
@@ -44,14 +48,18 @@
 //! `record_limit` acquisition and renew, DescribeShareGroupOffsets); KIP-1289
 //! TxnShareAcknowledge (apiKey 95) at `share.version >= 3`; the ACL APIs.
 //! Listeners speak PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL.
-//! Not served yet: consumer groups (JoinGroup, OffsetCommit,
-//! TxnOffsetCommit; issue #17).
+//! Consumer groups with the classic protocol (JoinGroup, SyncGroup,
+//! Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, TxnOffsetCommit,
+//! ListGroups, DescribeGroups, DeleteGroups, OffsetDelete). Not served yet:
+//! the KIP-848 consumer group protocol.
 //! [`security`]: SASL listeners (PLAIN, SCRAM) and the [`acl`] authorizer
 //! (CreateAcls, DescribeAcls, DeleteAcls); see docs/SECURITY.md.
 #![deny(missing_docs)]
 
 pub mod acl;
 pub mod config;
+pub mod consumer_group;
+pub mod consumer_groups;
 pub mod core;
 pub mod group;
 mod handlers;

@@ -87,6 +87,10 @@ impl Broker {
             core.clone(),
             shutdown_rx.clone(),
         )));
+        timers.push(tokio::spawn(super::consumer_groups::group_tick_loop(
+            core.clone(),
+            shutdown_rx.clone(),
+        )));
         let mut metrics_addr = None;
         if let Some(addr) = core.config().metrics_listen {
             let l = super::metrics_http::bind(addr).await?;

@@ -338,6 +338,11 @@ impl SharePartitionManager {
         out
     }
 
+    /// Share groups and their states (ListGroups).
+    pub fn list_groups(&self) -> Vec<(String, crate::group::ShareGroupState)> {
+        self.inner.lock().coordinator.list_groups()
+    }
+
     /// ShareGroupDescribe.
     pub fn describe(&self, group_ids: &[String]) -> Vec<DescribedGroup> {
         self.inner.lock().coordinator.describe(group_ids)

@@ -157,6 +157,10 @@ struct BrokerArgs {
     /// Authorize every request with ACLs (stored in DATA_DIR/acls.json).
     #[arg(long)]
     acl: bool,
+    /// How long a consumer group leaving Empty waits for more members before
+    /// its first rebalance, ms (group.initial.rebalance.delay.ms).
+    #[arg(long, default_value_t = 3000)]
+    group_initial_rebalance_delay_ms: i32,
 }
 
 /// The share-group settings of the broker flags and `--override`s; a bad
@@ -283,6 +287,10 @@ async fn run_broker(args: BrokerArgs) -> Result<(), String> {
         max_connections: args.max_connections,
         metrics_listen: args.metrics_listen,
         share_groups,
+        consumer_groups: sharestream_broker::consumer_group::ClassicGroupConfig {
+            initial_rebalance_delay_ms: args.group_initial_rebalance_delay_ms.max(0),
+            ..Default::default()
+        },
         ..BrokerConfig::default()
     };
     let handle = Broker::start(config)

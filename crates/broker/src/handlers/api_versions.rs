@@ -49,6 +49,17 @@ const SERVED: &[(i16, i16, i16)] = &[
     (26, 0, 5), // EndTxn
     (57, 0, 1), // UpdateFeatures
     (95, 0, 0), // TxnShareAcknowledge (KIP-1289)
+    (11, 0, 9), // JoinGroup
+    (14, 0, 5), // SyncGroup
+    (12, 0, 4), // Heartbeat
+    (13, 0, 5), // LeaveGroup
+    (8, 2, 9),  // OffsetCommit
+    (9, 1, 9),  // OffsetFetch (v8+: several groups)
+    (28, 0, 5), // TxnOffsetCommit
+    (16, 0, 5), // ListGroups (v4 states, v5 types filter)
+    (15, 0, 6), // DescribeGroups (v6: GROUP_ID_NOT_FOUND for a missing group)
+    (42, 0, 2), // DeleteGroups
+    (47, 0, 0), // OffsetDelete
 ];
 
 /// Share-group APIs, advertised with `share.version >= 1`.

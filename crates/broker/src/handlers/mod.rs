@@ -9,8 +9,10 @@
 mod acls;
 mod admin;
 mod api_versions;
+mod consumer_group;
 mod data;
 mod features;
+mod group_admin;
 mod metadata;
 mod share;
 mod txn;
@@ -208,6 +210,50 @@ pub(crate) async fn dispatch(
             RequestKind::ShareGroupDescribe(r) => {
                 let resp = share::share_group_describe(core, &ctx, r);
                 respond::<ShareGroupDescribeRequest>(&ctx, &resp, out)
+            }
+            RequestKind::JoinGroup(r) => {
+                let resp = consumer_group::join_group(core, &ctx, r).await;
+                respond::<JoinGroupRequest>(&ctx, &resp, out)
+            }
+            RequestKind::SyncGroup(r) => {
+                let resp = consumer_group::sync_group(core, &ctx, r).await;
+                respond::<SyncGroupRequest>(&ctx, &resp, out)
+            }
+            RequestKind::Heartbeat(r) => {
+                let resp = consumer_group::heartbeat(core, &ctx, r);
+                respond::<HeartbeatRequest>(&ctx, &resp, out)
+            }
+            RequestKind::LeaveGroup(r) => {
+                let resp = consumer_group::leave_group(core, &ctx, r).await;
+                respond::<LeaveGroupRequest>(&ctx, &resp, out)
+            }
+            RequestKind::OffsetCommit(r) => {
+                let resp = consumer_group::offset_commit(core, &ctx, r).await;
+                respond::<OffsetCommitRequest>(&ctx, &resp, out)
+            }
+            RequestKind::OffsetFetch(r) => {
+                let resp = consumer_group::offset_fetch(core, &ctx, r);
+                respond::<OffsetFetchRequest>(&ctx, &resp, out)
+            }
+            RequestKind::TxnOffsetCommit(r) => {
+                let resp = consumer_group::txn_offset_commit(core, &ctx, r).await;
+                respond::<TxnOffsetCommitRequest>(&ctx, &resp, out)
+            }
+            RequestKind::ListGroups(r) => {
+                let resp = group_admin::list_groups(core, &ctx, r);
+                respond::<ListGroupsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DescribeGroups(r) => {
+                let resp = group_admin::describe_groups(core, &ctx, r);
+                respond::<DescribeGroupsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DeleteGroups(r) => {
+                let resp = group_admin::delete_groups(core, &ctx, r).await;
+                respond::<DeleteGroupsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::OffsetDelete(r) => {
+                let resp = group_admin::offset_delete(core, &ctx, r).await;
+                respond::<OffsetDeleteRequest>(&ctx, &resp, out)
             }
             RequestKind::CreateAcls(r) => {
                 let resp = acls::create_acls(core, &ctx, r);

@@ -27,6 +27,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -164,7 +165,7 @@ public final class Check {
 
     public static void main(String[] args) {
         if (args.length == 0) {
-            System.err.println("usage: Check <admin|produce-idempotent|produce-txn|consume|share-consume> --bootstrap HOST:PORT ...");
+            System.err.println("usage: Check <admin|produce-idempotent|produce-txn|consume|eos-copy|share-consume> --bootstrap HOST:PORT ...");
             System.exit(2);
         }
         String cmd = args[0];
@@ -177,6 +178,7 @@ public final class Check {
                 case "produce-idempotent": produceIdempotent(o, out); break;
                 case "produce-txn": produceTxn(o, out); break;
                 case "consume": consume(o, out); break;
+                case "eos-copy": eosCopy(o, out); break;
                 case "share-consume": shareConsume(o, out); break;
                 default: throw new IllegalArgumentException("unknown command " + cmd);
             }
@@ -310,6 +312,68 @@ public final class Check {
             }
             out.put("sent", sent).put("outcome", commit ? "commit" : "abort").put("transactions", transactions);
         }
+    }
+
+    /**
+     * Consume-transform-produce with a consumer group: each polled batch is
+     * copied to {@code --out} and its offsets committed with
+     * {@code sendOffsetsToTransaction} (TxnOffsetCommit), in one transaction.
+     * A second consumer of the group then finds nothing left.
+     */
+    static void eosCopy(Opts o, Json out) throws Exception {
+        String topic = o.str("topic");
+        String group = o.str("group");
+        int expect = o.num("expect", 0);
+        long deadline = System.currentTimeMillis() + o.num("timeout-ms", 30000);
+        Properties cp = base(o);
+        cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        cp.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        cp.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        Properties pp = base(o);
+        pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        pp.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, o.str("txn-id", "interop-eos"));
+        int copied = 0;
+        int transactions = 0;
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(cp);
+             KafkaProducer<String, String> producer = new KafkaProducer<>(pp)) {
+            producer.initTransactions();
+            consumer.subscribe(List.of(topic));
+            while (copied < expect && System.currentTimeMillis() < deadline) {
+                ConsumerRecords<String, String> recs = consumer.poll(Duration.ofMillis(300));
+                if (recs.isEmpty()) {
+                    continue;
+                }
+                producer.beginTransaction();
+                Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                for (ConsumerRecord<String, String> r : recs) {
+                    producer.send(new ProducerRecord<>(o.str("out"), r.key(), r.value()));
+                    offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                    copied++;
+                }
+                producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+                producer.commitTransaction();
+                transactions++;
+            }
+        }
+        out.put("copied", copied).put("transactions", transactions);
+        try (Admin admin = Admin.create(base(o))) {
+            Map<TopicPartition, OffsetAndMetadata> committed =
+                admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get(30, TimeUnit.SECONDS);
+            out.put("committed_partitions", committed.size());
+        }
+        int again = 0;
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(cp)) {
+            consumer.subscribe(List.of(topic));
+            long until = System.currentTimeMillis() + 6000;
+            while (System.currentTimeMillis() < until) {
+                again += consumer.poll(Duration.ofMillis(300)).count();
+            }
+        }
+        out.put("after_commit", again);
     }
 
     /** KafkaConsumer in assign mode (no consumer group): reads from the beginning. */

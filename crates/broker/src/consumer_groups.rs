@@ -1,0 +1,420 @@
+//! The broker side of the consumer group coordinator: runs the I/O-free
+//! [`GroupCoordinator`], persists its records and answers parked requests.
+//!
+//! Every call takes the coordinator's lock with the current time; the
+//! records it returns are appended to `<data>/groups/offsets.log` (a
+//! [`StateLog`], fsynced) under the same lock, before the caller answers,
+//! so an acknowledged OffsetCommit survives kill -9. A failed append
+//! rebuilds the coordinator from the log and the commit is answered
+//! COORDINATOR_NOT_AVAILABLE (clients retry).
+//!
+//! JoinGroup and SyncGroup may be *parked* (the coordinator answers
+//! [`Reply::Parked`]): the handler gets a receiver, and the answer arrives
+//! when a later call or the timer ([`group_tick_loop`]) completes it. A
+//! second parked request of the same member and kind replaces the first,
+//! whose handler then answers COORDINATOR_NOT_AVAILABLE (it rediscovers
+//! the coordinator and retries). At shutdown every parked request is
+//! answered the same way.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::{oneshot, watch};
+
+use super::consumer_group::{
+    ClassicGroupConfig, Completion, GroupCoordinator, GroupRecord, JoinGroupRequest,
+    JoinGroupResponse, LeaveMember, OffsetCommitRequest, Output, Reply, SyncGroupRequest,
+    SyncGroupResponse,
+};
+use super::core::BrokerCore;
+use super::log::StateLog;
+use sharestream_protocol::ErrorCode;
+
+/// (group id, member id) of a parked request.
+type Key = (String, String);
+
+/// An answer now or a receiver for a parked one.
+pub enum Pending<T> {
+    /// The answer.
+    Ready(T),
+    /// Parked; the receiver gets the answer (an error result means the
+    /// request was replaced or the broker is stopping).
+    Parked(oneshot::Receiver<T>),
+}
+
+struct Inner {
+    coordinator: GroupCoordinator,
+    log: StateLog,
+    appended: usize,
+    join_waiters: HashMap<Key, oneshot::Sender<JoinGroupResponse>>,
+    sync_waiters: HashMap<Key, oneshot::Sender<SyncGroupResponse>>,
+}
+
+/// The consumer group coordinator with its durable log.
+pub struct GroupService {
+    config: ClassicGroupConfig,
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for GroupService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupService").finish_non_exhaustive()
+    }
+}
+
+/// Compact when the log holds this many records more than the live state.
+const COMPACT_SLACK: usize = 10_000;
+
+impl GroupService {
+    /// Opens the coordinator from `<dir>/offsets.log` (or in memory).
+    pub fn open(dir: Option<&Path>, config: ClassicGroupConfig) -> std::io::Result<Self> {
+        let (log, replayed) = match dir {
+            Some(dir) => {
+                std::fs::create_dir_all(dir)?;
+                let (log, records, _recovery) = StateLog::open(dir.join("offsets.log"))?;
+                (log, records)
+            }
+            None => (StateLog::in_memory(), Vec::new()),
+        };
+        let mut records = Vec::with_capacity(replayed.len());
+        for r in &replayed {
+            records.push(GroupRecord::decode(r).map_err(|e| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("group coordinator log record: {e}"),
+                )
+            })?);
+        }
+        let coordinator = GroupCoordinator::recover(config.clone(), records);
+        Ok(Self {
+            config,
+            inner: Mutex::new(Inner {
+                coordinator,
+                log,
+                appended: replayed.len(),
+                join_waiters: HashMap::new(),
+                sync_waiters: HashMap::new(),
+            }),
+        })
+    }
+
+    /// Read access to the coordinator (OffsetFetch, listing, tests).
+    pub fn with_coordinator<T>(&self, f: impl FnOnce(&GroupCoordinator) -> T) -> T {
+        f(&self.inner.lock().coordinator)
+    }
+
+    /// JoinGroup.
+    pub fn join(&self, req: &JoinGroupRequest, now_ms: i64) -> Pending<JoinGroupResponse> {
+        let mut inner = self.inner.lock();
+        let out = inner.coordinator.join(req, now_ms);
+        let pending = match &out.result {
+            Reply::Now(r) => Pending::Ready(r.clone()),
+            Reply::Parked { member_id } => {
+                let (tx, rx) = oneshot::channel();
+                inner
+                    .join_waiters
+                    .insert((req.group_id.clone(), member_id.clone()), tx);
+                Pending::Parked(rx)
+            }
+        };
+        let _ = self.finish(&mut inner, out);
+        pending
+    }
+
+    /// SyncGroup.
+    pub fn sync(&self, req: &SyncGroupRequest, now_ms: i64) -> Pending<SyncGroupResponse> {
+        let mut inner = self.inner.lock();
+        let out = inner.coordinator.sync(req, now_ms);
+        let pending = match &out.result {
+            Reply::Now(r) => Pending::Ready(r.clone()),
+            Reply::Parked { member_id } => {
+                let (tx, rx) = oneshot::channel();
+                inner
+                    .sync_waiters
+                    .insert((req.group_id.clone(), member_id.clone()), tx);
+                Pending::Parked(rx)
+            }
+        };
+        let _ = self.finish(&mut inner, out);
+        pending
+    }
+
+    /// Heartbeat.
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+        generation_id: i32,
+        now_ms: i64,
+    ) -> ErrorCode {
+        self.inner.lock().coordinator.heartbeat(
+            group_id,
+            member_id,
+            group_instance_id,
+            generation_id,
+            now_ms,
+        )
+    }
+
+    /// LeaveGroup.
+    pub fn leave(
+        &self,
+        group_id: &str,
+        members: &[LeaveMember],
+        now_ms: i64,
+    ) -> Result<Vec<ErrorCode>, ErrorCode> {
+        let mut inner = self.inner.lock();
+        let out = inner.coordinator.leave(group_id, members, now_ms);
+        let result = out.result.clone();
+        let _ = self.finish(&mut inner, out);
+        result
+    }
+
+    /// OffsetCommit: durable before it returns `Ok`.
+    pub fn commit_offsets(
+        &self,
+        req: &OffsetCommitRequest,
+        now_ms: i64,
+    ) -> Result<Vec<ErrorCode>, ErrorCode> {
+        let mut inner = self.inner.lock();
+        let out = inner.coordinator.commit_offsets(req, now_ms);
+        let result = out.result.clone();
+        self.finish(&mut inner, out)?;
+        result
+    }
+
+    /// TxnOffsetCommit (after the transaction checks): durable before it
+    /// returns `Ok`.
+    pub fn commit_txn_offsets(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        req: &OffsetCommitRequest,
+        now_ms: i64,
+    ) -> Result<Vec<ErrorCode>, ErrorCode> {
+        let mut inner = self.inner.lock();
+        let out = inner
+            .coordinator
+            .commit_txn_offsets(producer_id, producer_epoch, req, now_ms);
+        let result = out.result.clone();
+        self.finish(&mut inner, out)?;
+        result
+    }
+
+    /// A transaction marker for `__consumer_offsets`: commits or drops the
+    /// producer's staged offsets. `Err` when the record could not be
+    /// persisted (the marker is retried).
+    pub fn complete_txn(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        bumps_epoch: bool,
+    ) -> Result<(), ErrorCode> {
+        let mut inner = self.inner.lock();
+        let Some(record) =
+            inner
+                .coordinator
+                .complete_txn(producer_id, producer_epoch, commit, bumps_epoch)
+        else {
+            return Ok(());
+        };
+        let out = Output {
+            result: (),
+            completions: Vec::new(),
+            records: vec![record],
+        };
+        self.finish(&mut inner, out)
+    }
+
+    /// DeleteGroups of one group.
+    pub fn delete_group(&self, group_id: &str) -> ErrorCode {
+        let mut inner = self.inner.lock();
+        match inner.coordinator.delete_group(group_id) {
+            Err(code) => code,
+            Ok(record) => {
+                let out = Output {
+                    result: (),
+                    completions: Vec::new(),
+                    records: vec![record],
+                };
+                self.finish(&mut inner, out)
+                    .err()
+                    .unwrap_or(ErrorCode::NONE)
+            }
+        }
+    }
+
+    /// OffsetDelete: one code per partition or a top-level error.
+    pub fn delete_offsets(
+        &self,
+        group_id: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<ErrorCode>, ErrorCode> {
+        let mut inner = self.inner.lock();
+        let (codes, record) = inner.coordinator.delete_offsets(group_id, partitions)?;
+        let out = Output {
+            result: (),
+            completions: Vec::new(),
+            records: record.into_iter().collect(),
+        };
+        self.finish(&mut inner, out)?;
+        Ok(codes)
+    }
+
+    /// Forgets the offsets of a deleted topic.
+    pub fn on_topic_deleted(&self, topic: &str) {
+        let mut inner = self.inner.lock();
+        let records = inner.coordinator.on_topic_deleted(topic);
+        let out = Output {
+            result: (),
+            completions: Vec::new(),
+            records,
+        };
+        let _ = self.finish(&mut inner, out);
+    }
+
+    /// Whether a timer is due at `now_ms`.
+    pub fn is_due(&self, now_ms: i64) -> bool {
+        self.inner
+            .lock()
+            .coordinator
+            .next_deadline_ms()
+            .is_some_and(|d| d <= now_ms)
+    }
+
+    /// Runs the coordinator's timers.
+    pub fn tick(&self, now_ms: i64) {
+        let mut inner = self.inner.lock();
+        if inner
+            .coordinator
+            .next_deadline_ms()
+            .is_none_or(|d| d > now_ms)
+        {
+            return;
+        }
+        let out = inner.coordinator.tick(now_ms);
+        let _ = self.finish(&mut inner, out);
+    }
+
+    /// Answers every parked request with COORDINATOR_NOT_AVAILABLE.
+    pub fn release_all(&self) {
+        let mut inner = self.inner.lock();
+        let completions = inner
+            .coordinator
+            .release_all(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+        Self::complete(&mut inner, completions);
+        inner.join_waiters.clear();
+        inner.sync_waiters.clear();
+    }
+
+    /// Persists the records, then delivers the completions. `Err` when the
+    /// append failed (the coordinator was rebuilt from the log).
+    fn finish<T>(&self, inner: &mut Inner, out: Output<T>) -> Result<(), ErrorCode> {
+        let mut result = Ok(());
+        for r in &out.records {
+            let res = if sharestream_common::failpoints::hit("groups.persist") {
+                Err(std::io::Error::other("failpoint groups.persist"))
+            } else {
+                inner.log.append(&r.encode())
+            };
+            if let Err(e) = res {
+                tracing::error!(error = %e, "appending to the group coordinator log failed; rebuilding the coordinator from it");
+                self.rebuild(inner);
+                result = Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+                break;
+            }
+            inner.appended += 1;
+        }
+        Self::complete(inner, out.completions);
+        if inner.appended > COMPACT_SLACK + inner.coordinator.live_record_count() * 2 {
+            let records: Vec<Vec<u8>> = inner
+                .coordinator
+                .snapshot_records()
+                .iter()
+                .map(GroupRecord::encode)
+                .collect();
+            match inner.log.rewrite(&records) {
+                Ok(()) => inner.appended = records.len(),
+                Err(e) => tracing::warn!(error = %e, "compacting the group coordinator log failed"),
+            }
+        }
+        result
+    }
+
+    fn complete(inner: &mut Inner, completions: Vec<Completion>) {
+        for c in completions {
+            match c {
+                Completion::Join {
+                    group_id,
+                    member_id,
+                    response,
+                } => {
+                    if let Some(tx) = inner.join_waiters.remove(&(group_id, member_id)) {
+                        let _ = tx.send(response);
+                    }
+                }
+                Completion::Sync {
+                    group_id,
+                    member_id,
+                    response,
+                } => {
+                    if let Some(tx) = inner.sync_waiters.remove(&(group_id, member_id)) {
+                        let _ = tx.send(response);
+                    }
+                }
+            }
+        }
+    }
+
+    /// After a failed append: the durable state is the log's. Membership is
+    /// kept (it is not persisted anyway); offsets and generations are
+    /// replayed.
+    fn rebuild(&self, inner: &mut Inner) {
+        match inner.log.replay() {
+            Ok(records) => {
+                let decoded = records.iter().filter_map(|r| GroupRecord::decode(r).ok());
+                let fresh = GroupCoordinator::recover(self.config.clone(), decoded);
+                inner.coordinator.replace_durable_state(fresh);
+            }
+            Err(e) => tracing::error!(error = %e, "replaying the group coordinator log failed"),
+        }
+    }
+}
+
+/// Drives the group coordinator's timers (sessions, join and sync
+/// deadlines) every 50 ms; at shutdown answers every parked request.
+pub(crate) async fn group_tick_loop(core: Arc<BrokerCore>, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(50));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                // Ending a join phase persists the generation: off the
+                // reactor in disk mode.
+                if core.consumer_groups().is_due(super::now_ms()) {
+                    super::handlers::blocking_pub(&core, |c| {
+                        c.consumer_groups().tick(super::now_ms())
+                    })
+                    .await;
+                }
+            }
+            _ = shutdown.changed() => {
+                core.consumer_groups().release_all();
+                return;
+            }
+        }
+    }
+}
+
+/// Awaits a parked answer; a dropped sender (replaced request, shutdown)
+/// becomes `lost`.
+pub(crate) async fn wait<T>(pending: Pending<T>, lost: impl FnOnce() -> T) -> T {
+    match pending {
+        Pending::Ready(r) => r,
+        Pending::Parked(rx) => rx.await.unwrap_or_else(|_| lost()),
+    }
+}
