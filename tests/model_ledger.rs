@@ -13,9 +13,9 @@
 //!   delivery count in the leader's memory and the one last persisted.
 //!   Acquisition persists nothing (upstream); lock expiry, RELEASE and
 //!   ACCEPT do. ACCEPT and RELEASE apply only to a record the member holds.
-//!   RENEW succeeds iff the member holds every record it names, and changes
-//!   nothing (upstream: "without changing the state or persisting
-//!   anything").
+//!   RENEW succeeds iff the member holds every record it names; it only
+//!   restarts the lock timer and writes no share state (upstream, KIP-1222,
+//!   apache/kafka#20815).
 //! * **Share-partition leader change** of source partition 0
 //!   (`LeaderFault`): the new leader loads the persisted state, so every
 //!   ACQUIRED record is AVAILABLE again with its persisted delivery count
