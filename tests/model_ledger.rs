@@ -54,7 +54,9 @@
 //!   worker is still working on (a pause: any step may be arbitrarily
 //!   late), crash (the process restarts with the same identity: its
 //!   InitProducerId aborts its transaction, its index starts from the
-//!   beginning, its records stay ACQUIRED until their locks expire),
+//!   beginning, its records stay ACQUIRED until their locks expire; a
+//!   process that never comes back is a worker paused for ever, whose open
+//!   transaction is fenced or timed out),
 //!   transaction timeout, loss of a RENEW (= a failed RENEW) or of an
 //!   ACCEPT (harmless by design), leader change, the deposed leader's
 //!   RENEW answer, lock violation. A lost or late produce, fetch or
@@ -1660,17 +1662,21 @@ fn regression_sequence_deposed_leader_renew() {
     }
 }
 
-/// Wider bounds, for a manual run:
+/// Wider bounds (three records in two partitions, several faults at once),
+/// for a manual run in release mode:
 /// `cargo test --release --test model_ledger -- --ignored --nocapture`.
+/// Measured in release mode on this machine: 18.3 million states (110 s,
+/// 2.6 GB), 27.2 million (180 s, 3.2 GB), 12.1 million (30 s, 1.4 GB),
+/// 2.8 million (7 s).
 #[test]
-#[ignore = "wider bounds: minutes in debug mode"]
+#[ignore = "wider bounds: about 6 minutes and 3 GB in release mode, far longer in debug"]
 fn wider_bounds() {
     let wide = Bounds {
         records: 3,
         partitions: 2,
         expiries: 1,
         crashes: 1,
-        timeouts: 1,
+        timeouts: 0,
         losses: 1,
         leader: LeaderFault::Restart,
         lock_violations: 0,
@@ -1679,12 +1685,12 @@ fn wider_bounds() {
     check(Design::ISSUE, wide, false).assert_all_hold();
     check(Design::ARBITRATED, wide, false).assert_all_hold();
     let stale = Bounds {
+        crashes: 0,
+        losses: 0,
         leader: LeaderFault::Stale,
         lock_violations: 1,
         ..wide
     };
     check(Design::ARBITRATED, stale, false).assert_all_hold();
     check(Design::ARBITRATED_NO_RENEW, stale, false).assert_all_hold();
-    let live = liveness(Design::ARBITRATED, stale);
-    assert!(live.stuck.is_none() && live.cycle.is_none());
 }
