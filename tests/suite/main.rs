@@ -1,8 +1,10 @@
 //! The integration tests, as one test binary: each module below was a test
 //! binary of its own, and each relinked the whole library (32 links per
-//! test run). Three stay apart:
+//! test run). Four stay apart:
 //! - `tests/failpoints/`: the tests that arm failpoints, which are process-
 //!   wide, serialized with one lock;
+//! - `tests/models/`: the model checks, CPU-bound, which would starve the
+//!   timing-sensitive tests here;
 //! - `tests/hostile_frames.rs`: watches the process's peak RSS, so nothing
 //!   else may run beside it;
 //! - `tests/hostile_frames_unguarded.rs`: keeps the system allocator.
@@ -38,7 +40,6 @@ mod interop_embedded;
 mod jvm_bytes;
 mod kip1289_corner_cases;
 mod kip1289_interleavings;
-mod model_kip1289;
 mod protocol_roundtrip;
 mod record_batches;
 mod runtime_topologies;

@@ -1168,7 +1168,7 @@ fn corner_case_14_older_epoch_reverts_and_newer_cannot_stage_its_records() {
 
 #[test]
 fn a_late_copy_of_an_applied_marker_does_not_resolve_the_next_transaction() {
-    // Found by tests/suite/model_kip1289.rs: the coordinator re-sends a marker
+    // Found by tests/models/model_kip1289.rs: the coordinator re-sends a marker
     // whose first delivery was slow; the copy lands after the producer's
     // next transaction staged at exactly the marker's epoch (TV2).
     let mut sp = SharePartition::new(cfg(), 0);
