@@ -13,10 +13,10 @@
 //! lets a Java 4.4 client, which opens every connection at v5, get its
 //! answer in one round trip instead of an UNSUPPORTED_VERSION and a retry.
 
+use kafka_protocol::messages::ApiVersionsResponse;
 use kafka_protocol::messages::api_versions_response::{
     ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
 };
-use kafka_protocol::messages::ApiVersionsResponse;
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
@@ -277,10 +277,7 @@ mod tests {
         ] {
             let resp = handle(&core, &ctx(5), v5(Some(c), n));
             assert_eq!(resp.error_code, 129, "{c:?}/{n}");
-            assert_eq!(
-                ErrorCode(resp.error_code),
-                ErrorCode::REBOOTSTRAP_REQUIRED
-            );
+            assert_eq!(ErrorCode(resp.error_code), ErrorCode::REBOOTSTRAP_REQUIRED);
             assert!(resp.api_keys.is_empty());
         }
     }

@@ -24,10 +24,10 @@ use kafka_protocol::messages::*;
 use super::core::BrokerCore;
 use super::server::Close;
 use sharestream_protocol::ErrorCode;
-use sharestream_protocol::api_versions_v5::ApiVersionsV5Request;
 use sharestream_protocol::api::{
     AnyRequest, ApiRequest, RequestHeaderInfo, api_name, decode_request, encode_response_frame,
 };
+use sharestream_protocol::api_versions_v5::ApiVersionsV5Request;
 use sharestream_protocol::share_v2::{ShareAcknowledgeV2Request, ShareFetchV2Request};
 use sharestream_protocol::txn_share_ack::{
     TxnShareAcknowledgeRequest, TxnShareAcknowledgeResponse,
@@ -105,8 +105,7 @@ pub(crate) async fn dispatch(
 
     // ApiVersions at a version we cannot parse: answer v0 with
     // UNSUPPORTED_VERSION and our ranges so the client can retry.
-    if key == ApiVersionsV5Request::API_KEY && !ApiVersionsV5Request::versions().contains(version)
-    {
+    if key == ApiVersionsV5Request::API_KEY && !ApiVersionsV5Request::versions().contains(version) {
         let resp = api_versions::unsupported_version_response(core);
         return sharestream_protocol::api::encode_response_frame::<ApiVersionsV5Request>(
             &resp,
