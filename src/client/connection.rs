@@ -74,6 +74,14 @@
 //! highest version the broker listed, as Kafka's clients do. The result is
 //! kept as [`NegotiatedVersions`]; a request of an API the broker lacks fails
 //! with [`ClientError::UnsupportedVersion`] before a single byte is written.
+//!
+//! v3 stays the first version although our broker and Kafka 4.4 serve up to
+//! v5: every broker since Kafka 2.4 answers v3 in one round trip, while v4
+//! and v5 would cost a refusal and a retry on older ones. v5 (KIP-1242) only
+//! adds the expected cluster and node id, which pay off with a client that
+//! rebootstraps on REBOOTSTRAP_REQUIRED, and Kafka's client sends them only
+//! then; ours does not rebootstrap, and v4 only lets the broker report
+//! feature minimum 0, which negotiation does not read.
 
 use std::collections::VecDeque;
 use std::future::Future;

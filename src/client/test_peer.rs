@@ -31,10 +31,7 @@ impl Received {
     /// The ApiVersions request inside, or panic.
     pub fn api_versions(&self) -> &ApiVersionsRequest {
         match &self.request {
-            AnyRequest::Kafka(k) => match &**k {
-                kafka_protocol::messages::RequestKind::ApiVersions(r) => r,
-                other => panic!("expected ApiVersions, got {other:?}"),
-            },
+            AnyRequest::ApiVersions(r) => &r.request,
             other => panic!("expected ApiVersions, got {other:?}"),
         }
     }

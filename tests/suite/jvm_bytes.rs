@@ -49,6 +49,7 @@ use sharestream::protocol::api::{
     AnyRequest, ApiRequest, Versions, codec_versions, encode_request_frame, encode_response_frame,
     request_header_version, response_header_version,
 };
+use sharestream::protocol::api_versions_v5::{API_VERSIONS_API_KEY, ApiVersionsV5Request};
 use sharestream::protocol::records::{
     BatchSpec, Compression, Record, RecordBatchView, TimestampType, control_batch, encode_batch,
 };
@@ -351,15 +352,45 @@ fn share_acknowledge_api() -> Api {
     }
 }
 
+/// ApiVersions through [`ApiVersionsV5Request`] at every version it codes
+/// (0 to 5): kafka-protocol's struct stops at 4. Version 5 carries
+/// `ClusterId` (null or a string) and `NodeId`, both generated.
+fn api_versions_api() -> Api {
+    Api {
+        name: "ApiVersionsRequest",
+        key: API_VERSIONS_API_KEY,
+        versions: codec_versions(API_VERSIONS_API_KEY).expect("known key"),
+        request: |data, v, client_id| {
+            let mut g = G::new(data);
+            let mut request = gm::api_versions_request__ApiVersionsRequest(&mut g, v.min(4));
+            kafka_nullability(&mut request, v.min(4));
+            let (cluster_id, node_id) = if v >= 5 {
+                (g.opt(|g| g.string().to_string()), g.i32())
+            } else {
+                (None, -1)
+            };
+            let req = ApiVersionsV5Request {
+                request,
+                cluster_id,
+                node_id,
+            };
+            request_bytes(req, v, client_id)
+        },
+        response: |data, v, _| {
+            // Version 5 of the response has the fields of version 4.
+            let mut resp =
+                gm::api_versions_response__ApiVersionsResponse(&mut G::new(data), v.min(4));
+            kafka_nullability(&mut resp, v.min(4));
+            response_bytes::<ApiVersionsV5Request>(resp, v)
+        },
+    }
+}
+
 /// Every kafka-protocol API our layer uses (the list of
 /// tests/suite/protocol_roundtrip.rs, without our own TxnShareAcknowledge).
 fn apis() -> Vec<Api> {
     vec![
-        api!(
-            ApiVersionsRequest,
-            gm::api_versions_request__ApiVersionsRequest,
-            gm::api_versions_response__ApiVersionsResponse
-        ),
+        api_versions_api(),
         api!(
             MetadataRequest,
             gm::metadata_request__MetadataRequest,
@@ -540,6 +571,8 @@ fn messages_are_byte_identical_to_kafka_clients() {
     // ShareFetch/ShareAcknowledge v2 (our share_v2 wrappers): counted so
     // that a skipped version 2 fails the test instead of passing silently.
     let mut share_v2_pairs = 0usize;
+    // ApiVersions v5 (KIP-1242, our api_versions_v5 wrapper), likewise.
+    let mut api_versions_v5_pairs = 0usize;
     let mut share_v2_cases = 0usize;
     let mut mismatches: Vec<String> = Vec::new();
     let mut excluded: Vec<String> = Vec::new();
@@ -558,6 +591,9 @@ fn messages_are_byte_identical_to_kafka_clients() {
                 continue;
             }
             pairs += 1;
+            if api.key == API_VERSIONS_API_KEY && v == 5 {
+                api_versions_v5_pairs += 1;
+            }
             let share_v2 =
                 [SHARE_FETCH_API_KEY, SHARE_ACKNOWLEDGE_API_KEY].contains(&api.key) && v >= 2;
             if share_v2 {
@@ -653,6 +689,10 @@ fn messages_are_byte_identical_to_kafka_clients() {
     println!(
         "jvm_bytes: ShareFetch/ShareAcknowledge v2 (src/protocol/share_v2.rs): {share_v2_pairs} \
          (API, version) pairs, {share_v2_cases} messages"
+    );
+    assert_eq!(
+        api_versions_v5_pairs, 1,
+        "ApiVersions v5 must be compared (not compared: {excluded:?})"
     );
     assert_eq!(
         share_v2_pairs, 2,

@@ -32,6 +32,7 @@ use sharestream::protocol::api::{
     AnyRequest, ApiRequest, Versions, codec_versions, decode_request, decode_request_header,
     decode_response_header, encode_request_frame, encode_response_frame, request_header_version,
 };
+use sharestream::protocol::api_versions_v5::{API_VERSIONS_VERSIONS, ApiVersionsV5Request};
 use sharestream::protocol::frame::{FrameDecoder, encode_frame};
 use sharestream::protocol::share_v2::{
     SHARE_VERSIONS, ShareAcknowledgeV2Request, ShareAcknowledgeV2Response, ShareFetchV2Request,
@@ -203,6 +204,20 @@ fn gen_share_fetch(g: &mut G, v: i16) -> ShareFetchV2Request {
     }
 }
 
+fn gen_api_versions(g: &mut G, v: i16) -> ApiVersionsV5Request {
+    let request = gm::api_versions_request__ApiVersionsRequest(g, v.min(4));
+    let (cluster_id, node_id) = if v >= 5 {
+        (g.opt(|g| g.string().to_string()), g.i32())
+    } else {
+        (None, -1)
+    };
+    ApiVersionsV5Request {
+        request,
+        cluster_id,
+        node_id,
+    }
+}
+
 fn gen_share_ack(g: &mut G, v: i16) -> ShareAcknowledgeV2Request {
     let request = gm::share_acknowledge_request__ShareAcknowledgeRequest(g, 1);
     ShareAcknowledgeV2Request {
@@ -269,11 +284,34 @@ fn gen_txn_response(g: &mut G) -> TxnShareAcknowledgeResponse {
 
 fn apis() -> Vec<Api> {
     vec![
-        kafka_api!(
-            ApiVersionsRequest,
-            gm::api_versions_request__ApiVersionsRequest,
-            gm::api_versions_response__ApiVersionsResponse
-        ),
+        // ApiVersions v0-5 through our wrapper (api_versions_v5.rs):
+        // kafka-protocol's v4 struct plus the v5 fields, generated here.
+        Api {
+            name: "ApiVersionsRequest",
+            key: 18,
+            versions: API_VERSIONS_VERSIONS,
+            request_round_trip: |data, v| {
+                request_round_trip(
+                    gen_api_versions(&mut G::new(data), v),
+                    v,
+                    AnyRequest::ApiVersions,
+                )
+            },
+            response_round_trip: |data, v| {
+                response_round_trip::<ApiVersionsV5Request>(
+                    gm::api_versions_response__ApiVersionsResponse(&mut G::new(data), v.min(4)),
+                    v,
+                )
+            },
+            request_frame: |data, v| request_frame(gen_api_versions(&mut G::new(data), v), v),
+            response_body: |data, v| {
+                response_body::<ApiVersionsV5Request>(
+                    gm::api_versions_response__ApiVersionsResponse(&mut G::new(data), v.min(4)),
+                    v,
+                )
+            },
+            decode_response: |b, v| ApiVersionsV5Request::decode_response(b, v).map(|_| ()),
+        },
         kafka_api!(
             MetadataRequest,
             gm::metadata_request__MetadataRequest,

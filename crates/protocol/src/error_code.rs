@@ -116,6 +116,7 @@ codes! {
     UNKNOWN_SUBSCRIPTION_ID = 117,
     TELEMETRY_TOO_LARGE = 118,
     TRANSACTION_ABORTABLE = 120,
+    REBOOTSTRAP_REQUIRED = 129,
     SHARE_SESSION_LIMIT_REACHED = 133,
 }
 
@@ -260,6 +261,7 @@ mod tests {
                 "SHARE_SESSION_LIMIT_REACHED",
             ),
             (ErrorCode::FENCED_LEADER_EPOCH, "FENCED_LEADER_EPOCH"),
+            (ErrorCode::REBOOTSTRAP_REQUIRED, "REBOOTSTRAP_REQUIRED"),
             (ErrorCode::INVALID_UPDATE_VERSION, "INVALID_UPDATE_VERSION"),
         ];
         for (code, name) in all.iter().chain(ErrorCode::NAMED) {
@@ -274,6 +276,7 @@ mod tests {
         assert!(ErrorCode::NOT_COORDINATOR.is_retriable());
         assert!(!ErrorCode::PRODUCER_FENCED.is_retriable());
         assert!(!ErrorCode::INVALID_RECORD_STATE.is_retriable());
+        assert!(!ErrorCode::REBOOTSTRAP_REQUIRED.is_retriable());
         assert!(!ErrorCode(9999).is_retriable());
     }
 }

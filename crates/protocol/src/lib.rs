@@ -8,6 +8,9 @@
 //! - [`txn_share_ack`]: KIP-1289's TxnShareAcknowledge (apiKey 95), our own.
 //! - [`share_v2`]: ShareFetch and ShareAcknowledge v2 (KIP-1206/1222), which
 //!   kafka-protocol 0.18 lacks, as its v1 structs plus the added fields.
+//! - [`api_versions_v5`]: ApiVersions v5 (KIP-1242: the cluster and node
+//!   the client expects), which kafka-protocol 0.18 lacks, as its v4 struct
+//!   plus the added fields.
 //! - [`share`]: the share-group vocabulary (acknowledge types, acquire
 //!   mode, isolation level), defined once for broker, client and eos.
 //! - [`versions`]: version negotiation from ApiVersions.
@@ -20,6 +23,7 @@
 pub mod alloc;
 
 pub mod api;
+pub mod api_versions_v5;
 pub mod error;
 pub mod error_code;
 pub mod frame;

@@ -128,6 +128,7 @@ async fn serve(io: tokio::io::DuplexStream, script: Arc<Mutex<Script>>) {
             AnyRequest::ShareFetch(_) | AnyRequest::ShareAcknowledge(_) => {
                 panic!("share request sent to the producer's peer")
             }
+            AnyRequest::ApiVersions(_) => panic!("a second ApiVersions on one connection"),
             AnyRequest::Kafka(k) => match *k {
                 RequestKind::Metadata(_) => {
                     script.lock().log.push((3, String::new()));

@@ -4,11 +4,19 @@
 //! implements. Share-group APIs appear only with `share.version >= 1`, and
 //! TxnShareAcknowledge (key 95) only with `share.version >= 3` and
 //! `transaction.version >= 2` (docs/DESIGN.md D2).
+//!
+//! Version 5 (Kafka 4.4, KIP-1242) carries the cluster and node the client
+//! meant to reach. As Kafka's broker does, a request naming one without the
+//! other is INVALID_REQUEST, and one naming another cluster id or node id
+//! is REBOOTSTRAP_REQUIRED (129), both with no API list; a request naming
+//! neither (a bootstrap connection) is answered as v4 is. Advertising 0-5
+//! lets a Java 4.4 client, which opens every connection at v5, get its
+//! answer in one round trip instead of an UNSUPPORTED_VERSION and a retry.
 
+use kafka_protocol::messages::ApiVersionsResponse;
 use kafka_protocol::messages::api_versions_response::{
     ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
 };
-use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
@@ -17,6 +25,7 @@ use crate::core::{
 };
 use sharestream_protocol::ErrorCode;
 use sharestream_protocol::api::Versions;
+use sharestream_protocol::api_versions_v5::{ApiVersionsV5Request, Target};
 use sharestream_protocol::txn_share_ack::TXN_SHARE_ACKNOWLEDGE_API_KEY;
 
 /// Served APIs: (key, min, max).
@@ -26,7 +35,7 @@ const SERVED: &[(i16, i16, i16)] = &[
     (2, 1, 6),  // ListOffsets
     (3, 0, 12), // Metadata
     (10, 0, 6), // FindCoordinator
-    (18, 0, 4), // ApiVersions
+    (18, 0, 5), // ApiVersions (v5: KIP-1242 cluster and node check)
     (17, 1, 1), // SaslHandshake (v0's unframed tokens are not served)
     (36, 0, 2), // SaslAuthenticate
     (29, 1, 3), // DescribeAcls
@@ -135,17 +144,36 @@ fn valid_software_field(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'.')
 }
 
+/// The error of a request Kafka would refuse, `None` for one to answer:
+/// INVALID_REQUEST for bad software fields (v3+) or a half-named target
+/// (v5), REBOOTSTRAP_REQUIRED for a target that is not this broker.
+fn refusal(core: &BrokerCore, version: i16, req: &ApiVersionsV5Request) -> Option<ErrorCode> {
+    let r = &req.request;
+    if version >= 3
+        && !(valid_software_field(&r.client_software_name)
+            && valid_software_field(&r.client_software_version))
+    {
+        return Some(ErrorCode::INVALID_REQUEST);
+    }
+    match req.target() {
+        Target::Unnamed => None,
+        Target::HalfNamed => Some(ErrorCode::INVALID_REQUEST),
+        Target::Named {
+            cluster_id,
+            node_id,
+        } => (cluster_id != core.config().cluster_id || node_id != core.node_id())
+            .then_some(ErrorCode::REBOOTSTRAP_REQUIRED),
+    }
+}
+
 pub(crate) fn handle(
     core: &BrokerCore,
     ctx: &RequestContext,
-    req: ApiVersionsRequest,
+    req: ApiVersionsV5Request,
 ) -> ApiVersionsResponse {
     let version = ctx.version();
-    if version >= 3
-        && !(valid_software_field(&req.client_software_name)
-            && valid_software_field(&req.client_software_version))
-    {
-        return ApiVersionsResponse::default().with_error_code(ErrorCode::INVALID_REQUEST.0);
+    if let Some(code) = refusal(core, version, &req) {
+        return ApiVersionsResponse::default().with_error_code(code.0);
     }
     let f = core.features();
     // Old Java clients fail the handshake on a supported feature with
@@ -188,6 +216,98 @@ pub(crate) fn handle(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::BrokerConfig;
+    use kafka_protocol::messages::ApiVersionsRequest;
+    use sharestream_protocol::api::RequestHeaderInfo;
+    use std::sync::Arc;
+
+    fn core() -> BrokerCore {
+        BrokerCore::open(BrokerConfig::in_memory(), "127.0.0.1:9092".parse().unwrap()).unwrap()
+    }
+
+    fn ctx(version: i16) -> RequestContext {
+        RequestContext {
+            header: RequestHeaderInfo {
+                api_key: 18,
+                api_version: version,
+                correlation_id: 1,
+                client_id: None,
+            },
+            principal: Arc::from("User:ANONYMOUS"),
+            host: Arc::from("127.0.0.1"),
+            connection_id: 1,
+        }
+    }
+
+    fn v5(cluster_id: Option<&str>, node_id: i32) -> ApiVersionsV5Request {
+        ApiVersionsV5Request {
+            request: ApiVersionsRequest::default()
+                .with_client_software_name(StrBytes::from_static_str("apache-kafka-java"))
+                .with_client_software_version(StrBytes::from_static_str("4.4.0")),
+            cluster_id: cluster_id.map(str::to_string),
+            node_id,
+        }
+    }
+
+    #[test]
+    fn v5_is_advertised() {
+        let core = core();
+        let resp = handle(&core, &ctx(5), v5(None, -1));
+        let av = resp.api_keys.iter().find(|k| k.api_key == 18).unwrap();
+        assert_eq!((av.min_version, av.max_version), (0, 5));
+        // The v0 refusal of a version above 5 names 5 too.
+        let refusal = unsupported_version_response(&core);
+        let av = refusal.api_keys.iter().find(|k| k.api_key == 18).unwrap();
+        assert_eq!(av.max_version, 5);
+    }
+
+    #[test]
+    fn v5_naming_this_broker_is_answered_like_v4() {
+        let core = core();
+        let cluster = core.config().cluster_id.clone();
+        let named = handle(&core, &ctx(5), v5(Some(&cluster), core.node_id()));
+        let unnamed = handle(&core, &ctx(5), v5(None, -1));
+        let v4 = handle(&core, &ctx(4), v5(None, -1));
+        assert_eq!(named.error_code, 0);
+        assert!(!named.api_keys.is_empty());
+        assert_eq!(named, unnamed);
+        assert_eq!(named, v4);
+    }
+
+    #[test]
+    fn v5_naming_another_cluster_or_node_is_rebootstrap_required() {
+        let core = core();
+        let cluster = core.config().cluster_id.clone();
+        let node = core.node_id();
+        for (c, n) in [
+            (cluster.as_str(), node + 1),
+            ("another-cluster", node),
+            (&cluster.to_uppercase(), node),
+            ("", node),
+            (cluster.as_str(), -2),
+        ] {
+            let resp = handle(&core, &ctx(5), v5(Some(c), n));
+            assert_eq!(resp.error_code, 129, "{c:?}/{n}");
+            assert_eq!(ErrorCode(resp.error_code), ErrorCode::REBOOTSTRAP_REQUIRED);
+            assert!(resp.api_keys.is_empty());
+        }
+    }
+
+    #[test]
+    fn v5_naming_half_a_target_is_invalid_request() {
+        let core = core();
+        let cluster = core.config().cluster_id.clone();
+        for req in [v5(Some(&cluster), -1), v5(None, core.node_id())] {
+            let resp = handle(&core, &ctx(5), req);
+            assert_eq!(resp.error_code, ErrorCode::INVALID_REQUEST.0);
+            assert!(resp.api_keys.is_empty());
+        }
+        // Bad software fields are refused first, whatever the target.
+        let mut bad = v5(Some("another-cluster"), 3);
+        bad.request.client_software_name = StrBytes::from_static_str("-bad");
+        let resp = handle(&core, &ctx(5), bad);
+        assert_eq!(resp.error_code, ErrorCode::INVALID_REQUEST.0);
+    }
 
     #[test]
     fn software_field_rule() {

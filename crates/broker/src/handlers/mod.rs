@@ -29,6 +29,7 @@ use sharestream_protocol::ErrorCode;
 use sharestream_protocol::api::{
     AnyRequest, ApiRequest, RequestHeaderInfo, api_name, decode_request, encode_response_frame,
 };
+use sharestream_protocol::api_versions_v5::ApiVersionsV5Request;
 use sharestream_protocol::share_v2::{ShareAcknowledgeV2Request, ShareFetchV2Request};
 use sharestream_protocol::txn_share_ack::{
     TxnShareAcknowledgeRequest, TxnShareAcknowledgeResponse,
@@ -106,9 +107,9 @@ pub(crate) async fn dispatch(
 
     // ApiVersions at a version we cannot parse: answer v0 with
     // UNSUPPORTED_VERSION and our ranges so the client can retry.
-    if key == ApiVersionsRequest::API_KEY && !ApiVersionsRequest::versions().contains(version) {
+    if key == ApiVersionsV5Request::API_KEY && !ApiVersionsV5Request::versions().contains(version) {
         let resp = api_versions::unsupported_version_response(core);
-        return sharestream_protocol::api::encode_response_frame::<ApiVersionsRequest>(
+        return sharestream_protocol::api::encode_response_frame::<ApiVersionsV5Request>(
             &resp,
             0,
             header.correlation_id,
@@ -135,10 +136,6 @@ pub(crate) async fn dispatch(
 
     match request {
         AnyRequest::Kafka(kind) => match *kind {
-            RequestKind::ApiVersions(r) => {
-                let resp = api_versions::handle(core, &ctx, r);
-                respond::<ApiVersionsRequest>(&ctx, &resp, out)
-            }
             RequestKind::Produce(r) => match data::produce(core, &ctx, r).await {
                 Some(resp) => respond::<ProduceRequest>(&ctx, &resp, out),
                 None => Ok(()),
@@ -276,6 +273,10 @@ pub(crate) async fn dispatch(
                 api_name(key)
             ))),
         },
+        AnyRequest::ApiVersions(r) => {
+            let resp = api_versions::handle(core, &ctx, r);
+            respond::<ApiVersionsV5Request>(&ctx, &resp, out)
+        }
         AnyRequest::ShareFetch(r) => {
             let resp = share::share_fetch(core, &ctx, r).await;
             respond::<ShareFetchV2Request>(&ctx, &resp, out)
