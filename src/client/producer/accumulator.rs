@@ -395,6 +395,34 @@ mod tests {
         assert!(acc.ready(t0).contains(&tp(0)));
     }
 
+    /// Issue #20: a partition muted by a retry backoff, with full batches
+    /// queued, must not set a past deadline either (the sender would spin
+    /// until the backoff ends); its deadline is the end of the backoff.
+    #[tokio::test(start_paused = true)]
+    async fn a_muted_partition_sets_the_end_of_its_backoff_as_deadline() {
+        let t0 = Instant::now();
+        let mut acc = Accumulator::new(Duration::from_millis(5), 200, 5);
+        for _ in 0..3 {
+            acc.append(tp(0), rec(150), 150 + 21, t0);
+        }
+        let mut b = acc.drain(&tp(0)).unwrap();
+        b.base_sequence = Some(0);
+        let retry_at = t0 + Duration::from_millis(100);
+        acc.reenqueue(b, retry_at);
+        // Well below its in-flight cap, a retry and a full batch queued:
+        // due by size, held back by the mute.
+        let during = t0 + Duration::from_millis(50);
+        assert!(acc.ready(during).is_empty());
+        assert_eq!(acc.next_deadline(), Some(retry_at));
+        // A second partition's linger still comes first.
+        acc.append(tp(1), rec(10), 10 + 21, t0);
+        assert_eq!(acc.next_deadline(), Some(t0 + Duration::from_millis(5)));
+        // When the backoff ends the retry goes first.
+        let ready = acc.ready(retry_at);
+        assert!(ready.contains(&tp(0)));
+        assert_eq!(acc.drain(&tp(0)).unwrap().base_sequence, Some(0));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn retries_keep_their_sequence_and_go_first() {
         let t0 = Instant::now();
