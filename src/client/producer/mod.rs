@@ -230,20 +230,36 @@ pub struct RecordMetadata {
     pub timestamp: i64,
 }
 
+/// A record's outcome as its delivery channel carries it. The error is
+/// boxed: one channel per record lives until the application awaits it,
+/// and a `ProducerError` is several times larger than a pointer.
+pub(crate) type Outcome = Result<RecordMetadata, Box<ProducerError>>;
+
 /// Resolves when the record is acknowledged or failed.
 #[derive(Debug)]
 pub struct DeliveryFuture {
-    inner: Result<oneshot::Receiver<Result<RecordMetadata, ProducerError>>, Option<ProducerError>>,
+    // Two words: applications hold one per record in flight.
+    inner: Result<oneshot::Receiver<Outcome>, Option<Box<ProducerError>>>,
+}
+
+impl DeliveryFuture {
+    fn failed(e: ProducerError) -> Self {
+        Self {
+            inner: Err(Some(Box::new(e))),
+        }
+    }
 }
 
 impl Future for DeliveryFuture {
     type Output = Result<RecordMetadata, ProducerError>;
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match &mut self.inner {
-            Ok(rx) => Pin::new(rx)
-                .poll(cx)
-                .map(|r| r.unwrap_or(Err(ProducerError::Closed))),
-            Err(e) => Poll::Ready(Err(e.take().unwrap_or(ProducerError::Closed))),
+            Ok(rx) => Pin::new(rx).poll(cx).map(|r| match r {
+                Ok(Ok(md)) => Ok(md),
+                Ok(Err(e)) => Err(*e),
+                Err(_) => Err(ProducerError::Closed),
+            }),
+            Err(e) => Poll::Ready(Err(e.take().map_or(ProducerError::Closed, |e| *e))),
         }
     }
 }
@@ -440,9 +456,7 @@ impl Producer {
     /// abortable: the record is not in it.
     pub async fn send(&self, record: ProducerRecord) -> DeliveryFuture {
         if let Err(e) = self.inner.txn.lock().check_send() {
-            return DeliveryFuture {
-                inner: Err(Some(e)),
-            };
+            return DeliveryFuture::failed(e);
         }
         match self.place(record).await {
             Ok(rx) => DeliveryFuture { inner: Ok(rx) },
@@ -450,19 +464,14 @@ impl Producer {
                 if !matches!(e, ProducerError::Closed | ProducerError::InvalidTxnState(_)) {
                     self.inner.txn.lock().record_error(e.clone());
                 }
-                DeliveryFuture {
-                    inner: Err(Some(e)),
-                }
+                DeliveryFuture::failed(e)
             }
         }
     }
 
     /// `send` after the state check: metadata, partition check, memory,
     /// then the command to the sender.
-    async fn place(
-        &self,
-        r: ProducerRecord,
-    ) -> Result<oneshot::Receiver<Result<RecordMetadata, ProducerError>>, ProducerError> {
+    async fn place(&self, r: ProducerRecord) -> Result<oneshot::Receiver<Outcome>, ProducerError> {
         let inner = &*self.inner;
         let max_block = inner.config.max_block;
         let size = accumulator::record_size(r.key.as_ref(), r.value.as_ref(), &r.headers);

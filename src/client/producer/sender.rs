@@ -48,7 +48,7 @@ use super::accumulator::{Accumulator, ProducerBatch, QueuedRecord, TopicPartitio
 use super::memory::BufferMemory;
 use super::partitioner::{StickyPartitioner, partition_for_key};
 use super::transaction::TransactionManager;
-use super::{ProducerError, ProducerRecord, RecordMetadata};
+use super::{Outcome, ProducerError, ProducerRecord, RecordMetadata};
 use crate::client::backoff::Backoff;
 use crate::client::broker_connection::BrokerConnection;
 use crate::client::config::{Acks, ProducerConfig};
@@ -58,7 +58,7 @@ use crate::protocol::ErrorCode;
 use crate::protocol::records::{BatchSpec, Record, encode_batch};
 
 /// Where a record's outcome goes.
-pub(crate) type Delivery = oneshot::Sender<Result<RecordMetadata, ProducerError>>;
+pub(crate) type Delivery = oneshot::Sender<Outcome>;
 
 /// A record on its way to the accumulator.
 pub(crate) struct Outgoing {
@@ -644,7 +644,7 @@ fn fail_batch(b: ProducerBatch<Delivery>, err: &ProducerError) {
     } = b;
     drop(memory);
     for r in records {
-        let _ = r.delivery.send(Err(err.clone()));
+        let _ = r.delivery.send(Err(Box::new(err.clone())));
     }
 }
 

@@ -685,3 +685,17 @@ async fn close_fails_waiting_sends_and_returns_every_byte() {
         Err(ProducerError::Closed)
     ));
 }
+
+/// What an application holds per record until it awaits the delivery: the
+/// future (two words) and its channel, whose payload is a
+/// `RecordMetadata` or a boxed error.
+#[test]
+fn per_record_delivery_state_stays_small() {
+    assert_eq!(std::mem::size_of::<DeliveryFuture>(), 16);
+    assert!(
+        std::mem::size_of::<Outcome>() <= std::mem::size_of::<RecordMetadata>() + 8,
+        "{} vs {}",
+        std::mem::size_of::<Outcome>(),
+        std::mem::size_of::<RecordMetadata>()
+    );
+}
