@@ -70,13 +70,15 @@ fn main() {
             // Warm-up: metadata and connections.
             p.send(ProducerRecord::new(&topic, Bytes::from(vec![0u8; size])))
                 .await
+                .await
                 .expect("warm-up");
             let payload: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
             let payload = Bytes::from(payload);
             let start = Instant::now();
-            let futures: Vec<_> = (0..n)
-                .map(|_| p.send(ProducerRecord::new(&topic, payload.clone())))
-                .collect();
+            let mut futures = Vec::with_capacity(n);
+            for _ in 0..n {
+                futures.push(p.send(ProducerRecord::new(&topic, payload.clone())).await);
+            }
             for f in futures {
                 f.await.expect("delivery");
             }

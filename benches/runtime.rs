@@ -95,7 +95,10 @@ async fn produce_batching(b: &BrokerHandle, topic: &str, n: usize, size: usize, 
     let value = Bytes::from(vec![b'x'; size]);
     let mut f = Vec::with_capacity(n);
     for i in 0..n {
-        f.push(p.send(ProducerRecord::new(topic, value.clone()).with_key(format!("k{i}"))));
+        f.push(
+            p.send(ProducerRecord::new(topic, value.clone()).with_key(format!("k{i}")))
+                .await,
+        );
     }
     for x in f {
         x.await.unwrap();
@@ -270,7 +273,9 @@ async fn latency(b: &BrokerHandle, tag: &str, variant: &str, rate: f64) {
             let sent = base_instant.elapsed().as_nanos() as u64;
             let mut v = sent.to_be_bytes().to_vec();
             v.resize(100, b'x');
-            let f = p.send(ProducerRecord::new(topic.as_str(), v).with_key(format!("k{i}")));
+            let f = p
+                .send(ProducerRecord::new(topic.as_str(), v).with_key(format!("k{i}")))
+                .await;
             if i % 64 == 0 {
                 let acks = acks2.clone();
                 let t = Instant::now();

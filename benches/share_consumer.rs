@@ -39,9 +39,10 @@ async fn load(broker: &BrokerHandle, topic: &str, n: usize, size: usize) {
     let p = Producer::new(config).await.expect("producer");
     let payload: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
     let payload = Bytes::from(payload);
-    let futures: Vec<_> = (0..n)
-        .map(|_| p.send(ProducerRecord::new(topic, payload.clone())))
-        .collect();
+    let mut futures = Vec::with_capacity(n);
+    for _ in 0..n {
+        futures.push(p.send(ProducerRecord::new(topic, payload.clone())).await);
+    }
     for f in futures {
         f.await.expect("delivery");
     }

@@ -453,7 +453,7 @@ async fn throughput_run(
     let started = Instant::now();
     let mut pending = Vec::with_capacity(args.records);
     for i in 0..n {
-        pending.push(p.send(record(&name, i, args.partitions, &pad)));
+        pending.push(p.send(record(&name, i, args.partitions, &pad)).await);
     }
     for f in pending {
         f.await.expect("produce");
@@ -563,7 +563,7 @@ async fn recovery_run(
             while !stop.load(Ordering::SeqCst) {
                 let due = (start.elapsed().as_secs_f64() * rate as f64) as u64;
                 while next < due {
-                    pending.push(p.send(record(&topic, next, partitions, &pad)));
+                    pending.push(p.send(record(&topic, next, partitions, &pad)).await);
                     next += 1;
                 }
                 produced.store(next, Ordering::SeqCst);

@@ -83,10 +83,10 @@ async fn transaction(
     commit: bool,
 ) -> Result<(), String> {
     producer.begin_transaction().map_err(|e| e.to_string())?;
-    let deliveries: Vec<_> = payloads
-        .iter()
-        .map(|p| producer.send(record(&a.topic, *p, a.partitions)))
-        .collect();
+    let mut deliveries = Vec::with_capacity(payloads.len());
+    for p in payloads {
+        deliveries.push(producer.send(record(&a.topic, *p, a.partitions)).await);
+    }
     if commit {
         bounded(producer.commit_transaction())
             .await?

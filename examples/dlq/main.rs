@@ -218,10 +218,12 @@ async fn demo(args: Args) {
             amount_cents: 100 + id % 10_000,
         };
         pending.push(
-            producer.send(
-                ProducerRecord::new(args.input.clone(), serde_json::to_vec(&p).unwrap())
-                    .with_key(format!("account-{}", id % 101)),
-            ),
+            producer
+                .send(
+                    ProducerRecord::new(args.input.clone(), serde_json::to_vec(&p).unwrap())
+                        .with_key(format!("account-{}", id % 101)),
+                )
+                .await,
         );
     }
     for f in pending {

@@ -357,7 +357,7 @@ async fn demo(mut args: Args) {
             RecordHeader::new("origin", Some(Bytes::from_static(b"demo"))),
         ];
         r.timestamp = Some(1_700_000_000_000 + i as i64);
-        pending.push(producer.send(r));
+        pending.push(producer.send(r).await);
     }
     for f in pending {
         f.await.expect("produce");

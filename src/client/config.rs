@@ -269,6 +269,7 @@ pub const PRODUCER_SETTINGS: &[SettingDef] = settings! {
     "retries" => NON_NEG, Some("2147483647");
     "delivery.timeout.ms" => POSITIVE, Some("120000");
     "max.block.ms" => NON_NEG, Some("60000");
+    "buffer.memory" => SettingKind::Int { min: 0, max: i64::MAX }, Some("33554432");
     "transactional.id" => NAME, None;
     "transaction.timeout.ms" => POSITIVE, Some("60000");
     "partitioner.ignore.keys" => SettingKind::Bool, Some("false");
@@ -507,9 +508,14 @@ pub struct ProducerConfig {
     pub retry_backoff: BackoffConfig,
     /// `delivery.timeout.ms`: a record not acknowledged by then fails.
     pub delivery_timeout: Duration,
-    /// `max.block.ms`: how long placing a record may wait for the metadata
-    /// of its topic, and how long coordinator lookups may take.
+    /// `max.block.ms` (default 60 s): how long `send` may wait, in all, for
+    /// the metadata of its topic and for room in `buffer.memory`; also how
+    /// long the idempotent producer's start and coordinator lookups may
+    /// take.
     pub max_block: Duration,
+    /// `buffer.memory` (default 32 MiB): the bytes of records the producer
+    /// holds, queued or in flight, before `send` waits for room.
+    pub buffer_memory: u64,
     /// `transactional.id`: enables the transactional API.
     pub transactional_id: Option<String>,
     /// `transaction.timeout.ms` (default 60 s).
@@ -603,6 +609,7 @@ impl ProducerConfig {
             },
             delivery_timeout: ms("delivery.timeout.ms"),
             max_block: ms("max.block.ms"),
+            buffer_memory: c.get_i64("buffer.memory").unwrap_or(32 << 20) as u64,
             transactional_id,
             transaction_timeout: ms("transaction.timeout.ms"),
             partitioner_ignore_keys: c.get_bool("partitioner.ignore.keys").unwrap_or(false),
@@ -698,6 +705,12 @@ impl ProducerConfigBuilder {
         self
     }
 
+    /// `buffer.memory` in bytes.
+    pub fn buffer_memory(mut self, bytes: u64) -> Self {
+        self.config.buffer_memory = bytes;
+        self
+    }
+
     /// `retries`.
     pub fn retries(mut self, n: u32) -> Self {
         self.config.retries = n;
@@ -768,6 +781,41 @@ mod settings_tests {
         );
         let e = ClientConfig::from_properties([("max.poll.records", "0")]).unwrap_err();
         assert_eq!(e.setting, "max.poll.records");
+        let e = ClientConfig::from_properties([("buffer.memory", "-1")]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "buffer.memory: expected an integer >= 0, got \"-1\""
+        );
+        let e = ClientConfig::from_properties([("buffer.memory", "32MB")]).unwrap_err();
+        assert_eq!(e.setting, "buffer.memory");
+        let e = ClientConfig::from_properties([("max.block.ms", "-5")]).unwrap_err();
+        assert_eq!(e.setting, "max.block.ms");
+    }
+
+    #[test]
+    fn buffer_memory_and_max_block_defaults_are_javas() {
+        let p = ProducerConfig::default();
+        assert_eq!(p.buffer_memory, 32 * 1024 * 1024);
+        assert_eq!(p.max_block, Duration::from_secs(60));
+        // A long, as in Java: more than 2 GiB is accepted.
+        let p = ProducerConfig::from_properties([
+            ("buffer.memory", "8589934592"),
+            ("max.block.ms", "0"),
+        ])
+        .unwrap();
+        assert_eq!(p.buffer_memory, 8 << 30);
+        assert_eq!(p.max_block, Duration::ZERO);
+        let built = ProducerConfig::builder()
+            .bootstrap_servers("h:1")
+            .buffer_memory(1 << 20)
+            .build()
+            .unwrap();
+        let parsed = ProducerConfig::from_properties([
+            ("bootstrap.servers", "h:1"),
+            ("buffer.memory", "1048576"),
+        ])
+        .unwrap();
+        assert_eq!(built, parsed);
     }
 
     #[test]

@@ -589,7 +589,7 @@ impl Worker {
                 match processed {
                     Ok(results) => {
                         let t0 = Instant::now();
-                        let staged = self.stage_batch(&records, results, b);
+                        let staged = self.stage_batch(&records, results, b).await;
                         WorkerTime::add(&self.metrics.worker_time.stage_ns, t0.elapsed());
                         if let Err(injected) = staged {
                             tracing::warn!(worker = self.index, error = %injected, "aborting the transaction");
@@ -621,7 +621,7 @@ impl Worker {
     /// Sends the outputs of a processed poll batch and takes its records
     /// into the transaction. An injected failure (`runtime.abort_mid_batch`)
     /// stops sending halfway and reports an abortable error.
-    fn stage_batch(
+    async fn stage_batch(
         &mut self,
         records: &ShareRecords,
         results: Vec<crate::topology::ProcessResult>,
@@ -634,8 +634,10 @@ impl Worker {
             Self::count_outcome(b, &res.outcome, res.records.len());
             if !(inject && i >= half) {
                 for out in res.records {
-                    // Errors surface at commit_transaction.
-                    drop(self.producer.send(to_producer_record(out)));
+                    // Errors surface at commit_transaction (a failure in
+                    // `send` itself, e.g. no room in buffer.memory within
+                    // max.block.ms, makes the transaction abortable too).
+                    drop(self.producer.send(to_producer_record(out)).await);
                 }
             }
             if let Err(e) = self.consumer.acknowledge_in_transaction(rec, ty) {
@@ -879,7 +881,7 @@ impl Worker {
                 types.push(res.outcome.acknowledge_type().expect("Fail handled before"));
                 Self::count_outcome(b, &res.outcome, res.records.len());
                 for out in res.records {
-                    deliveries.push((i, self.producer.send(to_producer_record(out))));
+                    deliveries.push((i, self.producer.send(to_producer_record(out)).await));
                 }
             }
             let mut fatal = None;

@@ -100,7 +100,7 @@ pub async fn produce_inputs(b: &BrokerHandle, topic: &str, partitions: i32, n: u
             .with_partition(i as i32 % partitions);
         r.headers = vec![RecordHeader::new("i", Some(Bytes::from(i.to_string())))];
         r.timestamp = Some(1_700_000_000_000 + i as i64);
-        futures.push(p.send(r));
+        futures.push(p.send(r).await);
     }
     for f in futures {
         f.await.unwrap();

@@ -62,9 +62,10 @@ async fn setup(config: BrokerConfig, n: usize, group: &str) -> Env {
     let p = Producer::new(producer_config(&broker).batch_size(256).build().unwrap())
         .await
         .unwrap();
-    let sends: Vec<_> = (0..n)
-        .map(|i| p.send(ProducerRecord::new("in", format!("v{i}"))))
-        .collect();
+    let mut sends = Vec::new();
+    for i in 0..n {
+        sends.push(p.send(ProducerRecord::new("in", format!("v{i}"))).await);
+    }
     for s in sends {
         s.await.unwrap();
     }
@@ -195,7 +196,7 @@ async fn process_once(c: &mut ShareConsumer, p: &Producer) -> Vec<String> {
     let mut seen = Vec::new();
     for r in &records {
         let v = value(r);
-        p.send(ProducerRecord::new("out", format!("out-{v}")));
+        drop(p.send(ProducerRecord::new("out", format!("out-{v}"))).await);
         c.acknowledge_in_transaction(r, AcknowledgeType::Accept)
             .unwrap();
         seen.push(v);
@@ -270,7 +271,10 @@ async fn abort_hands_the_same_records_back_then_commit_takes_them() {
         let batch = poll_some(&mut c).await;
         p.begin_transaction().unwrap();
         for r in &batch {
-            p.send(ProducerRecord::new("out", format!("aborted-{}", value(r))));
+            drop(
+                p.send(ProducerRecord::new("out", format!("aborted-{}", value(r))))
+                    .await,
+            );
             c.acknowledge_in_transaction(r, AcknowledgeType::Accept)
                 .unwrap();
         }
@@ -315,7 +319,10 @@ async fn abort_hands_the_same_records_back_then_commit_takes_them() {
         // Commit them this time.
         p.begin_transaction().unwrap();
         for r in &again {
-            p.send(ProducerRecord::new("out", format!("out-{}", value(r))));
+            drop(
+                p.send(ProducerRecord::new("out", format!("out-{}", value(r))))
+                    .await,
+            );
             c.acknowledge_in_transaction(r, AcknowledgeType::Accept)
                 .unwrap();
         }
@@ -350,7 +357,7 @@ async fn fenced_producer_fails_fatally_at_commit() {
     let batch = poll_some(&mut c).await;
     p.begin_transaction().unwrap();
     for r in &batch {
-        p.send(ProducerRecord::new("out", value(r)));
+        drop(p.send(ProducerRecord::new("out", value(r))).await);
         c.acknowledge_in_transaction(r, AcknowledgeType::Accept)
             .unwrap();
     }
@@ -430,7 +437,7 @@ async fn stale_member_epoch_is_abortable_at_commit() {
 
     p.begin_transaction().unwrap();
     for r in &batch {
-        p.send(ProducerRecord::new("out", value(r)));
+        drop(p.send(ProducerRecord::new("out", value(r))).await);
         c.acknowledge_in_transaction(r, AcknowledgeType::Accept)
             .unwrap();
     }

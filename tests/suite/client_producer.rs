@@ -218,12 +218,14 @@ async fn idempotent_producer_places_keys_like_java_and_never_duplicates() {
     .unwrap();
     let (pid, epoch) = p.producer_id_and_epoch();
     assert!(pid >= 0 && epoch >= 0, "InitProducerId gave {pid}/{epoch}");
-    let futures: Vec<_> = (0..200)
-        .map(|i| {
-            let key = format!("key-{}", i % 17);
+    let mut futures = Vec::new();
+    for i in 0..200 {
+        let key = format!("key-{}", i % 17);
+        futures.push(
             p.send(ProducerRecord::new("keyed", format!("v{i}")).with_key(key))
-        })
-        .collect();
+                .await,
+        );
+    }
     let mut per_partition: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
     for (i, f) in futures.into_iter().enumerate() {
         let md = f.await.unwrap();
@@ -259,12 +261,21 @@ async fn idempotent_producer_places_keys_like_java_and_never_duplicates() {
     assert_eq!(total, 200, "every record exactly once");
 
     // Unkeyed records stick to one partition per batch.
-    let a = p.send(ProducerRecord::new("keyed", "x")).await.unwrap();
-    let c = p.send(ProducerRecord::new("keyed", "y")).await.unwrap();
+    let a = p
+        .send(ProducerRecord::new("keyed", "x"))
+        .await
+        .await
+        .unwrap();
+    let c = p
+        .send(ProducerRecord::new("keyed", "y"))
+        .await
+        .await
+        .unwrap();
     assert_eq!(a.partition, c.partition);
     // An unknown partition fails its record only.
     let e = p
         .send(ProducerRecord::new("keyed", "z").with_partition(9))
+        .await
         .await
         .unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION));
@@ -286,15 +297,20 @@ async fn transactions_commit_abort_and_fencing() {
         p.begin_transaction(),
         Err(ProducerError::InvalidTxnState(_))
     ));
-    assert!(p.send(ProducerRecord::new("tx", "early")).await.is_err());
+    assert!(
+        p.send(ProducerRecord::new("tx", "early"))
+            .await
+            .await
+            .is_err()
+    );
     p.init_transactions().await.unwrap();
     let (pid, e0) = p.producer_id_and_epoch();
 
     p.begin_transaction().unwrap();
-    let sends: Vec<_> = ["c1", "c2", "c3"]
-        .iter()
-        .map(|v| p.send(ProducerRecord::new("tx", *v)))
-        .collect();
+    let mut sends = Vec::new();
+    for v in ["c1", "c2", "c3"] {
+        sends.push(p.send(ProducerRecord::new("tx", v)).await);
+    }
     p.commit_transaction().await.unwrap();
     for s in sends {
         s.await.unwrap();
@@ -304,13 +320,13 @@ async fn transactions_commit_abort_and_fencing() {
     assert!(e1 > e0, "EndTxn v5 bumps the epoch: {e0} -> {e1}");
 
     p.begin_transaction().unwrap();
-    p.send(ProducerRecord::new("tx", "a1")).await.unwrap();
-    p.send(ProducerRecord::new("tx", "a2")).await.unwrap();
+    p.send(ProducerRecord::new("tx", "a1")).await.await.unwrap();
+    p.send(ProducerRecord::new("tx", "a2")).await.await.unwrap();
     p.abort_transaction().await.unwrap();
     assert_eq!(p.transaction_state(), TransactionState::Ready);
 
     p.begin_transaction().unwrap();
-    p.send(ProducerRecord::new("tx", "c4")).await.unwrap();
+    p.send(ProducerRecord::new("tx", "c4")).await.await.unwrap();
     p.commit_transaction().await.unwrap();
 
     let data = fetch(&b, "tx", 0, 1).await;
@@ -318,7 +334,10 @@ async fn transactions_commit_abort_and_fencing() {
 
     // A second producer with the same transactional.id fences the first.
     p.begin_transaction().unwrap();
-    p.send(ProducerRecord::new("tx", "zombie")).await.unwrap();
+    p.send(ProducerRecord::new("tx", "zombie"))
+        .await
+        .await
+        .unwrap();
     let p2 = Producer::new(cfg).await.unwrap();
     p2.init_transactions().await.unwrap();
     let err = p.commit_transaction().await.unwrap_err();
@@ -328,7 +347,10 @@ async fn transactions_commit_abort_and_fencing() {
     assert!(p.begin_transaction().is_err());
 
     p2.begin_transaction().unwrap();
-    p2.send(ProducerRecord::new("tx", "c5")).await.unwrap();
+    p2.send(ProducerRecord::new("tx", "c5"))
+        .await
+        .await
+        .unwrap();
     p2.commit_transaction().await.unwrap();
     let data = fetch(&b, "tx", 0, 1).await;
     assert_eq!(committed_values(&data), vec!["c1", "c2", "c3", "c4", "c5"]);
@@ -451,10 +473,14 @@ async fn transactions_v1_brokers_are_refused_and_unknown_topics_time_out() {
     let e = idem
         .send(ProducerRecord::new("missing", "x"))
         .await
+        .await
         .unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION), "{e}");
     // The producer keeps working for known topics.
-    idem.send(ProducerRecord::new("t", "y")).await.unwrap();
+    idem.send(ProducerRecord::new("t", "y"))
+        .await
+        .await
+        .unwrap();
     b.shutdown().await;
 }
 
@@ -491,14 +517,16 @@ async fn idempotent_producer_keeps_sequence_order_with_many_batches_in_flight() 
     config.connection.max_in_flight_requests = 2;
     let p = Producer::new(config).await.unwrap();
     let (pid, _) = p.producer_id_and_epoch();
-    let futures: Vec<_> = (0..N)
-        .map(|i| {
+    let mut futures = Vec::new();
+    for i in 0..N {
+        futures.push(
             p.send(
                 ProducerRecord::new("ordered", format!("{i}"))
                     .with_partition((i % PARTITIONS) as i32),
             )
-        })
-        .collect();
+            .await,
+        );
+    }
     for (i, f) in futures.into_iter().enumerate() {
         match f.await {
             Ok(md) => assert_eq!(md.offset, (i / PARTITIONS) as i64, "record {i}"),
@@ -561,5 +589,47 @@ async fn idempotent_producer_keeps_sequence_order_with_many_batches_in_flight() 
         assert!(values == want, "partition {partition}: out of send order");
     }
     assert!(batches > 400, "only {batches} batches: too few in flight");
+    b.shutdown().await;
+}
+
+/// `buffer.memory` far below what is sent, with a linger that would hold
+/// batches for a minute: `send` waits for room again and again, and
+/// waiting sends the queued batches at once (no linger), so everything is
+/// delivered, in order per partition, and every byte comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_buffer_memory_bounds_the_producer_without_stalling_it() {
+    let (b, admin) = broker(BrokerConfig::in_memory()).await;
+    admin
+        .create_topic(NewTopic::new("bounded", 2))
+        .await
+        .unwrap();
+    let p = Producer::new(
+        producer_config(&b)
+            .linger(Duration::from_secs(60))
+            .buffer_memory(2_000)
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    const N: usize = 2_000;
+    let mut futures = Vec::with_capacity(N);
+    for i in 0..N {
+        let f = p
+            .send(ProducerRecord::new("bounded", format!("{i:0>100}")).with_partition(i as i32 % 2))
+            .await;
+        // 121 bytes each: at most 16 held at any time.
+        assert!(p.buffer_memory().available() <= 2_000);
+        futures.push(f);
+    }
+    // The last few records linger (nobody waits for room any more).
+    p.flush().await;
+    for (i, f) in futures.into_iter().enumerate() {
+        let md = f.await.unwrap_or_else(|e| panic!("record {i}: {e}"));
+        assert_eq!(md.offset, (i / 2) as i64, "record {i}");
+    }
+    assert_eq!(p.buffer_memory().available(), 2_000);
+    assert_eq!(p.metrics().get("buffer-exhausted-total"), Some(0.0));
+    p.close().await;
     b.shutdown().await;
 }

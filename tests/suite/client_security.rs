@@ -132,9 +132,14 @@ async fn round_trip(bootstrap: &str, security: SecuritySettings, topic: &str, n:
     )
     .await
     .unwrap();
-    let sends: Vec<_> = (0..n)
-        .map(|i| producer.send(ProducerRecord::new(topic, format!("v{i}"))))
-        .collect();
+    let mut sends = Vec::new();
+    for i in 0..n {
+        sends.push(
+            producer
+                .send(ProducerRecord::new(topic, format!("v{i}")))
+                .await,
+        );
+    }
     for s in sends {
         s.await.unwrap();
     }
@@ -218,6 +223,7 @@ async fn jaas_config_properties_reach_the_broker() {
     let producer = Producer::new(p).await.unwrap();
     producer
         .send(ProducerRecord::new("jaas", "x"))
+        .await
         .await
         .unwrap();
     producer.close().await;

@@ -329,6 +329,7 @@ async fn metadata_and_leaders(e: Arc<Env>) -> Detail {
                     ProducerRecord::new(topic.clone(), format!("p{p}-r{round}")).with_partition(p),
                 )
                 .await
+                .await
                 .unwrap_or_else(|err| panic!("produce to {topic}-{p}: {err}"));
             assert_eq!(m.partition, p, "record went to the partition asked for");
             assert_eq!(m.offset, round as i64, "offsets are dense per partition");
@@ -382,7 +383,7 @@ async fn every_codec(e: Arc<Env>) -> Detail {
                 Some(Bytes::from(name.to_string())),
             )];
             sent.push(value);
-            futures.push(producer.send(r));
+            futures.push(producer.send(r).await);
         }
         for f in futures {
             f.await
@@ -427,15 +428,19 @@ async fn transactions_read_committed(e: Arc<Env>) -> Detail {
         .init_transactions()
         .await
         .expect("init_transactions");
-    let send_all = |prefix: &str, n: usize| {
-        (0..n)
-            .map(|i| {
-                producer.send(
-                    ProducerRecord::new(topic.clone(), format!("{prefix}-{i}"))
-                        .with_partition(i as i32 % 2),
-                )
-            })
-            .collect::<Vec<_>>()
+    let send_all = async |prefix: &str, n: usize| {
+        let mut sends = Vec::with_capacity(n);
+        for i in 0..n {
+            sends.push(
+                producer
+                    .send(
+                        ProducerRecord::new(topic.clone(), format!("{prefix}-{i}"))
+                            .with_partition(i as i32 % 2),
+                    )
+                    .await,
+            );
+        }
+        sends
     };
     for (prefix, n, commit) in [
         ("committed-a", 10, true),
@@ -443,7 +448,7 @@ async fn transactions_read_committed(e: Arc<Env>) -> Detail {
         ("committed-b", 5, true),
     ] {
         producer.begin_transaction().expect("begin_transaction");
-        for f in send_all(prefix, n) {
+        for f in send_all(prefix, n).await {
             f.await
                 .unwrap_or_else(|err| panic!("{prefix}: produce failed: {err}"));
         }
@@ -501,6 +506,7 @@ async fn share_explicit_acks(e: Arc<Env>) -> Detail {
     for i in 0..4 {
         producer
             .send(ProducerRecord::new(topic.clone(), format!("r{i}")).with_partition(0))
+            .await
             .await
             .expect("produce");
     }
@@ -623,11 +629,14 @@ async fn share_record_limit(e: Arc<Env>) -> Detail {
     )
     .await
     .expect("producer");
-    let sends: Vec<_> = (0..N)
-        .map(|i| {
-            producer.send(ProducerRecord::new(topic.clone(), format!("r{i}")).with_partition(0))
-        })
-        .collect();
+    let mut sends = Vec::with_capacity(N);
+    for i in 0..N {
+        sends.push(
+            producer
+                .send(ProducerRecord::new(topic.clone(), format!("r{i}")).with_partition(0))
+                .await,
+        );
+    }
     for s in sends {
         s.await.expect("produce");
     }
@@ -705,15 +714,17 @@ async fn produce_inputs(e: &Env, topic: &str, partitions: i32, n: usize) {
     let p = Producer::new(e.producer_config().build().unwrap())
         .await
         .expect("producer");
-    let futures: Vec<_> = (0..n)
-        .map(|i| {
+    let mut futures = Vec::with_capacity(n);
+    for i in 0..n {
+        futures.push(
             p.send(
                 ProducerRecord::new(topic.to_string(), format!("v{i}"))
                     .with_key(format!("k{i}"))
                     .with_partition(i as i32 % partitions),
             )
-        })
-        .collect();
+            .await,
+        );
+    }
     for f in futures {
         f.await.expect("produce input");
     }

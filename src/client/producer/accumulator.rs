@@ -5,9 +5,15 @@
 //! stays within `batch.size` bytes (a record larger than `batch.size` gets a
 //! batch of its own). A partition is *ready* when its first batch is full
 //! (or another batch queues behind it), when `linger.ms` has passed since
-//! that batch was opened, or when a flush or close asked for everything.
+//! that batch was opened, when a flush or close asked for everything, or
+//! while a `send` waits for room in `buffer.memory` (as in Java: lingering
+//! would only keep the bytes longer).
 //! A partition is never ready while it has `max_in_flight` batches in flight
 //! or while it is muted by a retry backoff.
+//!
+//! Each batch carries the `buffer.memory` reservation of its records
+//! ([`BatchMemory`]), which goes back to the producer's budget when the
+//! batch is dropped.
 //!
 //! Retried batches go back to the *front* of their queue in sequence order,
 //! keeping the sequence number they were first sent with: the idempotent
@@ -15,11 +21,13 @@
 //! duplicate.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::time::Instant;
 
+use super::memory::{BatchMemory, BufferMemory};
 use crate::protocol::records::RecordHeader;
 
 /// A topic and partition.
@@ -81,6 +89,9 @@ pub struct ProducerBatch<D> {
     pub producer: Option<(i64, i16)>,
     /// Send attempts so far.
     pub attempts: u32,
+    /// The records' reservation in `buffer.memory`, given back when the
+    /// batch is dropped.
+    pub memory: BatchMemory,
 }
 
 /// Batch header overhead counted against `batch.size`.
@@ -96,6 +107,8 @@ pub struct Accumulator<D> {
     in_flight: BTreeMap<TopicPartition, usize>,
     muted_until: BTreeMap<TopicPartition, Instant>,
     drain_all: bool,
+    memory_exhausted: bool,
+    memory: Option<Arc<BufferMemory>>,
 }
 
 impl<D> Accumulator<D> {
@@ -109,21 +122,39 @@ impl<D> Accumulator<D> {
             in_flight: BTreeMap::new(),
             muted_until: BTreeMap::new(),
             drain_all: false,
+            memory_exhausted: false,
+            memory: None,
         }
     }
 
-    /// Appends a record to the partition's last batch or a new one.
-    pub fn append(&mut self, tp: TopicPartition, record: QueuedRecord<D>, now: Instant) {
-        let size = record_size(record.key.as_ref(), record.value.as_ref(), &record.headers);
+    /// Batches give their records' bytes back to `memory` when dropped.
+    pub fn with_memory(mut self, memory: Arc<BufferMemory>) -> Self {
+        self.memory = Some(memory);
+        self
+    }
+
+    /// Appends a record to the partition's last batch or a new one. `size`
+    /// is the record's [`record_size`], which the caller reserved in the
+    /// accumulator's memory (if any); the batch takes the reservation over.
+    pub fn append(
+        &mut self,
+        tp: TopicPartition,
+        record: QueuedRecord<D>,
+        size: usize,
+        now: Instant,
+    ) {
         let q = self.queues.entry(tp.clone()).or_default();
         if let Some(last) = q.back_mut()
             && last.base_sequence.is_none()
             && last.size + size <= self.batch_size
         {
             last.size += size;
+            last.memory.add(size);
             last.records.push(record);
             return;
         }
+        let mut memory = BatchMemory::new(self.memory.clone());
+        memory.add(size);
         q.push_back(ProducerBatch {
             tp,
             records: vec![record],
@@ -132,6 +163,7 @@ impl<D> Accumulator<D> {
             base_sequence: None,
             producer: None,
             attempts: 0,
+            memory,
         });
     }
 
@@ -139,6 +171,12 @@ impl<D> Accumulator<D> {
     /// [`Accumulator::is_empty`].
     pub fn drain_all(&mut self, on: bool) {
         self.drain_all = on;
+    }
+
+    /// Whether a `send` is waiting for room in `buffer.memory`: then every
+    /// batch is ready without lingering.
+    pub fn set_memory_exhausted(&mut self, on: bool) {
+        self.memory_exhausted = on;
     }
 
     fn is_sendable(&self, tp: &TopicPartition, now: Instant) -> bool {
@@ -153,6 +191,7 @@ impl<D> Accumulator<D> {
             .filter(|(tp, q)| {
                 let Some(first) = q.front() else { return false };
                 let due = self.drain_all
+                    || self.memory_exhausted
                     || q.len() > 1
                     || first.size >= self.batch_size
                     || first.base_sequence.is_some()
@@ -178,6 +217,7 @@ impl<D> Accumulator<D> {
                 }
                 let first = q.front()?;
                 let immediate = self.drain_all
+                    || self.memory_exhausted
                     || q.len() > 1
                     || first.size >= self.batch_size
                     || first.base_sequence.is_some();
@@ -282,13 +322,13 @@ mod tests {
     async fn linger_and_batch_size_decide_readiness() {
         let t0 = Instant::now();
         let mut acc = Accumulator::new(Duration::from_millis(10), 400, 5);
-        acc.append(tp(0), rec(100), t0);
+        acc.append(tp(0), rec(100), 100 + 21, t0);
         assert!(acc.ready(t0).is_empty(), "waits for linger");
         assert_eq!(acc.next_deadline(), Some(t0 + Duration::from_millis(10)));
         assert_eq!(acc.ready(t0 + Duration::from_millis(10)), vec![tp(0)]);
         // Filling past batch.size opens a second batch: ready at once.
-        acc.append(tp(0), rec(100), t0);
-        acc.append(tp(0), rec(100), t0);
+        acc.append(tp(0), rec(100), 100 + 21, t0);
+        acc.append(tp(0), rec(100), 100 + 21, t0);
         assert_eq!(acc.ready(t0), vec![tp(0)]);
         let b = acc.drain(&tp(0)).unwrap();
         assert_eq!(b.records.len(), 2);
@@ -297,11 +337,48 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_send_waiting_for_memory_ends_lingering() {
+        let t0 = Instant::now();
+        let mut acc = Accumulator::new(Duration::from_secs(10), 400, 5);
+        acc.append(tp(0), rec(100), 100 + 21, t0);
+        assert!(acc.ready(t0).is_empty());
+        acc.set_memory_exhausted(true);
+        assert_eq!(acc.ready(t0), vec![tp(0)]);
+        assert_eq!(acc.next_deadline(), Some(t0));
+        acc.set_memory_exhausted(false);
+        assert!(acc.ready(t0).is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn batches_give_their_bytes_back_when_dropped() {
+        let t0 = Instant::now();
+        let memory = Arc::new(BufferMemory::new(1000));
+        let mut acc = Accumulator::new(Duration::ZERO, 200, 5).with_memory(memory.clone());
+        for _ in 0..3 {
+            // What `send` does before handing the record over.
+            memory.reserve(121, Duration::ZERO).await.unwrap();
+            acc.append(tp(0), rec(100), 121, t0);
+        }
+        assert_eq!(memory.available(), 1000 - 363);
+        let first = acc.drain(&tp(0)).unwrap();
+        assert_eq!(first.memory.bytes(), 121);
+        drop(first);
+        assert_eq!(memory.available(), 1000 - 242);
+        // A retry keeps its reservation; queued batches taken on abort
+        // give theirs back when dropped.
+        let second = acc.drain(&tp(0)).unwrap();
+        acc.reenqueue(second, t0);
+        assert_eq!(memory.available(), 1000 - 242);
+        drop(acc.take_queued());
+        assert_eq!(memory.available(), 1000);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_partition_at_its_in_flight_cap_sets_no_deadline() {
         let t0 = Instant::now();
         let mut acc = Accumulator::new(Duration::from_millis(5), 200, 2);
         for _ in 0..4 {
-            acc.append(tp(0), rec(150), t0);
+            acc.append(tp(0), rec(150), 150 + 21, t0);
         }
         acc.drain(&tp(0)).unwrap();
         acc.drain(&tp(0)).unwrap();
@@ -310,7 +387,7 @@ mod tests {
         assert!(acc.ready(t0 + Duration::from_secs(1)).is_empty());
         assert_eq!(acc.next_deadline(), None);
         // Another partition still sets its own deadline.
-        acc.append(tp(1), rec(10), t0);
+        acc.append(tp(1), rec(10), 10 + 21, t0);
         assert_eq!(acc.next_deadline(), Some(t0 + Duration::from_millis(5)));
         // A completion makes room: the full batch is due at once.
         acc.complete(&tp(0));
@@ -318,12 +395,40 @@ mod tests {
         assert!(acc.ready(t0).contains(&tp(0)));
     }
 
+    /// Issue #20: a partition muted by a retry backoff, with full batches
+    /// queued, must not set a past deadline either (the sender would spin
+    /// until the backoff ends); its deadline is the end of the backoff.
+    #[tokio::test(start_paused = true)]
+    async fn a_muted_partition_sets_the_end_of_its_backoff_as_deadline() {
+        let t0 = Instant::now();
+        let mut acc = Accumulator::new(Duration::from_millis(5), 200, 5);
+        for _ in 0..3 {
+            acc.append(tp(0), rec(150), 150 + 21, t0);
+        }
+        let mut b = acc.drain(&tp(0)).unwrap();
+        b.base_sequence = Some(0);
+        let retry_at = t0 + Duration::from_millis(100);
+        acc.reenqueue(b, retry_at);
+        // Well below its in-flight cap, a retry and a full batch queued:
+        // due by size, held back by the mute.
+        let during = t0 + Duration::from_millis(50);
+        assert!(acc.ready(during).is_empty());
+        assert_eq!(acc.next_deadline(), Some(retry_at));
+        // A second partition's linger still comes first.
+        acc.append(tp(1), rec(10), 10 + 21, t0);
+        assert_eq!(acc.next_deadline(), Some(t0 + Duration::from_millis(5)));
+        // When the backoff ends the retry goes first.
+        let ready = acc.ready(retry_at);
+        assert!(ready.contains(&tp(0)));
+        assert_eq!(acc.drain(&tp(0)).unwrap().base_sequence, Some(0));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn retries_keep_their_sequence_and_go_first() {
         let t0 = Instant::now();
         let mut acc = Accumulator::new(Duration::ZERO, 200, 2);
         for _ in 0..3 {
-            acc.append(tp(0), rec(150), t0);
+            acc.append(tp(0), rec(150), 150 + 21, t0);
         }
         let mut b1 = acc.drain(&tp(0)).unwrap();
         b1.base_sequence = Some(0);

@@ -7,11 +7,15 @@
 //!   retries at the front with their original sequence.
 //! - `sender`: the background task that sends batches and handles
 //!   responses.
+//! - [`memory`]: `buffer.memory`, the bound on the bytes of records the
+//!   producer holds, and how `send` waits for room.
 //! - [`transaction`]: the transaction state machine and the fatal/abortable
 //!   table.
 //!
-//! [`Producer::send`] enqueues and returns a [`DeliveryFuture`] at once; the
-//! network is only touched by the background sender. With
+//! [`Producer::send`] enqueues and returns a [`DeliveryFuture`]; the network
+//! is only touched by the background sender. `send` waits only when it
+//! must, and for `max.block.ms` at most in all: for the metadata of a topic
+//! it does not know yet, and for room in `buffer.memory` (see [`memory`]). With
 //! `enable.idempotence` (the default) the producer gets a producer id from
 //! InitProducerId and numbers each partition's batches; retries reuse the
 //! numbers, so the broker drops duplicates. With `transactional.id` the
@@ -28,6 +32,7 @@
 //! [`Producer::commit_transaction`].
 
 pub mod accumulator;
+pub mod memory;
 pub mod partitioner;
 pub(crate) mod sender;
 pub mod transaction;
@@ -50,7 +55,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use self::sender::{Command, Sender};
+use self::memory::{BufferMemory, ReserveError};
+use self::sender::{Command, Outgoing, Sender};
 use self::transaction::{TransactionManager, TxnState, is_fatal_code};
 use super::backoff::Backoff;
 use super::broker_connection::BrokerConnection;
@@ -91,6 +97,47 @@ pub enum ProducerError {
     /// Records were not acknowledged within `delivery.timeout.ms`.
     #[error("delivery timed out for {0}")]
     DeliveryTimeout(String),
+    /// `send` found no room for the record in `buffer.memory` within
+    /// `max.block.ms` (what was left of it after waiting for metadata).
+    /// Java's BufferExhaustedException.
+    #[error(
+        "no room for a record of {record_bytes} bytes in buffer.memory ({buffer_memory} bytes, \
+         {available} free) within max.block.ms ({max_block_ms} ms): records are produced faster \
+         than the brokers acknowledge them"
+    )]
+    BufferExhausted {
+        /// The record's estimated size.
+        record_bytes: usize,
+        /// `buffer.memory`.
+        buffer_memory: usize,
+        /// Bytes free when `send` gave up.
+        available: usize,
+        /// `max.block.ms`.
+        max_block_ms: u64,
+    },
+    /// The record alone is larger than `buffer.memory`; it fails at once.
+    /// Java's RecordTooLargeException.
+    #[error(
+        "the record is {record_bytes} bytes, larger than the whole buffer.memory ({buffer_memory} bytes)"
+    )]
+    RecordTooLarge {
+        /// The record's estimated size.
+        record_bytes: usize,
+        /// `buffer.memory`.
+        buffer_memory: usize,
+    },
+    /// The topic's metadata (with a leader for every partition) did not
+    /// arrive within `max.block.ms`.
+    #[error("topic {topic} not present in metadata after max.block.ms ({max_block_ms} ms): {last}")]
+    MetadataTimeout {
+        /// The topic.
+        topic: String,
+        /// `max.block.ms`.
+        max_block_ms: u64,
+        /// The last answer or failure (boxed: a `ProducerError` travels in
+        /// every record's delivery channel, so it stays small).
+        last: Box<ClientError>,
+    },
     /// The producer was closed.
     #[error("producer closed")]
     Closed,
@@ -120,6 +167,10 @@ impl ProducerError {
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
             ProducerError::Client(ClientError::Broker { code, .. }) => Some(*code),
+            ProducerError::MetadataTimeout { last, .. } => match **last {
+                ClientError::Broker { code, .. } => Some(code),
+                _ => None,
+            },
             ProducerError::Abortable(inner) => inner.code(),
             _ => None,
         }
@@ -179,46 +230,67 @@ pub struct RecordMetadata {
     pub timestamp: i64,
 }
 
+/// A record's outcome as its delivery channel carries it. The error is
+/// boxed: one channel per record lives until the application awaits it,
+/// and a `ProducerError` is several times larger than a pointer.
+pub(crate) type Outcome = Result<RecordMetadata, Box<ProducerError>>;
+
 /// Resolves when the record is acknowledged or failed.
 #[derive(Debug)]
 pub struct DeliveryFuture {
-    inner: Result<oneshot::Receiver<Result<RecordMetadata, ProducerError>>, Option<ProducerError>>,
+    // Two words: applications hold one per record in flight.
+    inner: Result<oneshot::Receiver<Outcome>, Option<Box<ProducerError>>>,
+}
+
+impl DeliveryFuture {
+    fn failed(e: ProducerError) -> Self {
+        Self {
+            inner: Err(Some(Box::new(e))),
+        }
+    }
 }
 
 impl Future for DeliveryFuture {
     type Output = Result<RecordMetadata, ProducerError>;
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match &mut self.inner {
-            Ok(rx) => Pin::new(rx)
-                .poll(cx)
-                .map(|r| r.unwrap_or(Err(ProducerError::Closed))),
-            Err(e) => Poll::Ready(Err(e.take().unwrap_or(ProducerError::Closed))),
+            Ok(rx) => Pin::new(rx).poll(cx).map(|r| match r {
+                Ok(Ok(md)) => Ok(md),
+                Ok(Err(e)) => Err(*e),
+                Err(_) => Err(ProducerError::Closed),
+            }),
+            Err(e) => Poll::Ready(Err(e.take().map_or(ProducerError::Closed, |e| *e))),
         }
     }
 }
 
 /// Producer metrics (KIP-1289's share-ack-txn-send-rate and
 /// share-ack-txn-send-error-rate, as rates per second since creation, and
-/// their totals).
+/// their totals; Java's buffer-total-bytes, buffer-available-bytes and
+/// buffer-exhausted-total).
 #[derive(Debug)]
 pub struct ProducerMetrics {
     created: std::time::Instant,
     share_ack_txn_sends: AtomicU64,
     share_ack_txn_send_errors: AtomicU64,
+    memory: Arc<BufferMemory>,
 }
 
 impl ProducerMetrics {
-    fn new() -> Self {
+    fn new(memory: Arc<BufferMemory>) -> Self {
         Self {
             created: std::time::Instant::now(),
             share_ack_txn_sends: AtomicU64::new(0),
             share_ack_txn_send_errors: AtomicU64::new(0),
+            memory,
         }
     }
 
     /// A metric by Kafka name: `share-ack-txn-send-rate`,
     /// `share-ack-txn-send-error-rate`, `share-ack-txn-send-total`,
-    /// `share-ack-txn-send-error-total`.
+    /// `share-ack-txn-send-error-total`, `buffer-total-bytes`,
+    /// `buffer-available-bytes` (`buffer.memory` not held by records),
+    /// `buffer-exhausted-total` (sends failed for want of room).
     pub fn get(&self, name: &str) -> Option<f64> {
         let secs = self.created.elapsed().as_secs_f64().max(1e-3);
         let sends = self.share_ack_txn_sends.load(Ordering::Relaxed) as f64;
@@ -228,6 +300,9 @@ impl ProducerMetrics {
             "share-ack-txn-send-error-rate" => errors / secs,
             "share-ack-txn-send-total" => sends,
             "share-ack-txn-send-error-total" => errors,
+            "buffer-total-bytes" => self.memory.total() as f64,
+            "buffer-available-bytes" => self.memory.available() as f64,
+            "buffer-exhausted-total" => self.memory.exhausted_total() as f64,
             _ => return None,
         })
     }
@@ -241,6 +316,7 @@ struct Inner {
     staging: Mutex<Vec<JoinHandle<()>>>,
     coordinator: tokio::sync::Mutex<Option<Arc<BrokerConnection>>>,
     metrics: ProducerMetrics,
+    memory: Arc<BufferMemory>,
 }
 
 /// A Kafka producer. Cheap to clone (shared handle).
@@ -283,7 +359,13 @@ impl Producer {
             config.transactional_id.clone(),
         )));
         let (tx, rx) = mpsc::unbounded_channel();
-        let sender = Sender::new(config.clone(), metadata.clone(), txn.clone());
+        let memory = Arc::new(BufferMemory::new(config.buffer_memory));
+        let sender = Sender::new(
+            config.clone(),
+            metadata.clone(),
+            txn.clone(),
+            memory.clone(),
+        );
         tokio::spawn(sender.run(rx));
         let p = Producer {
             inner: Arc::new(Inner {
@@ -293,7 +375,8 @@ impl Producer {
                 txn,
                 staging: Mutex::new(Vec::new()),
                 coordinator: tokio::sync::Mutex::new(None),
-                metrics: ProducerMetrics::new(),
+                metrics: ProducerMetrics::new(memory.clone()),
+                memory,
             }),
         };
         if p.inner.config.enable_idempotence && p.inner.config.transactional_id.is_none() {
@@ -356,22 +439,121 @@ impl Producer {
         self.inner.txn.lock().state()
     }
 
-    /// Enqueues a record; the future resolves with its offset. Never waits
-    /// for the network. In a transactional producer a transaction must be
-    /// open.
-    pub fn send(&self, record: ProducerRecord) -> DeliveryFuture {
+    /// Hands a record to the producer; the returned future resolves with
+    /// its offset once the broker acknowledged it. In a transactional
+    /// producer a transaction must be open.
+    ///
+    /// Returns at once in the usual case. It waits, up to `max.block.ms`
+    /// in all, only while the topic's metadata is unknown and while
+    /// `buffer.memory` has no room for the record (records held by the
+    /// producer, queued or in flight, give their bytes back when their
+    /// batch completes). Failures found here come out of the returned
+    /// future, as Java's `send` returns a failed future:
+    /// [`ProducerError::MetadataTimeout`],
+    /// [`ProducerError::BufferExhausted`], [`ProducerError::RecordTooLarge`]
+    /// (at once, without waiting), [`ProducerError::Closed`] after
+    /// [`Producer::close`]. In a transaction they also make the transaction
+    /// abortable: the record is not in it.
+    pub async fn send(&self, record: ProducerRecord) -> DeliveryFuture {
         if let Err(e) = self.inner.txn.lock().check_send() {
-            return DeliveryFuture {
-                inner: Err(Some(e)),
-            };
+            return DeliveryFuture::failed(e);
+        }
+        match self.place(record).await {
+            Ok(rx) => DeliveryFuture { inner: Ok(rx) },
+            Err(e) => {
+                if !matches!(e, ProducerError::Closed | ProducerError::InvalidTxnState(_)) {
+                    self.inner.txn.lock().record_error(e.clone());
+                }
+                DeliveryFuture::failed(e)
+            }
+        }
+    }
+
+    /// `send` after the state check: metadata, partition check, memory,
+    /// then the command to the sender.
+    async fn place(&self, r: ProducerRecord) -> Result<oneshot::Receiver<Outcome>, ProducerError> {
+        let inner = &*self.inner;
+        let max_block = inner.config.max_block;
+        let size = accumulator::record_size(r.key.as_ref(), r.value.as_ref(), &r.headers);
+        if size > inner.memory.total() {
+            return Err(ProducerError::RecordTooLarge {
+                record_bytes: size,
+                buffer_memory: inner.memory.total(),
+            });
+        }
+        // Only a wait reads the clock.
+        let mut waited_since = None;
+        let topic = match inner.metadata.topic(&r.topic) {
+            Some(t) if t.error.is_ok() && !t.partitions.is_empty() => t,
+            _ => {
+                waited_since = Some(Instant::now());
+                match inner.metadata.wait_for_topic(&r.topic, max_block).await {
+                    Ok(t) => t,
+                    // A retriable error is the last answer before the time ran out.
+                    Err(last) if last.is_retriable() => {
+                        return Err(ProducerError::MetadataTimeout {
+                            topic: r.topic,
+                            max_block_ms: max_block.as_millis() as u64,
+                            last: Box::new(last),
+                        });
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        };
+        if let Some(p) = r.partition {
+            let n = topic.partition_count();
+            if p < 0 || p >= n {
+                return Err(ProducerError::Client(ClientError::Broker {
+                    api: "Produce",
+                    code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                    message: Some(format!("partition {p} of {} (has {n})", r.topic)),
+                }));
+            }
+        }
+        let budget = waited_since.map_or(max_block, |t| max_block.saturating_sub(t.elapsed()));
+        let wake = || {
+            let _ = inner.commands.send(Command::MemoryWait);
+        };
+        match inner.memory.reserve_or(size, budget, wake).await {
+            Ok(false) => {}
+            Ok(true) => waited_since = waited_since.or(Some(Instant::now())),
+            Err(ReserveError::TooLarge) => {
+                return Err(ProducerError::RecordTooLarge {
+                    record_bytes: size,
+                    buffer_memory: inner.memory.total(),
+                });
+            }
+            Err(ReserveError::Exhausted) => {
+                return Err(ProducerError::BufferExhausted {
+                    record_bytes: size,
+                    buffer_memory: inner.memory.total(),
+                    available: inner.memory.available(),
+                    max_block_ms: max_block.as_millis() as u64,
+                });
+            }
+            Err(ReserveError::Closed) => return Err(ProducerError::Closed),
+        }
+        if waited_since.is_some()
+            && let Err(e) = inner.txn.lock().check_send()
+        {
+            // The transaction moved on (commit or abort began) while this
+            // send waited: the record is not part of it.
+            inner.memory.release(size);
+            return Err(e);
         }
         let (tx, rx) = oneshot::channel();
-        if self.inner.commands.send(Command::Send(record, tx)).is_err() {
-            return DeliveryFuture {
-                inner: Err(Some(ProducerError::Closed)),
-            };
+        let out = Outgoing {
+            record: r,
+            topic,
+            size,
+            delivery: tx,
+        };
+        if inner.commands.send(Command::Send(out)).is_err() {
+            inner.memory.release(size);
+            return Err(ProducerError::Closed);
         }
-        DeliveryFuture { inner: Ok(rx) }
+        Ok(rx)
     }
 
     /// Sends everything enqueued so far and waits until each record is
@@ -383,8 +565,11 @@ impl Producer {
         }
     }
 
-    /// Flushes and stops the background sender.
+    /// Flushes and stops the background sender. Sends waiting for room in
+    /// `buffer.memory` fail with [`ProducerError::Closed`], as do later
+    /// sends on clones of this handle.
     pub async fn close(self) {
+        self.inner.memory.close();
         self.flush().await;
         for h in self.inner.staging.lock().drain(..) {
             h.abort();
@@ -754,6 +939,11 @@ impl Producer {
                 Err(e)
             }
         }
+    }
+
+    /// The `buffer.memory` budget: its total and the bytes free now.
+    pub fn buffer_memory(&self) -> &BufferMemory {
+        &self.inner.memory
     }
 
     /// The configuration.

@@ -4,8 +4,11 @@
 //!
 //! Commands arrive in call order on an unbounded channel, so `send` never
 //! waits for the network and records of one caller keep their order. The
-//! loop sleeps until a command, a response, or the next linger/backoff
-//! deadline.
+//! channel is bounded in bytes by `buffer.memory`: `send` reserves a
+//! record's bytes before it enqueues it (see [`super::memory`]), and each
+//! batch gives them back when it is dropped. `send` also resolved the
+//! topic's metadata, so placing a record here never waits. The loop sleeps
+//! until a command, a response, or the next linger/backoff deadline.
 //!
 //! Requests to one broker go through that broker's dispatcher task, which
 //! hands them to the connection one after the other with
@@ -42,29 +45,44 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::accumulator::{Accumulator, ProducerBatch, QueuedRecord, TopicPartition};
+use super::memory::BufferMemory;
 use super::partitioner::{StickyPartitioner, partition_for_key};
 use super::transaction::TransactionManager;
-use super::{ProducerError, ProducerRecord, RecordMetadata};
+use super::{Outcome, ProducerError, ProducerRecord, RecordMetadata};
 use crate::client::backoff::Backoff;
 use crate::client::broker_connection::BrokerConnection;
 use crate::client::config::{Acks, ProducerConfig};
 use crate::client::error::ClientError;
-use crate::client::metadata::Metadata;
+use crate::client::metadata::{Metadata, TopicMetadata};
 use crate::protocol::ErrorCode;
 use crate::protocol::records::{BatchSpec, Record, encode_batch};
 
 /// Where a record's outcome goes.
-pub(crate) type Delivery = oneshot::Sender<Result<RecordMetadata, ProducerError>>;
+pub(crate) type Delivery = oneshot::Sender<Outcome>;
+
+/// A record on its way to the accumulator.
+pub(crate) struct Outgoing {
+    pub(crate) record: ProducerRecord,
+    /// Its topic's metadata, as `send` found it (partitions with leaders).
+    pub(crate) topic: Arc<TopicMetadata>,
+    /// Its [`record_size`](super::accumulator::record_size), reserved in
+    /// `buffer.memory`.
+    pub(crate) size: usize,
+    pub(crate) delivery: Delivery,
+}
 
 /// What the producer asks of its sender.
 pub(crate) enum Command {
-    Send(ProducerRecord, Delivery),
+    Send(Outgoing),
     /// Answered once everything enqueued before is delivered or failed.
     Flush(oneshot::Sender<()>),
     /// A new producer id/epoch: sequences restart at 0.
     SetProducer(i64, i16),
     /// Fail every batch not yet sent (transaction abort).
     FailQueued(ProducerError, oneshot::Sender<()>),
+    /// A `send` began to wait for room in `buffer.memory`: send what is
+    /// queued without lingering.
+    MemoryWait,
 }
 
 struct Completion {
@@ -86,6 +104,7 @@ pub(crate) struct Sender {
     metadata: Arc<Metadata>,
     txn: Arc<Mutex<TransactionManager>>,
     acc: Accumulator<Delivery>,
+    memory: Arc<BufferMemory>,
     partitioner: StickyPartitioner,
     next_sequence: HashMap<TopicPartition, i32>,
     /// Base sequences of the batches in flight, per partition.
@@ -106,6 +125,7 @@ impl Sender {
         config: ProducerConfig,
         metadata: Arc<Metadata>,
         txn: Arc<Mutex<TransactionManager>>,
+        memory: Arc<BufferMemory>,
     ) -> Self {
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         let max_in_flight = if config.enable_idempotence {
@@ -114,7 +134,9 @@ impl Sender {
             config.connection.max_in_flight_requests
         };
         Self {
-            acc: Accumulator::new(config.linger, config.batch_size, max_in_flight),
+            acc: Accumulator::new(config.linger, config.batch_size, max_in_flight)
+                .with_memory(memory.clone()),
+            memory,
             backoff: Backoff::new(config.retry_backoff),
             config,
             metadata,
@@ -133,6 +155,7 @@ impl Sender {
     pub(crate) async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
         let mut open = true;
         loop {
+            self.acc.set_memory_exhausted(self.memory.waiting() > 0);
             self.dispatch_ready();
             if self.acc.is_empty() {
                 self.acc.drain_all(false);
@@ -147,14 +170,14 @@ impl Sender {
             tokio::select! {
                 cmd = commands.recv(), if open => match cmd {
                     Some(c) => {
-                        self.handle_command(c).await;
+                        self.handle_command(c);
                         // Take what else is queued before looking for ready
                         // batches: one pass of the loop per burst, not per
                         // record (bounded, so completions and deadlines
                         // are still served between bursts).
                         for _ in 0..COMMAND_BURST {
                             match commands.try_recv() {
-                                Ok(c) => self.handle_command(c).await,
+                                Ok(c) => self.handle_command(c),
                                 Err(mpsc::error::TryRecvError::Empty) => break,
                                 Err(mpsc::error::TryRecvError::Disconnected) => {
                                     open = false;
@@ -172,9 +195,9 @@ impl Sender {
         }
     }
 
-    async fn handle_command(&mut self, cmd: Command) {
+    fn handle_command(&mut self, cmd: Command) {
         match cmd {
-            Command::Send(record, delivery) => self.enqueue(record, delivery).await,
+            Command::Send(out) => self.enqueue(out),
             Command::Flush(done) => {
                 self.acc.drain_all(true);
                 self.flushes.push(done);
@@ -190,52 +213,34 @@ impl Sender {
                 self.acc.drain_all(true);
                 self.flushes.push(done);
             }
+            // The loop reads `memory.waiting()` before it looks for ready
+            // batches; this only woke it.
+            Command::MemoryWait => {}
         }
     }
 
-    async fn enqueue(&mut self, r: ProducerRecord, delivery: Delivery) {
-        let topic = match self.metadata.topic(&r.topic) {
-            Some(t) if t.error.is_ok() && !t.partitions.is_empty() => t,
-            _ => match self
-                .metadata
-                .wait_for_topic(&r.topic, self.config.max_block)
-                .await
-            {
-                Ok(t) => t,
-                Err(e) => {
-                    let _ = delivery.send(Err(ProducerError::Client(e)));
-                    return;
-                }
-            },
-        };
+    /// Places a record (its partition was checked against `topic` by
+    /// `send`) and appends it.
+    fn enqueue(&mut self, out: Outgoing) {
+        let Outgoing {
+            record: r,
+            topic,
+            size,
+            delivery,
+        } = out;
         let n = topic.partition_count();
         let partition = match r.partition {
-            Some(p) if p < 0 || p >= n => {
-                let _ = delivery.send(Err(ProducerError::Client(ClientError::Broker {
-                    api: "Produce",
-                    code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-                    message: Some(format!("partition {p} of {} (has {n})", r.topic)),
-                })));
-                return;
-            }
             Some(p) => p,
             None => match (&r.key, self.config.partitioner_ignore_keys) {
                 (Some(k), false) => partition_for_key(k, n),
-                _ => {
-                    let size = super::accumulator::record_size(
-                        r.key.as_ref(),
-                        r.value.as_ref(),
-                        &r.headers,
-                    );
-                    self.partitioner.partition(
-                        &r.topic,
-                        n,
-                        &topic.available_partitions(),
-                        size,
-                        self.config.batch_size,
-                        rand::random(),
-                    )
-                }
+                _ => self.partitioner.partition(
+                    &r.topic,
+                    n,
+                    &topic.available_partitions(),
+                    size,
+                    self.config.batch_size,
+                    rand::random(),
+                ),
             },
         };
         let timestamp = r.timestamp.unwrap_or_else(now_ms);
@@ -251,6 +256,7 @@ impl Sender {
                 headers: r.headers,
                 delivery,
             },
+            size,
             Instant::now(),
         );
     }
@@ -603,11 +609,20 @@ async fn enqueue_job(
     }
 }
 
+/// The batch's bytes go back to `buffer.memory` before any delivery future
+/// resolves: whoever sees a record delivered also sees its room freed.
 fn succeed_batch(b: ProducerBatch<Delivery>, base_offset: i64, log_append_ms: i64) {
-    for (i, r) in b.records.into_iter().enumerate() {
+    let ProducerBatch {
+        tp,
+        records,
+        memory,
+        ..
+    } = b;
+    drop(memory);
+    for (i, r) in records.into_iter().enumerate() {
         let _ = r.delivery.send(Ok(RecordMetadata {
-            topic: b.tp.topic.clone(),
-            partition: b.tp.partition,
+            topic: tp.topic.clone(),
+            partition: tp.partition,
             offset: if base_offset >= 0 {
                 base_offset + i as i64
             } else {
@@ -622,9 +637,14 @@ fn succeed_batch(b: ProducerBatch<Delivery>, base_offset: i64, log_append_ms: i6
     }
 }
 
+/// Memory first, as in [`succeed_batch`].
 fn fail_batch(b: ProducerBatch<Delivery>, err: &ProducerError) {
-    for r in b.records {
-        let _ = r.delivery.send(Err(err.clone()));
+    let ProducerBatch {
+        records, memory, ..
+    } = b;
+    drop(memory);
+    for r in records {
+        let _ = r.delivery.send(Err(Box::new(err.clone())));
     }
 }
 

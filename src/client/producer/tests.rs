@@ -49,6 +49,9 @@ struct Script {
     init_pid_errors: Vec<i16>,
     next_offset: i64,
     epoch: i16,
+    /// When set, each Produce answer waits for one permit (the batch
+    /// stays in flight until the test adds one).
+    hold_produce: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 fn metadata_response() -> MetadataResponse {
@@ -201,6 +204,10 @@ async fn serve(io: tokio::io::DuplexStream, script: Arc<Mutex<Script>>) {
                         }
                         (code, base)
                     };
+                    let hold = script.lock().hold_produce.clone();
+                    if let Some(h) = hold {
+                        h.acquire().await.unwrap().forget();
+                    }
                     let resp = ProduceResponse::default().with_responses(vec![
                         TopicProduceResponse::default()
                             .with_name(TopicName(StrBytes::from_static_str("in")))
@@ -280,9 +287,9 @@ async fn retried_batch_keeps_its_sequence_and_refreshes_metadata() {
     let p = Producer::with_metadata(config(None), scripted_metadata(script.clone()))
         .await
         .unwrap();
-    let a = p.send(ProducerRecord::new("in", "a")).await.unwrap();
+    let a = p.send(ProducerRecord::new("in", "a")).await.await.unwrap();
     assert_eq!(a.offset, 0);
-    let b = p.send(ProducerRecord::new("in", "b")).await.unwrap();
+    let b = p.send(ProducerRecord::new("in", "b")).await.await.unwrap();
     assert_eq!(b.offset, 1);
     let produces = log_of(&script, 0);
     assert_eq!(
@@ -355,7 +362,7 @@ async fn staged_acknowledgements_are_sent_before_end_txn() {
         .unwrap();
     p.init_transactions().await.unwrap();
     p.begin_transaction().unwrap();
-    let out = p.send(ProducerRecord::new("in", "out"));
+    let out = p.send(ProducerRecord::new("in", "out")).await;
     let group = ShareGroupMetadata::new("g", "m-1", 3);
     p.send_share_acknowledgements_to_transaction(acks(AcknowledgeType::Accept), &group)
         .await
@@ -382,7 +389,10 @@ async fn staged_acknowledgements_are_sent_before_end_txn() {
 
     // The next transaction restarts sequences under the new epoch.
     p.begin_transaction().unwrap();
-    p.send(ProducerRecord::new("in", "next")).await.unwrap();
+    p.send(ProducerRecord::new("in", "next"))
+        .await
+        .await
+        .unwrap();
     p.commit_transaction().await.unwrap();
     assert_eq!(log_of(&script, 0)[1], "pid=42 seq=0 n=1 txn=true");
 }
@@ -423,4 +433,270 @@ async fn staging_errors_surface_at_commit_as_abortable() {
     assert!(e.is_fatal(), "{e}");
     assert!(p.abort_transaction().await.unwrap_err().is_fatal());
     let _ = ApiKey::Produce;
+}
+
+// ---- buffer.memory and max.block.ms ----
+
+/// A value of `n` bytes: `record_size` 21 + n.
+fn sized(n: usize) -> ProducerRecord {
+    ProducerRecord::new("in", vec![b'x'; n])
+}
+
+fn held() -> (Arc<Mutex<Script>>, Arc<tokio::sync::Semaphore>) {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let script = Arc::new(Mutex::new(Script {
+        hold_produce: Some(gate.clone()),
+        ..Script::default()
+    }));
+    (script, gate)
+}
+
+fn mem_config(txn: Option<&str>, buffer: u64, max_block: Duration) -> ProducerConfig {
+    let mut c = config(txn);
+    c.buffer_memory = buffer;
+    c.max_block = max_block;
+    c
+}
+
+/// Yields until `cond` holds (the producer's tasks run meanwhile; on
+/// paused time no timer fires while tasks are runnable). Panics instead of
+/// hanging when it never does.
+async fn until(mut cond: impl FnMut() -> bool) {
+    for _ in 0..100_000 {
+        if cond() {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("condition never held");
+}
+
+#[tokio::test(start_paused = true)]
+async fn send_waits_for_room_and_proceeds_when_a_batch_completes() {
+    let (script, gate) = held();
+    let p = Producer::with_metadata(
+        mem_config(None, 300, Duration::from_secs(60)),
+        scripted_metadata(script.clone()),
+    )
+    .await
+    .unwrap();
+    let m = p.buffer_memory();
+    assert_eq!(m.total(), 300);
+    // Two records of 121 bytes fit; both go out and stay in flight.
+    let a = p.send(sized(100)).await;
+    let b = p.send(sized(100)).await;
+    assert_eq!(m.available(), 300 - 242);
+    until(|| log_of(&script, 0).len() == 1).await;
+    // The third does not fit: `send` itself waits.
+    let mut third = Box::pin(p.send(sized(100)));
+    assert!(
+        tokio::time::timeout(Duration::from_secs(1), &mut third)
+            .await
+            .is_err(),
+        "send returned without room in buffer.memory"
+    );
+    assert_eq!(m.waiting(), 1);
+    // The first batch completes: its bytes come back and the send goes on.
+    gate.add_permits(1);
+    let c = third.await;
+    assert_eq!(m.waiting(), 0);
+    gate.add_permits(100);
+    let offsets = [a.await.unwrap(), b.await.unwrap(), c.await.unwrap()].map(|md| md.offset);
+    assert_eq!(offsets, [0, 1, 2], "records keep their order");
+    assert_eq!(m.available(), 300, "every byte came back");
+    assert_eq!(p.metrics().get("buffer-available-bytes"), Some(300.0));
+    assert_eq!(p.metrics().get("buffer-total-bytes"), Some(300.0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn send_fails_after_max_block_naming_the_settings() {
+    let (script, gate) = held();
+    let p = Producer::with_metadata(
+        mem_config(None, 300, Duration::from_millis(1500)),
+        scripted_metadata(script.clone()),
+    )
+    .await
+    .unwrap();
+    let a = p.send(sized(100)).await;
+    let b = p.send(sized(100)).await;
+    let t0 = tokio::time::Instant::now();
+    let e = p.send(sized(100)).await.await.unwrap_err();
+    assert!(t0.elapsed() >= Duration::from_millis(1500), "gave up early");
+    assert!(
+        matches!(
+            e,
+            ProducerError::BufferExhausted {
+                record_bytes: 121,
+                buffer_memory: 300,
+                available: 58,
+                max_block_ms: 1500
+            }
+        ),
+        "{e:?}"
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains("buffer.memory") && text.contains("max.block.ms"),
+        "{text}"
+    );
+    assert!(!e.is_fatal() && !e.is_abortable());
+    assert_eq!(p.metrics().get("buffer-exhausted-total"), Some(1.0));
+    // The failed send reserved nothing; the others complete normally.
+    assert_eq!(p.buffer_memory().available(), 58);
+    gate.add_permits(100);
+    a.await.unwrap();
+    b.await.unwrap();
+    assert_eq!(p.buffer_memory().available(), 300);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_record_larger_than_buffer_memory_fails_at_once() {
+    let script = Arc::new(Mutex::new(Script::default()));
+    let p = Producer::with_metadata(
+        mem_config(None, 100, Duration::from_secs(60)),
+        scripted_metadata(script.clone()),
+    )
+    .await
+    .unwrap();
+    let t0 = tokio::time::Instant::now();
+    let e = p.send(sized(80)).await.await.unwrap_err();
+    assert_eq!(
+        t0.elapsed(),
+        Duration::ZERO,
+        "no waiting for a record that never fits"
+    );
+    assert!(
+        matches!(
+            e,
+            ProducerError::RecordTooLarge {
+                record_bytes: 101,
+                buffer_memory: 100
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("buffer.memory"), "{e}");
+    assert!(log_of(&script, 0).is_empty(), "nothing was produced");
+    assert_eq!(p.buffer_memory().available(), 100);
+    // One that fits exactly goes through.
+    p.send(sized(79)).await.await.unwrap();
+    assert_eq!(p.buffer_memory().available(), 100);
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_comes_back_after_failed_batches() {
+    // A non-retriable answer fails the batch; retriable ones retry it
+    // (with its reservation) until it succeeds.
+    let script = Arc::new(Mutex::new(Script {
+        produce_errors: vec![
+            ErrorCode::MESSAGE_TOO_LARGE.0,
+            ErrorCode::NOT_LEADER_OR_FOLLOWER.0,
+            ErrorCode::REQUEST_TIMED_OUT.0,
+        ],
+        ..Script::default()
+    }));
+    let p = Producer::with_metadata(
+        mem_config(None, 1000, Duration::from_secs(60)),
+        scripted_metadata(script.clone()),
+    )
+    .await
+    .unwrap();
+    let e = p.send(sized(100)).await.await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::MESSAGE_TOO_LARGE), "{e}");
+    assert_eq!(p.buffer_memory().available(), 1000);
+    p.send(sized(100)).await.await.unwrap();
+    assert_eq!(
+        log_of(&script, 0).len(),
+        4,
+        "one failure, two retries, one success"
+    );
+    assert_eq!(p.buffer_memory().available(), 1000);
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_comes_back_on_abort_and_a_failed_send_makes_the_transaction_abortable() {
+    let (script, gate) = held();
+    let mut c = mem_config(Some("tx"), 300, Duration::from_millis(500));
+    // Records linger: the abort finds them still queued.
+    c.linger = Duration::from_secs(3600);
+    let p = Producer::with_metadata(c, scripted_metadata(script.clone()))
+        .await
+        .unwrap();
+    p.init_transactions().await.unwrap();
+    p.begin_transaction().unwrap();
+    let a = p.send(sized(100)).await;
+    let b = p.send(sized(100)).await;
+    assert_eq!(p.buffer_memory().available(), 58);
+    // The third waits; waiting ends the lingering (both go out, held in
+    // flight by the broker), then max.block.ms runs out.
+    let e = p.send(sized(100)).await.await.unwrap_err();
+    assert!(matches!(e, ProducerError::BufferExhausted { .. }), "{e:?}");
+    assert_eq!(
+        log_of(&script, 0).len(),
+        1,
+        "the waiting send flushed the batch"
+    );
+    let e = p.commit_transaction().await.unwrap_err();
+    assert!(e.is_abortable(), "{e}");
+    // Queued records are failed by the abort; in-flight ones complete.
+    let d = p.send(sized(100)).await;
+    assert!(d.await.is_err(), "no send after the transaction failed");
+    gate.add_permits(100);
+    p.abort_transaction().await.unwrap();
+    let _ = (a.await, b.await);
+    assert_eq!(p.buffer_memory().available(), 300);
+
+    // Queued (lingering) records of an aborted transaction give their
+    // bytes back.
+    p.begin_transaction().unwrap();
+    let q = p.send(sized(100)).await;
+    assert_eq!(p.buffer_memory().available(), 179);
+    p.abort_transaction().await.unwrap();
+    assert!(q.await.is_err());
+    assert_eq!(p.buffer_memory().available(), 300);
+}
+
+#[tokio::test(start_paused = true)]
+async fn close_fails_waiting_sends_and_returns_every_byte() {
+    let (script, gate) = held();
+    let p = Producer::with_metadata(
+        mem_config(None, 300, Duration::from_secs(60)),
+        scripted_metadata(script.clone()),
+    )
+    .await
+    .unwrap();
+    let a = p.send(sized(100)).await;
+    let b = p.send(sized(100)).await;
+    let waiting = tokio::spawn({
+        let p = p.clone();
+        async move { p.send(sized(100)).await.await }
+    });
+    until(|| p.buffer_memory().waiting() == 1).await;
+    let memory_view = p.clone();
+    let closing = tokio::spawn(p.clone().close());
+    let e = waiting.await.unwrap().unwrap_err();
+    assert!(matches!(e, ProducerError::Closed), "{e:?}");
+    gate.add_permits(100);
+    closing.await.unwrap();
+    a.await.unwrap();
+    b.await.unwrap();
+    assert_eq!(memory_view.buffer_memory().available(), 300);
+    assert!(matches!(
+        memory_view.send(sized(1)).await.await,
+        Err(ProducerError::Closed)
+    ));
+}
+
+/// What an application holds per record until it awaits the delivery: the
+/// future (two words) and its channel, whose payload is a
+/// `RecordMetadata` or a boxed error.
+#[test]
+fn per_record_delivery_state_stays_small() {
+    assert_eq!(std::mem::size_of::<DeliveryFuture>(), 16);
+    assert!(
+        std::mem::size_of::<Outcome>() <= std::mem::size_of::<RecordMetadata>() + 8,
+        "{} vs {}",
+        std::mem::size_of::<Outcome>(),
+        std::mem::size_of::<RecordMetadata>()
+    );
 }
