@@ -987,11 +987,11 @@ impl Model for Ledger {
             Action::LeaderChange => {
                 s.leader_changes += 1;
                 let mut memory = [RState::Absent; MAX_RECORDS];
-                for r in 0..self.bounds.records {
+                for (r, slot) in memory.iter_mut().enumerate().take(self.bounds.records) {
                     if self.part(r) != 0 {
                         continue;
                     }
-                    memory[r] = s.recs[r].state;
+                    *slot = s.recs[r].state;
                     let rec = &mut s.recs[r];
                     if let RState::Acquired(_) = rec.state {
                         rec.state = RState::Available;
