@@ -94,7 +94,7 @@ async fn api_versions_at_unknown_version_gets_v0_unsupported_answer() {
     assert!(
         resp.api_keys
             .iter()
-            .any(|k| k.api_key == 18 && k.max_version == 4)
+            .any(|k| k.api_key == 18 && k.max_version == 5)
     );
     b.shutdown().await;
 }
