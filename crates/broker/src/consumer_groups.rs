@@ -10,7 +10,7 @@
 //!
 //! JoinGroup and SyncGroup may be *parked* (the coordinator answers
 //! [`Reply::Parked`]): the handler gets a receiver, and the answer arrives
-//! when a later call or the timer ([`group_tick_loop`]) completes it. A
+//! when a later call or the timer (`group_tick_loop`) completes it. A
 //! second parked request of the same member and kind replaces the first,
 //! whose handler then answers COORDINATOR_NOT_AVAILABLE (it rediscovers
 //! the coordinator and retries). At shutdown every parked request is
