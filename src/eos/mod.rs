@@ -6,9 +6,11 @@
 //! - [`metadata`]: [`ShareGroupMetadata`], the member identity a transaction
 //!   stages acknowledgements under.
 //!
-//! The transactional commit loop arrives with the client and runtime issues.
+//! - [`ledger`]: the intent ledger's records and index (exactly-once
+//!   without KIP-1289, docs/EXACTLY-ONCE.md).
 
 pub mod acknowledgements;
+pub mod ledger;
 pub mod metadata;
 
 pub use acknowledgements::{

@@ -44,6 +44,54 @@ impl std::fmt::Display for ProcessingGuarantee {
     }
 }
 
+/// `exactly.once.mechanism`: how exactly_once is carried out
+/// (docs/EXACTLY-ONCE.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ExactlyOnceMechanism {
+    /// `auto` (the default): `kip1289` when the share group and the
+    /// outputs are on one cluster and it offers TxnShareAcknowledge
+    /// (apiKey 95), else `ledger`. The choice and its reason are logged at
+    /// start-up.
+    #[default]
+    Auto,
+    /// `kip1289`: the acknowledgements ride in the producer's transaction
+    /// (TxnShareAcknowledge). Needs a broker with KIP-1289 (today our
+    /// embedded broker) and one cluster.
+    Kip1289,
+    /// `ledger`: an intent record per source partition in each transaction
+    /// on the target cluster, arbitrated in ledger order; the share
+    /// acknowledgements follow the commit. Works on any Kafka with share
+    /// groups (4.2+), and across two clusters.
+    Ledger,
+}
+
+impl ExactlyOnceMechanism {
+    /// From the property value.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(Self::Auto),
+            "kip1289" => Some(Self::Kip1289),
+            "ledger" => Some(Self::Ledger),
+            _ => None,
+        }
+    }
+
+    /// The property value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Kip1289 => "kip1289",
+            Self::Ledger => "ledger",
+        }
+    }
+}
+
+impl std::fmt::Display for ExactlyOnceMechanism {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Settings of a [`Runtime`](super::Runtime).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RuntimeConfig {
@@ -159,6 +207,23 @@ pub struct RuntimeConfig {
     /// the dead-letter headers and `__dlq.reason: delivery-count-limit`).
     /// `None` (the default): it is rejected.
     pub delivery_limit_dead_letter_topic: Option<String>,
+    /// `exactly.once.mechanism` (default `auto`): see
+    /// [`ExactlyOnceMechanism`]. The handle's config shows the one in use.
+    pub exactly_once_mechanism: ExactlyOnceMechanism,
+    /// `exactly.once.ledger.topic`: the ledger topic on the target cluster.
+    /// `None` (the default): `<application.id>-eos-ledger`.
+    pub ledger_topic: Option<String>,
+    /// `exactly.once.ledger.partitions`: its partition count when the
+    /// runtime creates it. `None` (the default): the source partitions'
+    /// total, at least 1 and at most 50. It must never change afterwards.
+    pub ledger_partitions: Option<i32>,
+    /// `exactly.once.ledger.replication.factor`: when the runtime creates
+    /// it. `None` (the default): 3, or the cluster's broker count if lower.
+    pub ledger_replication_factor: Option<i16>,
+    /// `exactly.once.ledger.fence.wait.ms`: how long a worker waits for an
+    /// open intent of another transaction to end before it fences that
+    /// transactional id. `None` (the default): twice `commit.interval.ms`.
+    pub ledger_fence_wait: Option<Duration>,
 }
 
 impl Default for RuntimeConfig {
@@ -186,6 +251,11 @@ impl Default for RuntimeConfig {
             commit_aligned: true,
             delivery_count_limit: None,
             delivery_limit_dead_letter_topic: None,
+            exactly_once_mechanism: ExactlyOnceMechanism::Auto,
+            ledger_topic: None,
+            ledger_partitions: None,
+            ledger_replication_factor: None,
+            ledger_fence_wait: None,
         }
     }
 }
@@ -345,6 +415,33 @@ impl RuntimeConfig {
                 let v = value.trim();
                 self.delivery_limit_dead_letter_topic = (!v.is_empty()).then(|| v.to_string());
             }
+            "exactly.once.mechanism" => {
+                self.exactly_once_mechanism =
+                    ExactlyOnceMechanism::parse(value).ok_or_else(|| {
+                        err(name, format!("{value:?}: expected auto, kip1289 or ledger"))
+                    })?
+            }
+            "exactly.once.ledger.topic" => {
+                let v = value.trim();
+                self.ledger_topic = (!v.is_empty()).then(|| v.to_string());
+            }
+            "exactly.once.ledger.partitions" => {
+                let n = positive(name, value)?;
+                if n > 10_000 {
+                    return Err(err(name, format!("{value:?}: at most 10000")));
+                }
+                self.ledger_partitions = Some(n as i32);
+            }
+            "exactly.once.ledger.replication.factor" => {
+                let n = positive(name, value)?;
+                if n > i16::MAX as u64 {
+                    return Err(err(name, format!("{value:?} is too large")));
+                }
+                self.ledger_replication_factor = Some(n as i16);
+            }
+            "exactly.once.ledger.fence.wait.ms" => {
+                self.ledger_fence_wait = Some(Duration::from_millis(positive(name, value)?))
+            }
             other if crate::client::security::is_security_setting(other) => {
                 self.security.insert(other, value)
             }
@@ -399,13 +496,26 @@ impl RuntimeConfig {
                 ),
             ));
         }
-        if self.processing_guarantee == ProcessingGuarantee::ExactlyOnce && self.is_cross_cluster()
+        if self.processing_guarantee == ProcessingGuarantee::ExactlyOnce
+            && self.is_cross_cluster()
+            && self.exactly_once_mechanism == ExactlyOnceMechanism::Kip1289
         {
             return Err(err(
-                "source.bootstrap.servers",
-                "the share group is on another cluster than the outputs: a transaction lives \
-                 on one cluster, so exactly-once is impossible (D11); set \
-                 processing.guarantee=at_least_once",
+                "exactly.once.mechanism",
+                "kip1289 needs the share group and the outputs on one cluster, and \
+                 source.bootstrap.servers names another (a transaction lives on one cluster, \
+                 D11); set exactly.once.mechanism=ledger (or auto) for exactly-once across \
+                 two clusters",
+            ));
+        }
+        if let Some(t) = &self.ledger_topic
+            && let Some(c) = t
+                .chars()
+                .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+        {
+            return Err(err(
+                "exactly.once.ledger.topic",
+                format!("{t:?} contains {c:?}: a topic name has letters, digits, '.', '_' and '-'"),
             ));
         }
         Ok(())
@@ -434,6 +544,19 @@ impl RuntimeConfig {
                 a != b
             }
         }
+    }
+
+    /// The ledger topic's name (`exactly.once.ledger.topic`, else
+    /// `<application.id>-eos-ledger`).
+    pub fn ledger_topic_name(&self) -> String {
+        self.ledger_topic
+            .clone()
+            .unwrap_or_else(|| format!("{}-eos-ledger", self.application_id))
+    }
+
+    /// How long to wait for an open intent before fencing its writer.
+    pub fn ledger_fence_wait(&self) -> Duration {
+        self.ledger_fence_wait.unwrap_or(self.commit_interval * 2)
     }
 
     /// The cluster the share group lives on.
@@ -536,21 +659,30 @@ mod tests {
     }
 
     #[test]
-    fn cross_cluster_source_is_refused_under_exactly_once() {
-        let e = RuntimeConfig::from_properties([
+    fn cross_cluster_exactly_once_needs_the_ledger() {
+        // auto (the default) takes the ledger across clusters.
+        let c = RuntimeConfig::from_properties([
             ("bootstrap.servers", "target:9092"),
             ("source.bootstrap.servers", "source:9092"),
         ])
+        .unwrap();
+        assert!(c.is_cross_cluster());
+        assert_eq!(c.exactly_once_mechanism, ExactlyOnceMechanism::Auto);
+        // kip1289 cannot span two clusters.
+        let e = RuntimeConfig::from_properties([
+            ("bootstrap.servers", "target:9092"),
+            ("source.bootstrap.servers", "source:9092"),
+            ("exactly.once.mechanism", "kip1289"),
+        ])
         .unwrap_err();
-        assert_eq!(e.setting, "source.bootstrap.servers");
-        assert!(e.message.contains("processing.guarantee=at_least_once"));
+        assert_eq!(e.setting, "exactly.once.mechanism");
+        assert!(e.message.contains("exactly.once.mechanism=ledger"), "{e}");
         let c = RuntimeConfig::from_properties([
             ("bootstrap.servers", "target:9092"),
             ("source.bootstrap.servers", "source:9092"),
             ("processing.guarantee", "at_least_once"),
         ])
         .unwrap();
-        assert!(c.is_cross_cluster());
         assert_eq!(c.source_servers(), ["source:9092"]);
         // The same cluster named twice is not cross-cluster.
         let c = RuntimeConfig::from_properties([
@@ -559,5 +691,37 @@ mod tests {
         ])
         .unwrap();
         assert!(!c.is_cross_cluster());
+    }
+
+    #[test]
+    fn ledger_settings() {
+        let d = RuntimeConfig {
+            application_id: "app".into(),
+            ..RuntimeConfig::default()
+        };
+        assert_eq!(d.ledger_topic_name(), "app-eos-ledger");
+        assert_eq!(d.ledger_fence_wait(), Duration::from_millis(200));
+        let c = RuntimeConfig::from_properties([
+            ("exactly.once.mechanism", "LEDGER"),
+            ("exactly.once.ledger.topic", "my-ledger"),
+            ("exactly.once.ledger.partitions", "12"),
+            ("exactly.once.ledger.replication.factor", "3"),
+            ("exactly.once.ledger.fence.wait.ms", "750"),
+        ])
+        .unwrap();
+        assert_eq!(c.exactly_once_mechanism, ExactlyOnceMechanism::Ledger);
+        assert_eq!(c.ledger_topic_name(), "my-ledger");
+        assert_eq!(c.ledger_partitions, Some(12));
+        assert_eq!(c.ledger_replication_factor, Some(3));
+        assert_eq!(c.ledger_fence_wait(), Duration::from_millis(750));
+        for (k, v) in [
+            ("exactly.once.mechanism", "twice"),
+            ("exactly.once.ledger.partitions", "0"),
+            ("exactly.once.ledger.topic", "a/b"),
+            ("exactly.once.ledger.fence.wait.ms", "-1"),
+        ] {
+            let e = RuntimeConfig::from_properties([(k, v)]).unwrap_err();
+            assert_eq!(e.setting, k, "{e}");
+        }
     }
 }

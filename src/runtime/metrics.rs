@@ -61,6 +61,11 @@ pub struct RuntimeMetrics {
     pub records_failed_at_delivery_limit: AtomicU64,
     /// Records delivered and not yet committed or aborted.
     pub records_in_flight: AtomicI64,
+    /// The exactly-once ledger's figures (all zero under the other
+    /// mechanisms).
+    pub ledger: LedgerMetrics,
+    /// The exactly-once mechanism in use (`kip1289`, `ledger`), once chosen.
+    pub mechanism: Mutex<Option<&'static str>>,
     /// Where the workers' time goes, summed over workers (nanoseconds).
     pub worker_time: WorkerTime,
     /// Share-group lag per source topic-partition; `None` until known (or
@@ -84,12 +89,41 @@ impl Default for RuntimeMetrics {
             lock_renewals: AtomicU64::new(0),
             records_failed_at_delivery_limit: AtomicU64::new(0),
             records_in_flight: AtomicI64::new(0),
+            ledger: LedgerMetrics::default(),
+            mechanism: Mutex::new(None),
             worker_time: WorkerTime::default(),
             share_group_lag: Mutex::new(None),
             commit_latency_us: Mutex::new(Histogram::new_with_bounds(1, 600_000_000, 3).unwrap()),
             batch_size: Mutex::new(Histogram::new_with_bounds(1, 10_000_000, 3).unwrap()),
         }
     }
+}
+
+/// The intent ledger's counters and gauges (docs/EXACTLY-ONCE.md 5.5).
+#[derive(Debug, Default)]
+pub struct LedgerMetrics {
+    /// Intent records written.
+    pub intents: AtomicU64,
+    /// Their value bytes.
+    pub intent_bytes: AtomicU64,
+    /// Transactional ids fenced to resolve an open intent.
+    pub fences: AtomicU64,
+    /// Open intents that ended while waited for (no fence needed).
+    pub fence_waits: AtomicU64,
+    /// Source records ACCEPTed without output because a committed intent
+    /// covers them (their outputs exist).
+    pub skipped_committed: AtomicU64,
+    /// Transactions aborted at arbitration (an earlier committed intent
+    /// covers one of their records).
+    pub arbitration_lost: AtomicU64,
+    /// Fences of this process's workers announced by a peer's notice (not
+    /// counted towards the duplicate-identity limit).
+    pub fenced_by_peer: AtomicU64,
+    /// Sum over ledger partitions of (high watermark - index position) at
+    /// the last fetch.
+    pub index_lag: AtomicI64,
+    /// Intents held by the index (open and committed).
+    pub index_entries: AtomicI64,
 }
 
 /// The workers' time by phase of their loop, nanoseconds summed over
@@ -240,7 +274,44 @@ impl RuntimeMetrics {
                 &self.lock_renewals,
             ),
         ];
-        for (name, help, c) in counters {
+        let ledger: [(&str, &str, &AtomicU64); 7] = [
+            (
+                "sharestream_runtime_ledger_intents_total",
+                "Intent records written to the exactly-once ledger.",
+                &self.ledger.intents,
+            ),
+            (
+                "sharestream_runtime_ledger_intent_bytes_total",
+                "Bytes of intent record values written.",
+                &self.ledger.intent_bytes,
+            ),
+            (
+                "sharestream_runtime_ledger_fences_total",
+                "Transactional ids fenced to resolve an open intent.",
+                &self.ledger.fences,
+            ),
+            (
+                "sharestream_runtime_ledger_fence_waits_total",
+                "Open intents that ended while waited for, without a fence.",
+                &self.ledger.fence_waits,
+            ),
+            (
+                "sharestream_runtime_ledger_skipped_committed_total",
+                "Source records accepted without output: a committed intent covers them.",
+                &self.ledger.skipped_committed,
+            ),
+            (
+                "sharestream_runtime_ledger_arbitration_lost_total",
+                "Transactions aborted because an earlier committed intent covers their records.",
+                &self.ledger.arbitration_lost,
+            ),
+            (
+                "sharestream_runtime_ledger_fenced_by_peer_total",
+                "Fences of this process's producers announced by a peer resolving an open intent.",
+                &self.ledger.fenced_by_peer,
+            ),
+        ];
+        for (name, help, c) in counters.into_iter().chain(ledger) {
             let _ = writeln!(
                 out,
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
@@ -261,6 +332,20 @@ impl RuntimeMetrics {
                 out,
                 "sharestream_runtime_worker_seconds_total{{phase=\"{phase}\"}} {secs}"
             );
+        }
+        if let Some(m) = *self.mechanism.lock() {
+            let _ = writeln!(
+                out,
+                "# HELP sharestream_runtime_exactly_once_mechanism The exactly-once mechanism in use.\n# TYPE sharestream_runtime_exactly_once_mechanism gauge\nsharestream_runtime_exactly_once_mechanism{{mechanism=\"{m}\"}} 1"
+            );
+            if m == "ledger" {
+                let lag = self.ledger.index_lag.load(Ordering::Relaxed);
+                let entries = self.ledger.index_entries.load(Ordering::Relaxed);
+                let _ = writeln!(
+                    out,
+                    "# HELP sharestream_runtime_ledger_index_lag_records Ledger records not yet read by this process's index.\n# TYPE sharestream_runtime_ledger_index_lag_records gauge\nsharestream_runtime_ledger_index_lag_records {lag}\n# HELP sharestream_runtime_ledger_index_entries Intents held by this process's ledger index.\n# TYPE sharestream_runtime_ledger_index_entries gauge\nsharestream_runtime_ledger_index_entries {entries}"
+                );
+            }
         }
         if let Some(lag) = self.share_group_lag.lock().as_ref() {
             let _ = writeln!(

@@ -134,6 +134,7 @@
 pub mod config;
 mod grid;
 pub mod lag;
+mod ledger;
 pub mod metrics;
 pub mod verify;
 mod worker;
@@ -147,7 +148,7 @@ use futures::stream::FuturesUnordered;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use config::{ProcessingGuarantee, RuntimeConfig, RuntimeConfigError};
+pub use config::{ExactlyOnceMechanism, ProcessingGuarantee, RuntimeConfig, RuntimeConfigError};
 pub use metrics::{RuntimeMetrics, WorkerTime};
 
 use crate::client::admin::AdminClient;
@@ -311,17 +312,22 @@ impl RuntimeBuilder {
             .with_client_id(config.application_id.clone())
             .with_request_timeout(config.request_timeout)
             .with_security(config.security_settings()?);
-        if config.is_cross_cluster() {
+        if config.is_cross_cluster() && guarantee == ProcessingGuarantee::AtLeastOnce {
             tracing::warn!(
                 source = ?config.source_servers(),
                 target = ?config.bootstrap_servers,
-                "the share group and the outputs are on different clusters: processing is \
-                 at-least-once (a transaction cannot span two clusters)"
+                "the share group and the outputs are on different clusters, under at_least_once: \
+                 a crash between produce and acknowledge duplicates records \
+                 (processing.guarantee=exactly_once goes through the intent ledger)"
             );
         }
-        if guarantee == ProcessingGuarantee::ExactlyOnce {
-            check_txn_share_acknowledge(&config, &connection).await?;
-        }
+        let mechanism_reason = if guarantee == ProcessingGuarantee::ExactlyOnce {
+            let (m, why) = choose_mechanism(&config, &connection).await?;
+            config.exactly_once_mechanism = m;
+            Some(why)
+        } else {
+            None
+        };
         tracing::info!(
             application_id = %config.application_id,
             instance = %instance.id,
@@ -334,6 +340,9 @@ impl RuntimeBuilder {
         );
 
         let metrics = Arc::new(RuntimeMetrics::default());
+        if mechanism_reason.is_some() {
+            *metrics.mechanism.lock() = Some(config.exactly_once_mechanism.name());
+        }
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let metrics_addr = match config.metrics_listen {
             Some(addr) => {
@@ -382,6 +391,38 @@ impl RuntimeBuilder {
             .await;
         }
         let config = Arc::new(config);
+        let ledger = if config.processing_guarantee == ProcessingGuarantee::ExactlyOnce
+            && config.exactly_once_mechanism == ExactlyOnceMechanism::Ledger
+        {
+            let total: usize = partition_counts.iter().sum();
+            Some(
+                ledger::Ledger::open(
+                    config.clone(),
+                    connection.clone(),
+                    total,
+                    metrics.clone(),
+                    shutdown_rx.clone(),
+                )
+                .await?,
+            )
+        } else {
+            None
+        };
+        if let Some(why) = &mechanism_reason {
+            match &ledger {
+                Some(l) => tracing::info!(
+                    mechanism = "ledger",
+                    ledger_topic = l.topic(),
+                    ledger_partitions = l.partitions(),
+                    fence_wait_ms = config.ledger_fence_wait().as_millis() as u64,
+                    "exactly-once mechanism: ledger ({why})"
+                ),
+                None => tracing::info!(
+                    mechanism = "kip1289",
+                    "exactly-once mechanism: kip1289 ({why})"
+                ),
+            }
+        }
         let compiled = self.topology.compile();
         if !config.lag_interval.is_zero() {
             let admin = AdminClient::new(config.source_servers().to_vec(), connection.clone());
@@ -481,6 +522,8 @@ impl RuntimeBuilder {
                 instance: instance.clone(),
                 fences: Default::default(),
                 last_delivery: last_delivery.clone(),
+                ledger: ledger.clone(),
+                ledger_acks: None,
             });
         }
 
@@ -696,11 +739,15 @@ fn lock_budget_fit(workers: usize, max_records: usize, partitions: u64, cap: u64
     (max_records as u64 > per_worker).then_some(per_worker as usize)
 }
 
-/// D2: exactly_once needs apiKey 95 on the cluster.
-async fn check_txn_share_acknowledge(
+/// Chooses how exactly_once is carried out (docs/EXACTLY-ONCE.md 5.2):
+/// `kip1289` where the share group and the outputs are on one cluster that
+/// offers TxnShareAcknowledge (apiKey 95), else the intent ledger; a forced
+/// `kip1289` that the clusters cannot do is refused, naming the setting.
+/// Returns the mechanism and why.
+async fn choose_mechanism(
     config: &RuntimeConfig,
     connection: &ConnectionConfig,
-) -> Result<(), RuntimeError> {
+) -> Result<(ExactlyOnceMechanism, String), RuntimeError> {
     let md = Metadata::new(config.bootstrap_servers.clone(), connection.clone());
     let conn = async { md.any_broker()?.connection().await }
         .await
@@ -710,20 +757,70 @@ async fn check_txn_share_acknowledge(
                 config.bootstrap_servers
             ))
         })?;
-    if conn
+    let has_kip1289 = conn
         .versions()
         .peer_range(TXN_SHARE_ACKNOWLEDGE_API_KEY)
-        .is_none()
-    {
-        return Err(RuntimeError::Unsupported(format!(
-            "processing.guarantee=exactly_once needs a broker with KIP-1289 \
-             (TxnShareAcknowledge, apiKey {TXN_SHARE_ACKNOWLEDGE_API_KEY}), and {:?} does not offer it \
-             (share.version < 3 or transaction.version < 2, or not a sharestream broker); \
-             set processing.guarantee=at_least_once to run against it",
+        .is_some();
+    let cross = if config.is_cross_cluster() {
+        let target = AdminClient::new(config.bootstrap_servers.clone(), connection.clone());
+        let source = AdminClient::new(config.source_servers().to_vec(), connection.clone());
+        // One cluster: the same id and the same brokers (two embedded
+        // brokers, or clusters cloned from one image, may share an id).
+        let endpoints = |c: &crate::client::admin::ClusterDescription| {
+            let mut e: Vec<(i32, String, i32)> = c
+                .brokers
+                .iter()
+                .map(|b| (b.node_id, b.host.clone(), b.port))
+                .collect();
+            e.sort();
+            e
+        };
+        match (
+            target.describe_cluster().await,
+            source.describe_cluster().await,
+        ) {
+            (Ok(t), Ok(s)) => t.cluster_id != s.cluster_id || endpoints(&t) != endpoints(&s),
+            _ => true,
+        }
+    } else {
+        false
+    };
+    let why_not_kip1289 = if cross {
+        Some(format!(
+            "the share group's cluster {:?} is not the outputs' cluster {:?}, and a transaction \
+             lives on one cluster",
+            config.source_servers(),
             config.bootstrap_servers
-        )));
+        ))
+    } else if !has_kip1289 {
+        Some(format!(
+            "{:?} does not offer TxnShareAcknowledge (apiKey {TXN_SHARE_ACKNOWLEDGE_API_KEY}, \
+             KIP-1289: share.version >= 3 and transaction.version >= 2)",
+            config.bootstrap_servers
+        ))
+    } else {
+        None
+    };
+    match (config.exactly_once_mechanism, why_not_kip1289) {
+        (ExactlyOnceMechanism::Kip1289, Some(why)) => Err(RuntimeError::Unsupported(format!(
+            "exactly.once.mechanism=kip1289 is impossible here: {why}; set \
+             exactly.once.mechanism=ledger (or auto), which works on any Kafka with share \
+             groups and across clusters, or processing.guarantee=at_least_once"
+        ))),
+        (ExactlyOnceMechanism::Kip1289, None) => Ok((
+            ExactlyOnceMechanism::Kip1289,
+            "exactly.once.mechanism=kip1289".into(),
+        )),
+        (ExactlyOnceMechanism::Ledger, _) => Ok((
+            ExactlyOnceMechanism::Ledger,
+            "exactly.once.mechanism=ledger".into(),
+        )),
+        (ExactlyOnceMechanism::Auto, Some(why)) => Ok((ExactlyOnceMechanism::Ledger, why)),
+        (ExactlyOnceMechanism::Auto, None) => Ok((
+            ExactlyOnceMechanism::Kip1289,
+            "the cluster offers TxnShareAcknowledge (KIP-1289)".into(),
+        )),
     }
-    Ok(())
 }
 
 /// This process's identity among the application's processes (D15).

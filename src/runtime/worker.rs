@@ -16,8 +16,10 @@ use super::grid::CommitGrid;
 use super::metrics::{RuntimeMetrics, WorkerTime};
 use crate::client::producer::{DeliveryFuture, Producer, ProducerError, ProducerRecord};
 use crate::client::share_consumer::{
-    ShareConsumer, ShareRecord, ShareRecords, TransactionAcknowledgementsId, TransactionOutcome,
+    ShareConsumer, ShareRecord, ShareRecords, TransactionAcknowledgements,
+    TransactionAcknowledgementsId, TransactionOutcome,
 };
+use crate::eos::ledger::Look;
 use crate::eos::{AcknowledgeType, AcknowledgementBatch, ShareGroupMetadata, TopicIdPartition};
 use crate::failpoints;
 use crate::protocol::ErrorCode;
@@ -73,6 +75,10 @@ impl OpenBatch {
 enum TxnFailure {
     /// Abort, the records come back, carry on.
     Abortable(ProducerError),
+    /// The ledger's arbitration found an earlier committed intent for one
+    /// of the transaction's records: abort; the records come back and the
+    /// check ACCEPTs those already produced.
+    Lost(String),
     /// Stop the application.
     Fatal(RuntimeError),
 }
@@ -97,6 +103,12 @@ pub(crate) struct Worker {
     pub fences: std::collections::VecDeque<Instant>,
     /// What happens to a record that fails on its last delivery.
     pub last_delivery: Arc<LastDelivery>,
+    /// The intent ledger, when exactly_once goes through it
+    /// (`exactly.once.mechanism=ledger`).
+    pub ledger: Option<Arc<super::ledger::Ledger>>,
+    /// The acknowledgements of the transaction being committed through the
+    /// ledger: sent as ordinary acknowledgements once it committed.
+    pub ledger_acks: Option<TransactionAcknowledgements>,
 }
 
 /// The delivery-limit policy (docs/DESIGN.md D17): a record whose
@@ -268,7 +280,21 @@ impl Worker {
         cause: ProducerError,
     ) -> Result<(), RuntimeError> {
         let now = Instant::now();
-        self.fences.push_back(now);
+        let by_peer = match &self.ledger {
+            Some(l) => l.fenced_by_peer(&self.transactional_id()).await,
+            None => false,
+        };
+        if by_peer {
+            // A worker of this application fenced us to resolve our open
+            // intent (our locks had expired): not a second process with
+            // our identity.
+            self.metrics
+                .ledger
+                .fenced_by_peer
+                .fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.fences.push_back(now);
+        }
         while self
             .fences
             .front()
@@ -296,7 +322,14 @@ impl Worker {
              off?); the coordinator aborted the transaction; re-initializing the producer and \
              going back to work"
         );
-        self.hand_back_as(TransactionOutcome::Abandoned);
+        // Under KIP-1289 the coordinator's abort released the records;
+        // through the ledger this member still holds them (unless their
+        // locks expired), so they are processed again.
+        self.hand_back_as(if self.ledger.is_some() {
+            TransactionOutcome::Aborted
+        } else {
+            TransactionOutcome::Abandoned
+        });
         let old = self.producer.clone();
         let _ = tokio::time::timeout(self.config.shutdown_timeout, old.close()).await;
         self.producer =
@@ -312,6 +345,12 @@ impl Worker {
     /// `first` starts (see [`CommitGrid`]).
     fn deadline(&self, first: Instant) -> Instant {
         self.grid.commit_start(first)
+    }
+
+    /// This worker's transactional id.
+    fn transactional_id(&self) -> String {
+        self.instance
+            .transactional_id(&self.config.application_id, self.index)
     }
 
     fn stopping(&self) -> bool {
@@ -553,8 +592,11 @@ impl Worker {
                 None => {
                     let now = Instant::now();
                     let timeout = open.as_ref().map_or(IDLE_POLL, |b| b.poll_timeout(now));
-                    let records = self.poll(timeout).await?;
+                    let mut records = self.poll(timeout).await?;
                     let polled_at = Instant::now();
+                    if self.ledger.is_some() && !records.is_empty() {
+                        records = self.ledger_check(records).await?;
+                    }
                     let processed = if records.is_empty() {
                         Ok(Vec::new())
                     } else {
@@ -612,7 +654,10 @@ impl Worker {
             }
             if open.as_ref().is_some_and(|b| b.due(Instant::now(), max)) {
                 let b = open.take().expect("checked");
-                let overlap = self.config.poll_during_commit && !self.stopping();
+                // Through the ledger, a batch must be checked before it is
+                // processed, so nothing overlaps the commit.
+                let overlap =
+                    self.config.poll_during_commit && !self.stopping() && self.ledger.is_none();
                 carried = self.end_transaction(b, overlap).await?;
             }
         }
@@ -673,6 +718,11 @@ impl Worker {
         overlap: bool,
     ) -> Result<Option<Polled>, RuntimeError> {
         let started = Instant::now();
+        if let Some(ledger) = self.ledger.clone() {
+            let result = self.ledger_commit(&ledger).await;
+            let took = started.elapsed();
+            return self.after_commit(b, result, took, started, None).await;
+        }
         let commit = self.stage_and_commit();
         // The commit's own duration (not the overlapped poll's).
         let commit = async move {
@@ -692,19 +742,45 @@ impl Worker {
         } else {
             (commit.await, None)
         };
+        self.after_commit(b, result, took, started, polled).await
+    }
+
+    /// Settles a transaction's end: the consumer told, the metrics counted,
+    /// an abortable failure aborted.
+    async fn after_commit(
+        &mut self,
+        b: OpenBatch,
+        result: Result<Option<TransactionAcknowledgementsId>, TxnFailure>,
+        took: Duration,
+        started: Instant,
+        polled: Option<Result<Polled, RuntimeError>>,
+    ) -> Result<Option<Polled>, RuntimeError> {
         WorkerTime::add(&self.metrics.worker_time.commit_ns, started.elapsed());
         if result.is_ok() {
             self.grid.record_commit(took);
         }
         match result {
             Ok(id) => {
-                if let Some(id) = id {
+                if let Some(t) = self.ledger_acks.take() {
+                    // Committed through the ledger: now the share group
+                    // learns it (a lost acknowledgement is harmless: the
+                    // record comes back and the check ACCEPTs it).
+                    let _ = self.consumer.acknowledge_after_transaction(&t);
+                } else if let Some(id) = id {
                     let _ = self
                         .consumer
                         .transaction_outcome(id, TransactionOutcome::Committed);
                 }
                 self.txn_id = None;
                 self.on_committed(&b, took);
+            }
+            Err(TxnFailure::Lost(why)) => {
+                self.metrics
+                    .ledger
+                    .arbitration_lost
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::info!(worker = self.index, reason = %why, "transaction lost the ledger's arbitration; aborting, the records already produced will be accepted without output");
+                self.abort(b).await?;
             }
             Err(TxnFailure::Abortable(e)) if e.code() == Some(ErrorCode::INVALID_RECORD_STATE) => {
                 // The broker no longer holds these records for this member
@@ -817,6 +893,7 @@ impl Worker {
     }
 
     fn hand_back_as(&mut self, outcome: TransactionOutcome) {
+        self.ledger_acks = None;
         if let Some(t) = self.consumer.take_transaction_acknowledgements() {
             let _ = self.consumer.transaction_outcome(t.id, outcome);
         }
@@ -922,6 +999,223 @@ impl Worker {
                 return Err(self.fatal_producer(e));
             }
         }
+    }
+}
+
+// ------------------------------------------------------------ the ledger
+
+impl Worker {
+    /// Step 2 of the ledger protocol (docs/EXACTLY-ONCE.md 3.2): reads the
+    /// ledger partitions' end offsets after the acquisition, lets the index
+    /// catch up to them, and looks at the intents before them. A record a
+    /// committed intent covers is ACCEPTed without output; an open intent
+    /// is resolved (waited for, or its writer fenced) and looked at again.
+    /// Returns the records to process. When the target cluster cannot be
+    /// read, the records are released (they come back) rather than
+    /// processed unchecked.
+    async fn ledger_check(&mut self, records: ShareRecords) -> Result<ShareRecords, RuntimeError> {
+        let ledger = self.ledger.clone().expect("ledger mode");
+        let parts: std::collections::BTreeSet<i32> = records
+            .iter()
+            .map(|r| ledger.partition_of((r.topic_id, r.partition)))
+            .collect();
+        let me = self.transactional_id();
+        let timeout = self.config.request_timeout;
+        let checked = async {
+            let ends = ledger
+                .end_offsets(&parts)
+                .await
+                .map_err(|e| RuntimeError::Startup(format!("ledger end offsets: {e}")))?;
+            for (p, e) in &ends {
+                ledger.catch_up(*p, *e, timeout).await?;
+            }
+            let mut keep = Vec::with_capacity(records.len());
+            let mut done = Vec::new();
+            for r in records.iter() {
+                let source = (r.topic_id, r.partition);
+                let p = ledger.partition_of(source);
+                let end = ends.get(&p).copied().unwrap_or(0);
+                loop {
+                    match ledger.look(source, r.offset, r.offset, end) {
+                        Look::Free => {
+                            keep.push(r.clone());
+                            break;
+                        }
+                        Look::Committed(_) => {
+                            done.push(r.clone());
+                            break;
+                        }
+                        Look::Open {
+                            offset,
+                            transactional_id,
+                            ..
+                        } => {
+                            ledger.resolve(p, offset, &transactional_id, &me).await?;
+                        }
+                    }
+                }
+            }
+            Ok::<_, RuntimeError>((keep, done))
+        }
+        .await;
+        match checked {
+            Ok((keep, done)) => {
+                for r in &done {
+                    self.consumer
+                        .acknowledge(r, AcknowledgeType::Accept)
+                        .map_err(|source| RuntimeError::Consumer {
+                            worker: self.index,
+                            source,
+                        })?;
+                }
+                if !done.is_empty() {
+                    tracing::debug!(
+                        worker = self.index,
+                        records = done.len(),
+                        "records already produced by a committed transaction: accepted without output"
+                    );
+                    let n = done.len() as u64;
+                    self.metrics
+                        .ledger
+                        .skipped_committed
+                        .fetch_add(n, Ordering::Relaxed);
+                    self.metrics
+                        .records_in_flight
+                        .fetch_sub(n as i64, Ordering::Relaxed);
+                }
+                Ok(ShareRecords::new(keep))
+            }
+            Err(RuntimeError::Unsupported(why)) => Err(RuntimeError::Unsupported(why)),
+            Err(e) => {
+                tracing::warn!(worker = self.index, error = %e, records = records.len(), "cannot check the records against the exactly-once ledger; releasing them (they come back)");
+                for r in records.iter() {
+                    self.consumer
+                        .acknowledge(r, AcknowledgeType::Release)
+                        .map_err(|source| RuntimeError::Consumer {
+                            worker: self.index,
+                            source,
+                        })?;
+                }
+                self.metrics
+                    .records_in_flight
+                    .fetch_sub(records.len() as i64, Ordering::Relaxed);
+                Ok(ShareRecords::default())
+            }
+        }
+    }
+
+    /// Steps 3 to 5 of the ledger protocol: one intent per source partition
+    /// in the open transaction, acknowledged; the index caught up past
+    /// them; every earlier intent covering the records aborted (an open
+    /// one resolved first); then the commit. The share acknowledgements
+    /// are sent after it by [`Self::after_commit`].
+    async fn ledger_commit(
+        &mut self,
+        ledger: &Arc<super::ledger::Ledger>,
+    ) -> Result<Option<TransactionAcknowledgementsId>, TxnFailure> {
+        use crate::eos::ledger::{LedgerRecord, encode, ledger_key, ranges_of};
+        let taken = self.consumer.take_transaction_acknowledgements();
+        if let Some(t) = &taken {
+            self.txn_id = Some(t.id);
+        }
+        let id = self.txn_id;
+        let index = self.index;
+        let classify = move |e: ProducerError| {
+            if e.is_fatal() {
+                TxnFailure::Fatal(RuntimeError::Producer {
+                    worker: index,
+                    source: e,
+                })
+            } else {
+                TxnFailure::Abortable(e)
+            }
+        };
+        let ledger_failure = |e: RuntimeError| match e {
+            RuntimeError::Unsupported(_) => TxnFailure::Fatal(e),
+            other => TxnFailure::Abortable(ProducerError::InvalidTxnState(format!(
+                "exactly-once ledger: {other}"
+            ))),
+        };
+        failpoints::pause("runtime.window_sent").await;
+        if let Some(t) = taken {
+            let me = self.transactional_id();
+            let group = self.consumer.share_group_metadata().group_id().to_string();
+            let mut sent = Vec::new();
+            for (tp, acks) in t.acknowledgements.partitions() {
+                let source = (tp.topic_id, tp.partition);
+                let ranges = ranges_of(acks.iter().map(|(o, _)| o));
+                let value = encode(&LedgerRecord::Intent {
+                    group: group.clone(),
+                    topic: tp.topic.clone(),
+                    ranges: ranges.clone(),
+                    transactional_id: me.clone(),
+                    ledger_partitions: ledger.partitions(),
+                });
+                let m = &self.metrics.ledger;
+                m.intents.fetch_add(1, Ordering::Relaxed);
+                m.intent_bytes
+                    .fetch_add(value.len() as u64, Ordering::Relaxed);
+                let delivery = self
+                    .producer
+                    .send(ProducerRecord {
+                        topic: ledger.topic().to_string(),
+                        partition: Some(ledger.partition_of(source)),
+                        key: Some(ledger_key(source)),
+                        value: Some(value),
+                        headers: Vec::new(),
+                        timestamp: None,
+                    })
+                    .await;
+                sent.push((source, ranges, delivery));
+            }
+            let mut placed = Vec::with_capacity(sent.len());
+            for (source, ranges, delivery) in sent {
+                let md = delivery.await.map_err(classify)?;
+                placed.push((source, ranges, md.offset));
+            }
+            failpoints::pause("runtime.window_staged").await;
+            // Arbitration: every intent before ours that covers one of our
+            // records must have aborted.
+            for (source, ranges, at) in &placed {
+                let p = ledger.partition_of(*source);
+                ledger
+                    .catch_up(p, at + 1, self.config.request_timeout)
+                    .await
+                    .map_err(ledger_failure)?;
+                for &(first, last) in ranges {
+                    loop {
+                        match ledger.look(*source, first, last, *at) {
+                            Look::Free => break,
+                            Look::Committed(o) => {
+                                return Err(TxnFailure::Lost(format!(
+                                    "the intent at {}-{p}@{o} committed records of {}-{} in \
+                                     {first}..={last} first",
+                                    ledger.topic(),
+                                    source.0,
+                                    source.1
+                                )));
+                            }
+                            Look::Open {
+                                offset,
+                                transactional_id,
+                                ..
+                            } => ledger
+                                .resolve(p, offset, &transactional_id, &me)
+                                .await
+                                .map_err(ledger_failure)?,
+                        }
+                    }
+                }
+            }
+            self.ledger_acks = Some(t);
+        }
+        if failpoints::hit("runtime.crash_before_commit") {
+            return Err(TxnFailure::Fatal(RuntimeError::WorkerCrashed {
+                worker: index,
+            }));
+        }
+        self.producer.commit_transaction().await.map_err(classify)?;
+        Ok(id)
     }
 }
 

@@ -42,6 +42,7 @@ mod kip1289_corner_cases;
 mod kip1289_interleavings;
 mod protocol_roundtrip;
 mod record_batches;
+mod runtime_ledger;
 mod runtime_topologies;
 mod scale_out;
 mod scenarios;

@@ -14,13 +14,15 @@ use sharestream::topology::error::DLQ_ORIGINAL_OFFSET;
 use sharestream::topology::{ErrorPolicy, Serdes, SinkRecord, StreamsBuilder, TopologyError};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn exactly_once_is_refused_without_kip_1289_and_at_least_once_loses_nothing() {
+async fn kip_1289_is_refused_without_it_and_at_least_once_loses_nothing() {
     // share.version 2: share groups, but no TxnShareAcknowledge.
     let b = broker_with(2).await;
     let ids = setup(&b, "g-old", &[("in", 2), ("out", 2)]).await;
     produce_inputs(&b, "in", 2, 200).await;
+    let mut forced = config(&b, "app-old");
+    forced.exactly_once_mechanism = sharestream::runtime::ExactlyOnceMechanism::Kip1289;
     let err = Runtime::builder(map_values_topology("g-old"))
-        .config(config(&b, "app-old"))
+        .config(forced)
         .start()
         .await
         .unwrap_err();
@@ -300,9 +302,10 @@ fn refused_topologies_and_settings_say_what_to_fix() {
         ("bootstrap.servers", "a:9092"),
         ("source.bootstrap.servers", "b:9092"),
         ("processing.guarantee", "exactly_once"),
+        ("exactly.once.mechanism", "kip1289"),
     ])
     .unwrap_err();
-    assert_eq!(err.setting, "source.bootstrap.servers");
+    assert_eq!(err.setting, "exactly.once.mechanism");
     assert!(err.to_string().contains("D11"), "{err}");
 }
 

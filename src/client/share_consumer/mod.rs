@@ -609,6 +609,18 @@ impl ShareConsumer {
         self.acks.transaction_outcome(id, outcome)
     }
 
+    /// The transaction holding `taken` committed without carrying its
+    /// acknowledgements (exactly-once through the intent ledger, where the
+    /// transaction is on another cluster or the broker has no KIP-1289):
+    /// they are sent now as ordinary acknowledgements, with the next
+    /// ShareFetch or commit. Returns how many.
+    pub fn acknowledge_after_transaction(
+        &mut self,
+        taken: &TransactionAcknowledgements,
+    ) -> Result<usize, ConsumerError> {
+        self.acks.acknowledge_after_transaction(taken)
+    }
+
     /// Returns the next records, waiting up to `timeout` for some.
     pub async fn poll(&mut self, timeout: Duration) -> Result<ShareRecords, ConsumerError> {
         self.ensure_open()?;

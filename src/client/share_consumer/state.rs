@@ -377,6 +377,30 @@ impl AcknowledgementState {
         Ok(n)
     }
 
+    /// A sealed set whose transaction committed without carrying the
+    /// acknowledgements (the intent ledger): they become ordinary pending
+    /// acknowledgements, sent with the next request. Returns how many.
+    pub fn acknowledge_after_transaction(
+        &mut self,
+        taken: &TransactionAcknowledgements,
+    ) -> Result<usize, ConsumerError> {
+        self.sealed.remove(&taken.id).ok_or_else(|| {
+            ConsumerError::InvalidArgument(format!(
+                "unknown transaction acknowledgements {:?}",
+                taken.id
+            ))
+        })?;
+        let mut n = 0;
+        for (tp, acks) in taken.acknowledgements.partitions() {
+            for (offset, ty) in acks.iter() {
+                // Each offset was sealed once, so nothing is pending for it.
+                let _ = self.pending.add(tp, offset, ty);
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
     /// Sealed sets whose outcome is not known yet.
     pub fn transactions_in_doubt(&self) -> usize {
         self.sealed.len()

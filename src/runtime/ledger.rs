@@ -1,0 +1,638 @@
+//! The intent ledger's I/O (docs/EXACTLY-ONCE.md, sections 3 and 5): the
+//! ledger topic on the target cluster, the process's index of it (one
+//! tailing task per ledger partition, read_uncommitted, control batches
+//! kept), and fencing. The decisions are in
+//! [`eos::ledger`](crate::eos::ledger); the worker's steps in
+//! `worker.rs` (`ledger_check`, `ledger_commit`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{FetchRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::RuntimeError;
+use super::config::RuntimeConfig;
+use super::metrics::RuntimeMetrics;
+use crate::client::admin::{AdminClient, NewTopic};
+use crate::client::config::ProducerConfig;
+use crate::client::producer::{Producer, ProducerRecord};
+use crate::client::{ClientError, ConnectionConfig, Metadata};
+use crate::eos::ledger::{
+    IntentStatus, LedgerPartitionIndex, LedgerRecord, Look, SourcePartition, encode, ledger_key,
+    ledger_partition, notice_partition,
+};
+use crate::protocol::ErrorCode;
+use crate::protocol::records::RecordBatchView;
+
+/// How long one index fetch waits at the broker for new ledger records.
+const TAIL_MAX_WAIT_MS: i32 = 250;
+/// Pause after a failed index fetch.
+const TAIL_BACKOFF: Duration = Duration::from_millis(100);
+
+struct Slot {
+    index: Mutex<LedgerPartitionIndex>,
+    /// The index position, published after each applied fetch.
+    position: watch::Sender<i64>,
+    /// High watermark minus position at the last fetch.
+    lag: std::sync::atomic::AtomicI64,
+}
+
+/// The process's view of the ledger, shared by its workers.
+pub(crate) struct Ledger {
+    topic: String,
+    partitions: i32,
+    slots: Vec<Slot>,
+    metadata: Arc<Metadata>,
+    admin: AdminClient,
+    /// Writes fence notices (non-transactional, acks=all).
+    notices: Producer,
+    config: Arc<RuntimeConfig>,
+    connection: ConnectionConfig,
+    metrics: Arc<RuntimeMetrics>,
+    /// Why the index stopped, when a tailing task met a ledger it cannot
+    /// read (a foreign record, a changed partition count).
+    failed: Mutex<Option<String>>,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger")
+            .field("topic", &self.topic)
+            .field("partitions", &self.partitions)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The ledger topic's configs where the runtime creates it: nothing is
+/// deleted by time or size, nothing compacted (docs/EXACTLY-ONCE.md 3.6).
+fn ledger_topic_configs(replication: i16) -> BTreeMap<String, String> {
+    let mut c = BTreeMap::new();
+    c.insert("cleanup.policy".into(), "delete".into());
+    c.insert("retention.ms".into(), "-1".into());
+    c.insert("retention.bytes".into(), "-1".into());
+    if replication >= 2 {
+        c.insert("min.insync.replicas".into(), "2".into());
+    }
+    c
+}
+
+/// Refuses an existing ledger topic whose configs could lose or reorder
+/// intents; the error names the config.
+fn check_ledger_topic_configs(
+    topic: &str,
+    configs: &BTreeMap<String, Option<String>>,
+) -> Result<(), RuntimeError> {
+    let get = |k: &str| configs.get(k).and_then(|v| v.as_deref());
+    let refuse = |what: String| {
+        Err(RuntimeError::Unsupported(format!(
+            "the exactly-once ledger topic {topic:?} has {what}: intents could be deleted or \
+             reordered, and records processed twice (docs/EXACTLY-ONCE.md 3.6); set it with \
+             kafka-configs.sh --alter --entity-type topics --entity-name {topic} --add-config \
+             'cleanup.policy=delete,retention.ms=-1,retention.bytes=-1', or name another topic \
+             with exactly.once.ledger.topic"
+        )))
+    };
+    if let Some(p) = get("cleanup.policy")
+        && p.split(',').any(|x| x.trim() == "compact")
+    {
+        return refuse(format!("cleanup.policy={p}"));
+    }
+    if let Some(ms) = get("retention.ms")
+        && ms.trim() != "-1"
+    {
+        return refuse(format!("retention.ms={ms}"));
+    }
+    if let Some(b) = get("retention.bytes")
+        && b.trim() != "-1"
+    {
+        return refuse(format!("retention.bytes={b}"));
+    }
+    if get("unclean.leader.election.enable") == Some("true") {
+        return refuse("unclean.leader.election.enable=true".into());
+    }
+    Ok(())
+}
+
+fn startup(what: &str, e: impl std::fmt::Display) -> RuntimeError {
+    RuntimeError::Startup(format!("exactly-once ledger: {what}: {e}"))
+}
+
+impl Ledger {
+    /// Creates the ledger topic if absent (refusing an existing one with
+    /// unsafe configs), starts the index tasks and returns once the index
+    /// has read the whole ledger as it is now.
+    pub(crate) async fn open(
+        config: Arc<RuntimeConfig>,
+        connection: ConnectionConfig,
+        source_partitions: usize,
+        metrics: Arc<RuntimeMetrics>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<Arc<Ledger>, RuntimeError> {
+        let topic = config.ledger_topic_name();
+        let metadata = Arc::new(Metadata::new(
+            config.bootstrap_servers.clone(),
+            connection.clone(),
+        ));
+        let admin = AdminClient::with_metadata(metadata.clone(), config.request_timeout);
+        let _ = metadata.refresh(&[topic.as_str()]).await;
+        if metadata.topic(&topic).is_none() {
+            let brokers = admin
+                .describe_cluster()
+                .await
+                .map(|c| c.brokers.len().max(1))
+                .unwrap_or(1);
+            let replication = config
+                .ledger_replication_factor
+                .unwrap_or(3.min(brokers as i16));
+            let partitions = config
+                .ledger_partitions
+                .unwrap_or(source_partitions.clamp(1, 50) as i32);
+            if replication < 2 {
+                tracing::warn!(
+                    topic = %topic,
+                    "the exactly-once ledger topic gets replication factor 1 (a one-broker \
+                     cluster): losing that broker's disk loses the ledger"
+                );
+            }
+            let new = NewTopic {
+                name: topic.clone(),
+                num_partitions: partitions,
+                replication_factor: replication,
+                configs: ledger_topic_configs(replication),
+            };
+            match admin.create_topic(new).await {
+                Ok(_) => tracing::info!(
+                    topic = %topic,
+                    partitions,
+                    replication,
+                    "created the exactly-once ledger topic"
+                ),
+                Err(ClientError::Broker {
+                    code: ErrorCode::TOPIC_ALREADY_EXISTS,
+                    ..
+                }) => {}
+                Err(e) => {
+                    return Err(startup(
+                        &format!(
+                            "cannot create the ledger topic {topic:?} (create it yourself with \
+                             cleanup.policy=delete, retention.ms=-1, retention.bytes=-1, or name \
+                             one with exactly.once.ledger.topic)"
+                        ),
+                        e,
+                    ));
+                }
+            }
+        } else {
+            match admin.describe_configs(2, &topic).await {
+                Ok(c) => check_ledger_topic_configs(&topic, &c)?,
+                Err(e) => {
+                    tracing::warn!(topic = %topic, error = %e, "cannot read the ledger topic's configs; not checked")
+                }
+            }
+        }
+        let meta = metadata
+            .wait_for_topic(&topic, config.request_timeout)
+            .await
+            .map_err(|e| startup("the ledger topic has no metadata", e))?;
+        let partitions = meta.partition_count() as i32;
+        let notices = Producer::new(
+            ProducerConfig::builder()
+                .bootstrap_servers(config.bootstrap_servers.join(","))
+                .client_id(format!("{}-ledger-notices", config.application_id))
+                .request_timeout(config.request_timeout)
+                .security(connection.security.clone())
+                .build()
+                .map_err(|e| startup("notice producer settings", e))?,
+        )
+        .await
+        .map_err(|e| startup("notice producer", e))?;
+        let ledger = Arc::new(Ledger {
+            topic,
+            partitions,
+            slots: (0..partitions)
+                .map(|_| Slot {
+                    index: Mutex::new(LedgerPartitionIndex::new(0)),
+                    position: watch::channel(0).0,
+                    lag: Default::default(),
+                })
+                .collect(),
+            metadata,
+            admin,
+            notices,
+            config,
+            connection,
+            metrics,
+            failed: Mutex::new(None),
+        });
+        for p in 0..partitions {
+            tokio::spawn(tail(ledger.clone(), p, shutdown.clone()));
+        }
+        // Read the ledger as it is before any worker decides.
+        let all: BTreeSet<i32> = (0..partitions).collect();
+        let ends = ledger
+            .end_offsets(&all)
+            .await
+            .map_err(|e| startup("ListOffsets on the ledger", e))?;
+        let t0 = Instant::now();
+        for (p, e) in ends {
+            ledger
+                .catch_up(
+                    p,
+                    e,
+                    ledger.config.request_timeout.max(Duration::from_secs(60)),
+                )
+                .await?;
+        }
+        tracing::info!(
+            topic = %ledger.topic,
+            partitions,
+            intents = ledger.entries(),
+            replay_ms = t0.elapsed().as_millis() as u64,
+            "exactly-once ledger index caught up"
+        );
+        Ok(ledger)
+    }
+
+    /// The ledger topic.
+    pub(crate) fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// Its partition count.
+    pub(crate) fn partitions(&self) -> i32 {
+        self.partitions
+    }
+
+    /// The ledger partition of a source partition.
+    pub(crate) fn partition_of(&self, source: SourcePartition) -> i32 {
+        ledger_partition(source, self.partitions)
+    }
+
+    fn entries(&self) -> usize {
+        self.slots.iter().map(|s| s.index.lock().len()).sum()
+    }
+
+    fn check_failed(&self) -> Result<(), RuntimeError> {
+        match &*self.failed.lock() {
+            Some(why) => Err(RuntimeError::Unsupported(format!(
+                "exactly-once ledger {:?} cannot be read: {why}",
+                self.topic
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// The ledger partitions' end offsets (high watermarks), read now.
+    pub(crate) async fn end_offsets(
+        &self,
+        partitions: &BTreeSet<i32>,
+    ) -> Result<BTreeMap<i32, i64>, ClientError> {
+        let asked: Vec<(String, i32)> = partitions
+            .iter()
+            .map(|p| (self.topic.clone(), *p))
+            .collect();
+        let mut out = BTreeMap::new();
+        for ((_, p), r) in self.admin.list_end_offsets(&asked, false).await? {
+            out.insert(p, r?);
+        }
+        Ok(out)
+    }
+
+    /// Waits until the index of ledger partition `p` has read every record
+    /// below `target`.
+    pub(crate) async fn catch_up(
+        &self,
+        p: i32,
+        target: i64,
+        timeout: Duration,
+    ) -> Result<(), RuntimeError> {
+        let mut rx = self.slots[p as usize].position.subscribe();
+        let waited = tokio::time::timeout(timeout, async {
+            loop {
+                if *rx.borrow_and_update() >= target {
+                    return Ok(());
+                }
+                self.check_failed()?;
+                if rx.changed().await.is_err() {
+                    return Err(RuntimeError::Startup("the ledger index stopped".into()));
+                }
+            }
+        })
+        .await;
+        match waited {
+            Ok(r) => r,
+            Err(_) => {
+                self.check_failed()?;
+                Err(RuntimeError::Startup(format!(
+                    "exactly-once ledger: the index of {}-{p} did not reach offset {target} within \
+                     {} ms (is the target cluster reachable?)",
+                    self.topic,
+                    timeout.as_millis()
+                )))
+            }
+        }
+    }
+
+    /// What the index says of `first..=last` of `source` before ledger
+    /// offset `before`.
+    pub(crate) fn look(&self, source: SourcePartition, first: i64, last: i64, before: i64) -> Look {
+        let p = self.partition_of(source);
+        self.slots[p as usize]
+            .index
+            .lock()
+            .look(source, first, last, before)
+    }
+
+    /// Resolves the open intent at `offset` of ledger partition `p`
+    /// written by `transactional_id`: waits up to
+    /// `exactly.once.ledger.fence.wait.ms` for its marker, else announces
+    /// and fences (InitProducerId on that transactional id, which ends its
+    /// transaction), then waits for the marker. `fencer` is the caller's
+    /// transactional id.
+    pub(crate) async fn resolve(
+        &self,
+        p: i32,
+        offset: i64,
+        transactional_id: &str,
+        fencer: &str,
+    ) -> Result<(), RuntimeError> {
+        if self
+            .wait_ended(p, offset, self.config.ledger_fence_wait())
+            .await?
+        {
+            self.metrics
+                .ledger
+                .fence_waits
+                .fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        tracing::info!(
+            ledger_partition = p,
+            intent_offset = offset,
+            transactional_id,
+            fence_wait_ms = self.config.ledger_fence_wait().as_millis() as u64,
+            "an open intent covers records this worker holds; fencing its writer"
+        );
+        self.announce_fence(fencer, transactional_id).await?;
+        self.fence(transactional_id).await?;
+        self.metrics.ledger.fences.fetch_add(1, Ordering::Relaxed);
+        // InitProducerId answers once the markers are written; the end
+        // offset read now is past them.
+        let ends = self
+            .end_offsets(&BTreeSet::from([p]))
+            .await
+            .map_err(|e| startup("ListOffsets on the ledger", e))?;
+        if let Some(e) = ends.get(&p) {
+            self.catch_up(p, *e, self.config.request_timeout).await?;
+        }
+        Ok(())
+    }
+
+    /// Waits up to `wait` for the intent at `offset` of partition `p` to
+    /// end; whether it did.
+    async fn wait_ended(&self, p: i32, offset: i64, wait: Duration) -> Result<bool, RuntimeError> {
+        let slot = &self.slots[p as usize];
+        let mut rx = slot.position.subscribe();
+        let deadline = Instant::now() + wait;
+        loop {
+            if slot.index.lock().status(offset) != Some(IntentStatus::Open) {
+                return Ok(true);
+            }
+            self.check_failed()?;
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(RuntimeError::Startup("the ledger index stopped".into())),
+                Err(_) => return Ok(false),
+            }
+        }
+    }
+
+    /// Writes a fence notice for `target` (so that its worker does not take
+    /// the fence for a second process with its identity).
+    async fn announce_fence(&self, fencer: &str, target: &str) -> Result<(), RuntimeError> {
+        let value = encode(&LedgerRecord::Fence {
+            fencer: fencer.to_string(),
+            target: target.to_string(),
+        });
+        let record = ProducerRecord {
+            topic: self.topic.clone(),
+            partition: Some(notice_partition(target, self.partitions)),
+            key: Some(ledger_key((uuid::Uuid::nil(), -1))),
+            value: Some(value),
+            headers: Vec::new(),
+            timestamp: None,
+        };
+        self.notices
+            .send(record)
+            .await
+            .await
+            .map(|_| ())
+            .map_err(|e| startup("writing a fence notice", e))
+    }
+
+    /// InitProducerId on `transactional_id`: its coordinator ends its open
+    /// transaction (abort) and bumps its epoch; returns once that is done.
+    async fn fence(&self, transactional_id: &str) -> Result<(), RuntimeError> {
+        let pc = ProducerConfig::builder()
+            .bootstrap_servers(self.config.bootstrap_servers.join(","))
+            .client_id(format!("{}-ledger-fence", self.config.application_id))
+            .transactional_id(transactional_id)
+            .transaction_timeout(self.config.transaction_timeout)
+            .request_timeout(self.config.request_timeout)
+            .security(self.connection.security.clone())
+            .build()
+            .map_err(|e| startup("fencing producer settings", e))?;
+        let producer = Producer::new(pc)
+            .await
+            .map_err(|e| startup("fencing producer", e))?;
+        let r = producer.init_transactions().await;
+        producer.close().await;
+        r.map_err(|e| startup(&format!("fencing {transactional_id:?}"), e))
+    }
+
+    /// Whether a peer announced fencing `transactional_id` (consumes the
+    /// notice). Reads the notice partition up to its end first.
+    pub(crate) async fn fenced_by_peer(&self, transactional_id: &str) -> bool {
+        let p = notice_partition(transactional_id, self.partitions);
+        if let Ok(ends) = self.end_offsets(&BTreeSet::from([p])).await
+            && let Some(e) = ends.get(&p)
+            && self
+                .catch_up(p, *e, self.config.request_timeout)
+                .await
+                .is_ok()
+        {
+            return self.slots[p as usize]
+                .index
+                .lock()
+                .take_notice(transactional_id, 0);
+        }
+        false
+    }
+}
+
+/// Tails ledger partition `p` into its index until shutdown.
+async fn tail(ledger: Arc<Ledger>, p: i32, mut shutdown: watch::Receiver<bool>) {
+    let slot = &ledger.slots[p as usize];
+    let topic = ledger.topic.clone();
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let position = slot.index.lock().position();
+        let fetched = tokio::select! {
+            r = fetch(&ledger.metadata, &topic, p, position) => r,
+            _ = shutdown.changed() => return,
+        };
+        match fetched {
+            Ok(Fetched::Data {
+                batches,
+                high_watermark,
+            }) => {
+                let mut ix = slot.index.lock();
+                for b in &batches {
+                    if let Err(e) = ix.apply(b, ledger.partitions) {
+                        tracing::error!(topic = %topic, partition = p, error = %e, "the exactly-once ledger cannot be read; workers stop");
+                        *ledger.failed.lock() = Some(e.to_string());
+                        drop(ix);
+                        slot.position.send_modify(|_| {});
+                        return;
+                    }
+                }
+                let pos = ix.position().max(position);
+                drop(ix);
+                slot.lag
+                    .store((high_watermark - pos).max(0), Ordering::Relaxed);
+                slot.position.send_replace(pos);
+                let m = &ledger.metrics.ledger;
+                m.index_entries
+                    .store(ledger.entries() as i64, Ordering::Relaxed);
+                m.index_lag.store(
+                    ledger
+                        .slots
+                        .iter()
+                        .map(|s| s.lag.load(Ordering::Relaxed))
+                        .sum(),
+                    Ordering::Relaxed,
+                );
+            }
+            Ok(Fetched::OutOfRange { log_start }) => {
+                tracing::warn!(
+                    topic = %topic,
+                    partition = p,
+                    position,
+                    log_start,
+                    "the ledger's log start moved past the index; reading on from the log start"
+                );
+                slot.index.lock().reset_position(log_start);
+                slot.position.send_replace(log_start);
+            }
+            Err(e) => {
+                tracing::debug!(topic = %topic, partition = p, error = %e, "ledger fetch failed; retrying");
+                ledger.metadata.invalidate(&topic);
+                let _ = ledger.metadata.refresh(&[topic.as_str()]).await;
+                tokio::time::sleep(TAIL_BACKOFF).await;
+            }
+        }
+    }
+}
+
+enum Fetched {
+    Data {
+        batches: Vec<RecordBatchView>,
+        high_watermark: i64,
+    },
+    OutOfRange {
+        log_start: i64,
+    },
+}
+
+/// One read_uncommitted Fetch of ledger partition `p` from `offset`,
+/// control batches kept.
+async fn fetch(
+    metadata: &Metadata,
+    topic: &str,
+    p: i32,
+    offset: i64,
+) -> Result<Fetched, ClientError> {
+    let leader = match metadata.leader(topic, p) {
+        Some(l) => l,
+        None => {
+            metadata.refresh(&[topic]).await?;
+            metadata
+                .leader(topic, p)
+                .ok_or_else(|| ClientError::Poisoned(format!("no leader for {topic}-{p}")))?
+        }
+    };
+    let req = FetchRequest::default()
+        .with_max_wait_ms(TAIL_MAX_WAIT_MS)
+        .with_min_bytes(1)
+        .with_max_bytes(16 << 20)
+        .with_isolation_level(0)
+        .with_session_epoch(-1)
+        .with_topics(vec![
+            FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(vec![
+                    FetchPartition::default()
+                        .with_partition(p)
+                        .with_fetch_offset(offset)
+                        .with_partition_max_bytes(8 << 20),
+                ]),
+        ]);
+    let mut resp = leader
+        .connection()
+        .await?
+        .send_with_version(&req, 12)
+        .await?;
+    let part = resp
+        .responses
+        .pop()
+        .and_then(|mut t| t.partitions.pop())
+        .ok_or_else(|| ClientError::Poisoned("empty fetch answer".into()))?;
+    if part.error_code == ErrorCode::OFFSET_OUT_OF_RANGE.0 {
+        return Ok(Fetched::OutOfRange {
+            log_start: part.log_start_offset,
+        });
+    }
+    ClientError::check("Fetch", part.error_code, None)?;
+    let batches = RecordBatchView::parse_all(part.records.unwrap_or_default())
+        .map_err(|e| ClientError::Poisoned(format!("bad fetch data: {e}")))?;
+    Ok(Fetched::Data {
+        batches,
+        high_watermark: part.high_watermark,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsafe_ledger_topic_configs_are_refused_by_name() {
+        let ok: BTreeMap<String, Option<String>> = ledger_topic_configs(3)
+            .into_iter()
+            .map(|(k, v)| (k, Some(v)))
+            .collect();
+        assert!(check_ledger_topic_configs("l", &ok).is_ok());
+        for (k, v) in [
+            ("cleanup.policy", "compact,delete"),
+            ("retention.ms", "604800000"),
+            ("retention.bytes", "1000"),
+            ("unclean.leader.election.enable", "true"),
+        ] {
+            let mut c = ok.clone();
+            c.insert(k.into(), Some(v.into()));
+            let e = check_ledger_topic_configs("l", &c).unwrap_err().to_string();
+            assert!(e.contains(&format!("{k}={v}")), "{e}");
+            assert!(e.contains("exactly.once.ledger.topic"), "{e}");
+        }
+        assert!(!ledger_topic_configs(1).contains_key("min.insync.replicas"));
+    }
+}

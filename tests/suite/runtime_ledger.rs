@@ -1,0 +1,268 @@
+//! exactly_once through the intent ledger (docs/EXACTLY-ONCE.md): on a
+//! broker without KIP-1289, across two clusters, the check that accepts
+//! records a committed intent covers without output, and the fence of an
+//! open intent. Checked with a read_committed read of the outputs and the
+//! broker's share state, not the runtime's word.
+
+use crate::rt;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use rt::*;
+use sharestream::broker::BrokerHandle;
+use sharestream::client::admin::NewTopic;
+use sharestream::client::{Producer, ProducerConfig, ProducerRecord};
+use sharestream::eos::ledger::{LedgerRecord, encode, ledger_key};
+use sharestream::runtime::{ExactlyOnceMechanism, Runtime, RuntimeError};
+use uuid::Uuid;
+
+/// A transactional producer with its own id on `b`.
+async fn txn_producer(b: &BrokerHandle, id: &str) -> Producer {
+    let p = Producer::new(
+        ProducerConfig::builder()
+            .bootstrap_servers(b.bootstrap_servers())
+            .transactional_id(id)
+            .transaction_timeout(Duration::from_secs(60))
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    p.init_transactions().await.unwrap();
+    p
+}
+
+/// Creates a one-partition ledger topic with the configs the runtime
+/// requires (nothing deleted by time or size).
+async fn create_ledger(b: &BrokerHandle, name: &str) {
+    let mut t = NewTopic::new(name, 1);
+    t.configs.insert("retention.ms".into(), "-1".into());
+    t.configs.insert("retention.bytes".into(), "-1".into());
+    admin(b).create_topic(t).await.unwrap();
+}
+
+/// Sends an intent of `tx` for offsets `first..=last` of `in`-`partition`
+/// into ledger partition 0 of a one-partition ledger, in `p`'s open
+/// transaction.
+async fn send_intent(
+    p: &Producer,
+    ledger: &str,
+    topic_id: Uuid,
+    partition: i32,
+    (first, last): (i64, i64),
+    tx: &str,
+) {
+    let value = encode(&LedgerRecord::Intent {
+        group: "g".into(),
+        topic: "in".into(),
+        ranges: vec![(first, last)],
+        transactional_id: tx.into(),
+        ledger_partitions: 1,
+    });
+    let r = ProducerRecord {
+        topic: ledger.into(),
+        partition: Some(0),
+        key: Some(ledger_key((topic_id, partition))),
+        value: Some(value),
+        headers: Vec::new(),
+        timestamp: None,
+    };
+    p.send(r).await.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_without_kip_1289_goes_through_the_ledger() {
+    // share.version 2: share groups, no TxnShareAcknowledge (as Kafka 4.2-4.4).
+    let b = broker_with(2).await;
+    let ids = setup(&b, "g-led", &[("in", 2), ("out", 2)]).await;
+    produce_inputs(&b, "in", 2, 300).await;
+
+    // Forcing KIP-1289 is refused, naming the way out.
+    let mut forced = config(&b, "app-led");
+    forced.exactly_once_mechanism = ExactlyOnceMechanism::Kip1289;
+    let err = Runtime::builder(map_values_topology("g-led"))
+        .config(forced)
+        .start()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RuntimeError::Unsupported(_)), "{err}");
+    assert!(
+        err.to_string().contains("exactly.once.mechanism=ledger"),
+        "{err}"
+    );
+
+    let mut cfg = config(&b, "app-led");
+    cfg.num_workers = 3;
+    let h = Runtime::builder(map_values_topology("g-led"))
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(
+        h.config().exactly_once_mechanism,
+        ExactlyOnceMechanism::Ledger,
+        "auto picks the ledger without KIP-1289"
+    );
+    wait_committed(&h, 300).await;
+    let m = h.metrics().clone();
+    h.stop().await.unwrap();
+    let out = committed(&b, "out").await;
+    assert_exactly_once(&out, 300, |i| format!("out-v{i}"));
+    assert_group_drained(&b, "g-led", ids[0], 2);
+    assert!(m.ledger.intents.load(Ordering::Relaxed) > 0);
+    let ledger = committed(&b, "app-led-eos-ledger").await;
+    assert_eq!(
+        ledger.len() as u64,
+        m.ledger.intents.load(Ordering::Relaxed),
+        "every intent of a committed transaction is in the ledger"
+    );
+    let page = m.render_prometheus();
+    assert!(
+        page.contains("sharestream_runtime_exactly_once_mechanism{mechanism=\"ledger\"} 1"),
+        "{page}"
+    );
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_across_two_clusters_through_the_ledger() {
+    let source = broker_with(2).await;
+    let target = broker().await;
+    let ids = setup(&source, "g-x", &[("in", 2)]).await;
+    admin(&target)
+        .create_topic(NewTopic::new("out", 2))
+        .await
+        .unwrap();
+    produce_inputs(&source, "in", 2, 200).await;
+    let mut cfg = config(&target, "app-x");
+    cfg.source_bootstrap_servers = Some(vec![source.bootstrap_servers()]);
+    cfg.num_workers = 2;
+    let h = Runtime::builder(map_values_topology("g-x"))
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(
+        h.config().exactly_once_mechanism,
+        ExactlyOnceMechanism::Ledger,
+        "two clusters: the ledger, even though the target has KIP-1289"
+    );
+    wait_committed(&h, 200).await;
+    h.stop().await.unwrap();
+    assert_exactly_once(&committed(&target, "out").await, 200, |i| {
+        format!("out-v{i}")
+    });
+    assert_group_drained(&source, "g-x", ids[0], 2);
+    source.shutdown().await;
+    target.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_a_committed_intent_covers_are_accepted_without_output() {
+    // As after a crash between the commit and the ACCEPT: the outputs of
+    // offsets 0..=9 exist (a committed intent says so), the records are
+    // still in the share group.
+    let b = broker_with(2).await;
+    let ids = setup(&b, "g-done", &[("in", 1), ("out", 1)]).await;
+    create_ledger(&b, "app-done-eos-ledger").await;
+    produce_inputs(&b, "in", 1, 30).await;
+    let earlier = txn_producer(&b, "app-done-earlier-0").await;
+    earlier.begin_transaction().unwrap();
+    send_intent(
+        &earlier,
+        "app-done-eos-ledger",
+        ids[0],
+        0,
+        (0, 9),
+        "app-done-earlier-0",
+    )
+    .await;
+    earlier.commit_transaction().await.unwrap();
+    earlier.close().await;
+
+    let h = Runtime::builder(map_values_topology("g-done"))
+        .config(config(&b, "app-done"))
+        .start()
+        .await
+        .unwrap();
+    let m = h.metrics().clone();
+    wait_until(30, "30 records settled", || {
+        m.records_committed.load(Ordering::Relaxed)
+            + m.ledger.skipped_committed.load(Ordering::Relaxed)
+            >= 30
+    })
+    .await;
+    h.stop().await.unwrap();
+    assert_eq!(m.ledger.skipped_committed.load(Ordering::Relaxed), 10);
+    let out = committed(&b, "out").await;
+    assert_exactly_once(&out, 20, |i| format!("out-v{}", i + 10));
+    assert_group_drained(&b, "g-done", ids[0], 1);
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_intent_is_waited_for_then_its_writer_fenced() {
+    // A zombie wrote an intent for offsets 0..=19 and never ended its
+    // transaction. The runtime must not process them before that intent
+    // is resolved: it waits, fences the zombie's transactional id (its
+    // transaction aborts), then processes them once.
+    let b = broker_with(2).await;
+    let ids = setup(&b, "g-open", &[("in", 1), ("out", 1)]).await;
+    create_ledger(&b, "app-open-eos-ledger").await;
+    produce_inputs(&b, "in", 1, 40).await;
+    let zombie = txn_producer(&b, "app-open-zombie-0").await;
+    zombie.begin_transaction().unwrap();
+    send_intent(
+        &zombie,
+        "app-open-eos-ledger",
+        ids[0],
+        0,
+        (0, 19),
+        "app-open-zombie-0",
+    )
+    .await;
+    // Its output, in the same transaction: must never become visible.
+    zombie
+        .send(ProducerRecord::new("out", "zombie-output").with_partition(0))
+        .await
+        .await
+        .unwrap();
+
+    let mut cfg = config(&b, "app-open");
+    cfg.ledger_fence_wait = Some(Duration::from_millis(300));
+    let h = Runtime::builder(map_values_topology("g-open"))
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    wait_committed(&h, 40).await;
+    let m = h.metrics().clone();
+    h.stop().await.unwrap();
+    assert_eq!(m.ledger.fences.load(Ordering::Relaxed), 1);
+    // The zombie is fenced: its commit fails.
+    assert!(zombie.commit_transaction().await.is_err());
+    zombie.close().await;
+    let out = committed(&b, "out").await;
+    assert_exactly_once(&out, 40, |i| format!("out-v{i}"));
+    assert_group_drained(&b, "g-open", ids[0], 1);
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledger_topic_that_could_lose_intents_is_refused() {
+    let b = broker_with(2).await;
+    setup(&b, "g-bad", &[("in", 1), ("out", 1)]).await;
+    let mut t = NewTopic::new("app-bad-eos-ledger", 1);
+    t.configs.insert("cleanup.policy".into(), "compact".into());
+    admin(&b).create_topic(t).await.unwrap();
+    let err = Runtime::builder(map_values_topology("g-bad"))
+        .config(config(&b, "app-bad"))
+        .start()
+        .await
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("cleanup.policy=compact"), "{msg}");
+    assert!(msg.contains("exactly.once.ledger.topic"), "{msg}");
+    b.shutdown().await;
+}
