@@ -9,6 +9,13 @@
 #   CHAOS_SCENARIO=elastic scripts/chaos.sh  only the bounded elastic run
 #   CHAOS_LONG=1 scripts/chaos.sh     long chaos run
 #   CHAOS_GUARANTEE=at-least-once scripts/chaos.sh
+#   CHAOS_MECHANISM=ledger scripts/chaos.sh   exactly-once through the intent
+#                                     ledger instead of KIP-1289
+#   CHAOS_BACKEND=kafka scripts/chaos.sh      against Apache Kafka
+#                                     (scripts/kafka/start.sh; the ledger,
+#                                     since Kafka has no KIP-1289)
+#   CHAOS_TWO_CLUSTERS=1 scripts/chaos.sh     input and share group on one
+#                                     cluster, outputs on another
 #   scripts/chaos.sh --records 50000  extra flags go to `chaos run`
 #
 # Every copier process is one instance of ONE application (same
@@ -23,6 +30,14 @@ cargo build --release --features failpoints --example chaos
 cargo build --release --features failpoints -p sharestream-cli
 target_dir="${CARGO_TARGET_DIR:-target}"
 guarantee="${CHAOS_GUARANTEE:-exactly-once}"
+mechanism="${CHAOS_MECHANISM:-auto}"
+backend=()
+if [[ "${CHAOS_BACKEND:-embedded}" == "kafka" ]]; then
+  backend+=(--kafka-scripts "$PWD/scripts/kafka")
+fi
+if [[ "${CHAOS_TWO_CLUSTERS:-0}" == "1" ]]; then
+  backend+=(--two-clusters)
+fi
 workdir="${CHAOS_WORKDIR:-${TMPDIR:-/tmp}/sharestream-chaos-$$}"
 report="${CHAOS_REPORT:-$workdir.json}"
 if [[ "${CHAOS_LONG:-0}" == "1" ]]; then
@@ -58,7 +73,8 @@ for sc in "${scenarios[@]}"; do
   "$bindir/chaos" run \
     --broker-bin "$bindir/sharestream" \
     --workdir "$workdir-$sc" --report "$rep" \
-    --guarantee "$guarantee" --port "${CHAOS_PORT:-19092}" \
+    --guarantee "$guarantee" --mechanism "$mechanism" --port "${CHAOS_PORT:-19092}" \
+    "${backend[@]}" \
     $(sizing "$sc") "$@" >/dev/null || one=$?
   echo "chaos report ($sc): $rep"
   if [[ -f "$rep" ]]; then cat "$rep"; fi

@@ -9,7 +9,10 @@
 //! - the share-group state is read *offline*, after the broker stopped, by
 //!   opening the data directory's `share-state` with the broker's own
 //!   [`SharePartitionManager`]: only what was persisted counts (ACQUIRED
-//!   records come back AVAILABLE there, as after any restart).
+//!   records come back AVAILABLE there, as after any restart). Against
+//!   Apache Kafka (`--kafka-scripts`), whose state file we cannot open, it
+//!   is read through DescribeShareGroupOffsets: the share-partition start
+//!   offset, which passes only terminal records, against the log end.
 //!
 //! Anomalies: records lost (committed input seq never in the output),
 //! duplicated (seq in the output more than once), aborted (a seq written
@@ -199,6 +202,38 @@ pub struct ShareStateReport {
     pub archived: u64,
     /// Share partitions found for the group and topic.
     pub share_partitions: usize,
+}
+
+/// The share state of `group` on a cluster read through its API (Apache
+/// Kafka): the share-partition start offset of each input partition
+/// (DescribeShareGroupOffsets) against its log end. Every record below the
+/// start offset is terminal (ACKNOWLEDGED or ARCHIVED); everything from it
+/// to the log end counts as not terminal. ARCHIVED and TX_PENDING cannot be
+/// told apart this way and are reported as 0.
+pub async fn online_share_state(
+    bootstrap: &str,
+    group: &str,
+    log_ends: &[i64],
+) -> Result<ShareStateReport, String> {
+    use sharestream::client::ConnectionConfig;
+    use sharestream::client::admin::AdminClient;
+    let admin = AdminClient::new(vec![bootstrap.to_string()], ConnectionConfig::default());
+    let parts: Vec<i32> = (0..log_ends.len() as i32).collect();
+    let offsets = admin
+        .describe_share_group_offsets(group, Some(&[("chaos-in".to_string(), parts)]))
+        .await
+        .map_err(|e| format!("DescribeShareGroupOffsets: {e}"))?;
+    let mut r = ShareStateReport::default();
+    for (p, &end) in log_ends.iter().enumerate() {
+        match offsets.get(&("chaos-in".to_string(), p as i32)) {
+            Some(Ok(start)) if *start >= 0 => {
+                r.share_partitions += 1;
+                r.non_terminal += (end - start).max(0) as u64;
+            }
+            _ => r.non_terminal += end.max(0) as u64,
+        }
+    }
+    Ok(r)
 }
 
 /// Reads the persisted share state of `group` over the input partitions

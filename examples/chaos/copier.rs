@@ -120,6 +120,13 @@ pub struct CopyArgs {
     /// Workers (share-group members) in this process.
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
+    /// `exactly.once.mechanism`: auto, kip1289 or ledger.
+    #[arg(long, default_value = "auto")]
+    pub mechanism: String,
+    /// `source.bootstrap.servers`: the input's cluster, when it is not
+    /// `--bootstrap` (the output's).
+    #[arg(long)]
+    pub source_bootstrap: Option<String>,
 }
 
 fn fail(what: &str, e: impl std::fmt::Display) -> ! {
@@ -197,7 +204,11 @@ pub async fn run(a: CopyArgs) {
             std::process::id()
         );
     }
+    let mechanism = sharestream::runtime::ExactlyOnceMechanism::parse(&a.mechanism)
+        .unwrap_or_else(|| fail("--mechanism", "expected auto, kip1289 or ledger"));
     let config = RuntimeConfig {
+        exactly_once_mechanism: mechanism,
+        source_bootstrap_servers: a.source_bootstrap.clone().map(|s| vec![s]),
         application_id: a.group.clone(),
         application_instance_id: a.instance_id.clone(),
         metrics_listen: a.metrics_listen,
@@ -227,8 +238,9 @@ pub async fn run(a: CopyArgs) {
     };
     let pid = std::process::id();
     eprintln!(
-        "copier {pid}: started ({}, transactional id {:?})",
+        "copier {pid}: started ({}, mechanism {}, transactional id {:?})",
         a.guarantee.name(),
+        handle.config().exactly_once_mechanism,
         handle.transactional_id(0)
     );
     let metrics = handle.metrics().clone();

@@ -130,6 +130,19 @@ struct RunArgs {
     /// Copier guarantee.
     #[arg(long, value_enum, default_value = "exactly-once")]
     guarantee: Guarantee,
+    /// The copiers' `exactly.once.mechanism` (auto, kip1289, ledger).
+    #[arg(long, default_value = "auto")]
+    mechanism: String,
+    /// Run Apache Kafka instead of the embedded broker: the folder of
+    /// `scripts/kafka` (start.sh, stop.sh). The nodes are started, SIGKILLed
+    /// and restarted like the embedded broker.
+    #[arg(long)]
+    kafka_scripts: Option<PathBuf>,
+    /// Two clusters: the input and the share group on a source cluster
+    /// (port + 10), the outputs (and the exactly-once ledger) on the target
+    /// cluster (port). Broker kills alternate between them.
+    #[arg(long)]
+    two_clusters: bool,
     /// Pause of the copiers in each kill window, ms.
     #[arg(long, default_value_t = 20)]
     window_pause_ms: u64,
@@ -227,6 +240,8 @@ struct ProcessShare {
 #[derive(Debug, Serialize)]
 struct Report {
     guarantee: &'static str,
+    /// The copiers' `exactly.once.mechanism` setting.
+    mechanism: String,
     passed: bool,
     failures: Vec<String>,
     records: u64,
@@ -261,9 +276,20 @@ struct Settings {
     application_id: &'static str,
 }
 
+/// The cluster(s) under test: one node, or a target and a source node.
 struct Broker {
-    child: Child,
+    nodes: Vec<Node>,
     args: RunArgs,
+    kills: usize,
+}
+
+/// One broker process: the embedded broker or an Apache Kafka node.
+struct Node {
+    port: u16,
+    /// The embedded broker's data folder, or the Kafka node's folder.
+    dir: PathBuf,
+    child: Option<Child>,
+    kafka_pid: Option<i32>,
 }
 
 fn log_file(path: &Path) -> std::fs::File {
@@ -274,39 +300,102 @@ fn log_file(path: &Path) -> std::fs::File {
         .expect("open a log file")
 }
 
-impl Broker {
-    async fn start(args: &RunArgs) -> Result<Broker, String> {
-        let data = args.workdir.join("data");
+/// The outputs' (and ledger's) cluster.
+fn target_bootstrap(args: &RunArgs) -> String {
+    format!("127.0.0.1:{}", args.port)
+}
+
+/// The input's and share group's cluster.
+fn source_port(args: &RunArgs) -> u16 {
+    if args.two_clusters {
+        args.port + 10
+    } else {
+        args.port
+    }
+}
+
+fn source_bootstrap(args: &RunArgs) -> String {
+    format!("127.0.0.1:{}", source_port(args))
+}
+
+/// Broker settings a Kafka node needs for the chaos timings: group-level
+/// session timeouts and locks below Kafka's default minimums.
+const KAFKA_EXTRA_PROPERTIES: &str = "group.share.min.session.timeout.ms=1000\n\
+group.share.min.heartbeat.interval.ms=100\n\
+group.share.min.record.lock.duration.ms=1000\n";
+
+impl Node {
+    async fn start(args: &RunArgs, port: u16, dir: PathBuf, name: &str) -> Result<Node, String> {
+        if let Some(scripts) = &args.kafka_scripts {
+            let out = Command::new(scripts.join("start.sh"))
+                .arg("--dir")
+                .arg(&dir)
+                .arg("--port")
+                .arg(port.to_string())
+                .arg("--wait")
+                .arg("180")
+                .env("KAFKA_EXTRA_PROPERTIES", KAFKA_EXTRA_PROPERTIES)
+                .env("KAFKA_BROKER_LOG_LEVEL", "WARN")
+                .stdin(Stdio::null())
+                .stderr(log_file(
+                    &args.workdir.join(format!("kafka-{name}-start.log")),
+                ))
+                .output()
+                .await
+                .map_err(|e| format!("cannot run {}/start.sh: {e}", scripts.display()))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "Kafka node {name} did not start (see {}/kafka-{name}-start.log)",
+                    args.workdir.display()
+                ));
+            }
+            let pid = std::fs::read_to_string(dir.join("kafka.pid"))
+                .map_err(|e| format!("kafka.pid: {e}"))?
+                .trim()
+                .parse::<i32>()
+                .map_err(|e| format!("kafka.pid: {e}"))?;
+            return Ok(Node {
+                port,
+                dir,
+                child: None,
+                kafka_pid: Some(pid),
+            });
+        }
         let child = Command::new(&args.broker_bin)
             .arg("broker")
             .arg("--data-dir")
-            .arg(&data)
+            .arg(&dir)
             .arg("--fsync")
             .arg("every-batch")
             .arg("--listen")
-            .arg(format!("127.0.0.1:{}", args.port))
+            .arg(format!("127.0.0.1:{port}"))
             .arg("--metrics-listen")
-            .arg(format!("127.0.0.1:{}", args.port + 1))
+            .arg(format!("127.0.0.1:{}", port + 1))
             .arg("--share-record-lock-duration-ms")
             .arg(args.lock_ms.to_string())
             .arg("--share-session-timeout-ms")
             .arg(args.session_ms.to_string())
             .stdout(Stdio::null())
-            .stderr(log_file(&args.workdir.join("broker.log")))
+            .stderr(log_file(&args.workdir.join(if name == "source" {
+                "broker.log".to_string()
+            } else {
+                format!("broker-{name}.log")
+            })))
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", args.broker_bin.display()))?;
-        let b = Broker {
-            child,
-            args: args.clone(),
-        };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if tokio::net::TcpStream::connect(("127.0.0.1", args.port))
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
                 .await
                 .is_ok()
             {
-                return Ok(b);
+                return Ok(Node {
+                    port,
+                    dir,
+                    child: Some(child),
+                    kafka_pid: None,
+                });
             }
             if Instant::now() > deadline {
                 return Err("the broker did not listen within 30 s".into());
@@ -316,25 +405,89 @@ impl Broker {
     }
 
     async fn kill(&mut self) {
-        let _ = self.child.start_kill();
-        let _ = self.child.wait().await;
+        if let Some(pid) = self.kafka_pid {
+            // SAFETY: signalling the Kafka node we started (its own
+            // process group, by setsid in start.sh).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let deadline = Instant::now() + Duration::from_secs(20);
+            // SAFETY: signal 0 only asks whether the process exists.
+            while unsafe { libc::kill(pid, 0) } == 0 && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        if let Some(child) = &mut self.child {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
     }
 
+    async fn stop(&mut self, args: &RunArgs) {
+        if let Some(scripts) = &args.kafka_scripts {
+            let _ = Command::new(scripts.join("stop.sh"))
+                .arg(&self.dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .await;
+            return;
+        }
+        if let Some(child) = &mut self.child {
+            if let Some(pid) = child.id() {
+                // SAFETY: signalling a child process we own.
+                unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+            }
+            if tokio::time::timeout(Duration::from_secs(20), child.wait())
+                .await
+                .is_err()
+            {
+                self.kill().await;
+            }
+        }
+    }
+}
+
+impl Broker {
+    async fn start(args: &RunArgs) -> Result<Broker, String> {
+        let kafka = args.kafka_scripts.is_some();
+        let dir = |name: &str| {
+            if kafka {
+                args.workdir.join(format!("kafka-{name}"))
+            } else if name == "source" {
+                args.workdir.join("data")
+            } else {
+                args.workdir.join(format!("data-{name}"))
+            }
+        };
+        let mut nodes = vec![Node::start(args, source_port(args), dir("source"), "source").await?];
+        if args.two_clusters {
+            nodes.push(Node::start(args, args.port, dir("target"), "target").await?);
+        }
+        Ok(Broker {
+            nodes,
+            args: args.clone(),
+            kills: 0,
+        })
+    }
+
+    /// SIGKILLs the next node in turn (they alternate with two clusters).
+    async fn kill(&mut self) {
+        let i = self.kills % self.nodes.len();
+        self.nodes[i].kill().await;
+    }
+
+    /// Restarts the node the last kill took down.
     async fn restart(&mut self) -> Result<(), String> {
-        *self = Broker::start(&self.args).await?;
+        let i = self.kills % self.nodes.len();
+        self.kills += 1;
+        let name = if i == 0 { "source" } else { "target" };
+        let (port, dir) = (self.nodes[i].port, self.nodes[i].dir.clone());
+        self.nodes[i] = Node::start(&self.args, port, dir, name).await?;
         Ok(())
     }
 
     async fn stop(&mut self) {
-        if let Some(pid) = self.child.id() {
-            // SAFETY: signalling a child process we own.
-            unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-        }
-        if tokio::time::timeout(Duration::from_secs(20), self.child.wait())
-            .await
-            .is_err()
-        {
-            self.kill().await;
+        for n in &mut self.nodes {
+            n.stop(&self.args).await;
         }
     }
 }
@@ -379,12 +532,20 @@ fn spawn_copier(
     let mut cmd = Command::new(exe);
     cmd.arg("copy")
         .arg("--bootstrap")
-        .arg(format!("127.0.0.1:{}", args.port))
+        .arg(target_bootstrap(args))
         .arg("--guarantee")
         .arg(match args.guarantee {
             Guarantee::ExactlyOnce => "exactly-once",
             Guarantee::AtLeastOnce => "at-least-once",
         })
+        .arg("--mechanism")
+        .arg(&args.mechanism)
+        .args(
+            args.two_clusters
+                .then(|| ["--source-bootstrap".to_string(), source_bootstrap(args)])
+                .into_iter()
+                .flatten(),
+        )
         .arg("--window-pause-ms")
         .arg(args.window_pause_ms.to_string())
         .arg("--max-poll-records")
@@ -468,11 +629,12 @@ enum Action {
     Pause(usize),
 }
 
-async fn setup(args: &RunArgs, bootstrap: &str) -> Result<uuid::Uuid, String> {
-    let admin = AdminClient::new(vec![bootstrap.to_string()], ConnectionConfig::default());
-    for t in ["chaos-in", "chaos-out"] {
-        admin
-            .create_topic(NewTopic::new(t, args.partitions))
+async fn setup(args: &RunArgs) -> Result<uuid::Uuid, String> {
+    let bootstrap = source_bootstrap(args);
+    let admin = AdminClient::new(vec![bootstrap.clone()], ConnectionConfig::default());
+    let target = AdminClient::new(vec![target_bootstrap(args)], ConnectionConfig::default());
+    for (t, a) in [("chaos-in", &admin), ("chaos-out", &target)] {
+        a.create_topic(NewTopic::new(t, args.partitions))
             .await
             .map_err(|e| format!("create {t}: {e}"))?;
     }
@@ -504,7 +666,7 @@ async fn setup(args: &RunArgs, bootstrap: &str) -> Result<uuid::Uuid, String> {
         )
         .await
         .map_err(|e| format!("group config: {e}"))?;
-    let md = Metadata::new(vec![bootstrap.to_string()], ConnectionConfig::default());
+    let md = Metadata::new(vec![bootstrap], ConnectionConfig::default());
     let t = md
         .wait_for_topic("chaos-in", Duration::from_secs(10))
         .await
@@ -671,14 +833,14 @@ async fn start(args: &RunArgs) -> Result<Started, String> {
     let started = Instant::now();
     let _ = std::fs::remove_dir_all(&args.workdir);
     std::fs::create_dir_all(&args.workdir).map_err(|e| e.to_string())?;
-    let bootstrap = format!("127.0.0.1:{}", args.port);
+    let bootstrap = target_bootstrap(args);
     let broker = Broker::start(args).await?;
-    let topic_id = setup(args, &bootstrap).await?;
+    let topic_id = setup(args).await?;
     // The seeder writes while the copiers copy and the faults happen,
     // spread over most of the chaos period.
     let chaos = Duration::from_secs(args.chaos_secs);
     let seed_args = seed::SeedArgs {
-        bootstrap: bootstrap.clone(),
+        bootstrap: source_bootstrap(args),
         topic: "chaos-in".into(),
         partitions: args.partitions,
         records: args.records,
@@ -785,7 +947,7 @@ async fn run_chaos(args: RunArgs) -> Result<bool, String> {
         .collect();
     let mut faults = Faults::default();
     let mut archived = ArchivedTracker::default();
-    let broker_metrics = args.port + 1;
+    let broker_metrics = source_port(&args) + 1;
     let mut last_broker_kill: Option<Instant> = None;
     let mut reader = check::CommittedReader::new(&bootstrap, "chaos-out", args.partitions);
     let chaos_start = Instant::now();
@@ -1036,7 +1198,7 @@ async fn run_elastic(args: RunArgs) -> Result<bool, String> {
     ];
     steps.reverse();
     let (tx, _rx) = mpsc::unbounded_channel::<Line>();
-    let metrics_port = |slot: u32| args.port + 10 + slot as u16;
+    let metrics_port = |slot: u32| args.port + 20 + slot as u16;
     let mut copiers: Vec<Copier> = Vec::new();
     let mut shares: Vec<ProcessShare> = Vec::new();
     let mut started_at: Vec<f64> = Vec::new();
@@ -1063,7 +1225,7 @@ async fn run_elastic(args: RunArgs) -> Result<bool, String> {
     add(&mut copiers, &mut started_at);
     let mut faults = Faults::default();
     let mut archived = ArchivedTracker::default();
-    let broker_metrics = args.port + 1;
+    let broker_metrics = source_port(&args) + 1;
     let mut reader = check::CommittedReader::new(&bootstrap, "chaos-out", args.partitions);
     let drain_deadline = chaos_start + chaos + Duration::from_secs(args.drain_secs);
     let mut next_progress = Instant::now();
@@ -1241,7 +1403,8 @@ async fn finish(
     let bootstrap = &end.bootstrap;
     let mut final_reader = check::CommittedReader::new(bootstrap, "chaos-out", args.partitions);
     final_reader.read_more().await?;
-    let mut input = check::CommittedReader::new(bootstrap, "chaos-in", args.partitions);
+    let source = source_bootstrap(args);
+    let mut input = check::CommittedReader::new(&source, "chaos-in", args.partitions);
     input.read_more().await?;
     let log_ends: Vec<i64> = input.ends.iter().map(|e| e.0).collect();
     let mut notes = vec![
@@ -1250,10 +1413,17 @@ async fn finish(
     if final_reader.ends.iter().any(|(hw, lso)| hw != lso) {
         notes.push("an output partition still had an open transaction at the end (LSO < HW)");
     }
-    archived.scrape(args.port + 1).await;
-    broker.stop().await;
-    let share_state =
-        check::offline_share_state(&args.workdir.join("data"), GROUP, end.topic_id, &log_ends)?;
+    archived.scrape(source_port(args) + 1).await;
+    let share_state = if args.kafka_scripts.is_some() {
+        // Apache Kafka's share state is read through its API: the
+        // share-partition start offset passes only terminal records.
+        let s = check::online_share_state(&source, GROUP, &log_ends).await?;
+        broker.stop().await;
+        s
+    } else {
+        broker.stop().await;
+        check::offline_share_state(&args.workdir.join("data"), GROUP, end.topic_id, &log_ends)?
+    };
     let output = check::analyse(&final_reader.records, seeded.committed);
     let archived = ArchivedReport {
         archived_at_delivery_limit: archived.total(),
@@ -1334,6 +1504,7 @@ async fn finish(
     }
     let report = Report {
         guarantee: args.guarantee.name(),
+        mechanism: args.mechanism.clone(),
         passed: failures.is_empty(),
         failures,
         records: args.records,

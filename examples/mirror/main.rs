@@ -4,9 +4,14 @@
 //! under a rename policy (MirrorMaker 2's `<alias>.<topic>` by default, or
 //! identity).
 //!
-//! Within one cluster the copy is exactly-once (KIP-1289); from another
-//! cluster (`--source-bootstrap-server`) it is at-least-once, because a
-//! transaction cannot span two clusters (the app says so at start-up).
+//! The copy is exactly-once by default (`--guarantee exactly-once`), within
+//! one cluster and from another one (`--source-bootstrap-server`). The
+//! runtime picks the mechanism (`--mechanism auto`): KIP-1289 where the
+//! share group and the outputs share a cluster that offers it (our
+//! embedded broker), else the intent ledger, which works on any Kafka with
+//! share groups (4.2+) and across two clusters (docs/EXACTLY-ONCE.md). The
+//! app prints which one it uses and why. `--guarantee at-least-once` skips
+//! the transactions.
 //!
 //! Without `--bootstrap-server` it runs a self-contained demo: it starts
 //! the embedded broker, creates a source topic, produces sample records,
@@ -33,7 +38,9 @@ use sharestream::client::admin::{AdminClient, AlterConfigOp, NewTopic};
 use sharestream::client::{ConnectionConfig, Metadata, Producer, ProducerConfig, ProducerRecord};
 use sharestream::protocol::records::RecordHeader;
 use sharestream::runtime::verify::{CommittedRecord, read_committed};
-use sharestream::runtime::{ProcessingGuarantee, Runtime, RuntimeConfig, RuntimeMetrics};
+use sharestream::runtime::{
+    ExactlyOnceMechanism, ProcessingGuarantee, Runtime, RuntimeConfig, RuntimeMetrics,
+};
 use sharestream::topology::{Serdes, SinkRecord, StreamsBuilder, Topology};
 
 #[global_allocator]
@@ -47,9 +54,16 @@ struct Args {
     /// it: the embedded demo.
     #[arg(long)]
     bootstrap_server: Option<String>,
-    /// Source cluster, when it is another one (at-least-once).
+    /// Source cluster, when it is another one.
     #[arg(long)]
     source_bootstrap_server: Option<String>,
+    /// `exactly-once` (the default) or `at-least-once`.
+    #[arg(long, default_value = "exactly-once")]
+    guarantee: String,
+    /// How exactly-once is carried out: `auto` (the default), `kip1289` or
+    /// `ledger` (exactly.once.mechanism).
+    #[arg(long, default_value = "auto")]
+    mechanism: String,
     /// Topics to mirror, comma-separated.
     #[arg(long, value_delimiter = ',')]
     topics: Vec<String>,
@@ -156,7 +170,8 @@ async fn prepare(args: &Args, source: &str, target: &str) -> (Vec<String>, HashM
             all_topics(&smd)
                 .await
                 .into_iter()
-                .filter(|t| re.is_match(t)),
+                // Never the mirror's own ledger (exactly.once.ledger.topic).
+                .filter(|t| re.is_match(t) && *t != format!("{}-eos-ledger", args.group)),
         );
     }
     sources.sort();
@@ -225,21 +240,53 @@ async fn main() {
     }
 }
 
+/// `--guarantee` and `--mechanism`, or an error naming the flag.
+fn guarantee(args: &Args) -> (ProcessingGuarantee, ExactlyOnceMechanism) {
+    let g = match args.guarantee.as_str() {
+        "exactly-once" | "exactly_once" => ProcessingGuarantee::ExactlyOnce,
+        "at-least-once" | "at_least_once" => ProcessingGuarantee::AtLeastOnce,
+        other => {
+            eprintln!("error: --guarantee {other:?}: expected exactly-once or at-least-once");
+            std::process::exit(2)
+        }
+    };
+    let m = ExactlyOnceMechanism::parse(&args.mechanism).unwrap_or_else(|| {
+        eprintln!(
+            "error: --mechanism {:?}: expected auto, kip1289 or ledger",
+            args.mechanism
+        );
+        std::process::exit(2)
+    });
+    (g, m)
+}
+
+/// Prints the guarantee and mechanism the runtime settled on.
+fn say_guarantee(config: &RuntimeConfig, cross: bool) {
+    let clusters = if cross { "two clusters" } else { "one cluster" };
+    match config.processing_guarantee {
+        ProcessingGuarantee::AtLeastOnce => {
+            println!("mirroring AT-LEAST-ONCE ({clusters}; --guarantee at-least-once)")
+        }
+        ProcessingGuarantee::ExactlyOnce => {
+            let how = match config.exactly_once_mechanism {
+                ExactlyOnceMechanism::Ledger => format!(
+                    "through the intent ledger, topic '{}' on the target",
+                    config.ledger_topic_name()
+                ),
+                _ => "through KIP-1289 transactions".to_string(),
+            };
+            println!("mirroring EXACTLY-ONCE ({clusters}) {how}")
+        }
+    }
+}
+
 async fn run(args: Args, target: String) {
     let source = args
         .source_bootstrap_server
         .clone()
         .unwrap_or(target.clone());
     let cross = source != target;
-    let guarantee = if cross {
-        println!(
-            "source and target are different clusters: mirroring AT-LEAST-ONCE (a transaction cannot span two clusters)"
-        );
-        ProcessingGuarantee::AtLeastOnce
-    } else {
-        println!("source and target are one cluster: mirroring EXACTLY-ONCE (KIP-1289)");
-        ProcessingGuarantee::ExactlyOnce
-    };
+    let (guarantee, mechanism) = guarantee(&args);
     let (sources, counts) = prepare(&args, &source, &target).await;
     for s in &sources {
         println!("  {s} -> {}", target_name(&args, s));
@@ -250,6 +297,7 @@ async fn run(args: Args, target: String) {
         source_bootstrap_servers: cross.then(|| vec![source.clone()]),
         num_workers: args.workers,
         processing_guarantee: guarantee,
+        exactly_once_mechanism: mechanism,
         commit_interval: Duration::from_millis(args.commit_interval_ms),
         metrics_listen: args.metrics_listen,
         application_instance_id: args.instance_id.clone(),
@@ -264,6 +312,7 @@ async fn run(args: Args, target: String) {
             eprintln!("error: {e}");
             std::process::exit(1)
         });
+    say_guarantee(handle.config(), cross);
     let progress = spawn_progress(handle.metrics().clone(), None);
     let result = handle.wait().await;
     progress.abort();
@@ -298,7 +347,7 @@ fn fingerprint(r: &CommittedRecord) -> Fingerprint {
 }
 
 async fn demo(mut args: Args) {
-    println!("sharestream mirror demo: embedded broker, exactly-once");
+    println!("sharestream mirror demo: embedded broker");
     // Exactly-once keeps records acquired until their transaction commits,
     // so the in-flight cap per share partition bounds throughput (about N
     // records per commit interval): use Kafka's maximum, not its default
@@ -373,9 +422,12 @@ async fn demo(mut args: Args) {
         args.workers,
         args.group
     );
+    let (guarantee, mechanism) = guarantee(&args);
     let config = RuntimeConfig {
         application_id: args.group.clone(),
         bootstrap_servers: vec![servers.clone()],
+        processing_guarantee: guarantee,
+        exactly_once_mechanism: mechanism,
         num_workers: args.workers,
         commit_interval: Duration::from_millis(args.commit_interval_ms),
         metrics_listen: args.metrics_listen,
@@ -391,6 +443,7 @@ async fn demo(mut args: Args) {
             eprintln!("error: {e}");
             std::process::exit(1)
         });
+    say_guarantee(handle.config(), false);
     let metrics = handle.metrics().clone();
     let progress = spawn_progress(metrics.clone(), Some(args.records));
     while metrics.records_committed.load(Ordering::Relaxed) < args.records as u64

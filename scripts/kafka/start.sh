@@ -15,7 +15,9 @@
 #
 # Environment: KAFKA_VERSION, SHARESTREAM_CACHE (see common.sh),
 # KAFKA_HEAP (default 512m), KAFKA_SHARE_VERSION (default: the release's
-# latest production level), KAFKA_BROKER_LOG_LEVEL (default INFO).
+# latest production level), KAFKA_BROKER_LOG_LEVEL (default INFO),
+# KAFKA_EXTRA_PROPERTIES (lines appended to server.properties, e.g.
+# "group.share.min.session.timeout.ms=1000").
 #
 # On success it prints shell assignments (also written to DIR/env):
 #   KAFKA_DIR=... KAFKA_BOOTSTRAP=127.0.0.1:PORT KAFKA_PID=...
@@ -86,6 +88,10 @@ sasl.enabled.mechanisms=PLAIN
 listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN
 listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret" user_bob="bob-secret";
 PROPS
+fi
+
+if [[ -n "${KAFKA_EXTRA_PROPERTIES:-}" ]]; then
+  printf '%s\n' "$KAFKA_EXTRA_PROPERTIES" >>"$dir/server.properties"
 fi
 
 if [[ ! -f "$dir/data/meta.properties" ]]; then

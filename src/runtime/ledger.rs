@@ -38,6 +38,11 @@ const TAIL_BACKOFF: Duration = Duration::from_millis(100);
 
 struct Slot {
     index: Mutex<LedgerPartitionIndex>,
+    /// The tailing task's own metadata and connections: a broker answers
+    /// the requests of one connection in order, so a long-polling Fetch
+    /// would hold back every other request sent on it (another
+    /// partition's Fetch, a worker's ListOffsets) for its whole wait.
+    metadata: Arc<Metadata>,
     /// The index position, published after each applied fetch.
     position: watch::Sender<i64>,
     /// High watermark minus position at the last fetch.
@@ -219,6 +224,10 @@ impl Ledger {
             slots: (0..partitions)
                 .map(|_| Slot {
                     index: Mutex::new(LedgerPartitionIndex::new(0)),
+                    metadata: Arc::new(Metadata::new(
+                        config.bootstrap_servers.clone(),
+                        connection.clone(),
+                    )),
                     position: watch::channel(0).0,
                     lag: Default::default(),
                 })
@@ -236,10 +245,20 @@ impl Ledger {
         }
         // Read the ledger as it is before any worker decides.
         let all: BTreeSet<i32> = (0..partitions).collect();
-        let ends = ledger
-            .end_offsets(&all)
-            .await
-            .map_err(|e| startup("ListOffsets on the ledger", e))?;
+        // A topic just created (here or by a sibling process) may not be
+        // served by its leader yet: retry for a while.
+        let deadline = Instant::now() + ledger.config.request_timeout.max(Duration::from_secs(30));
+        let ends = loop {
+            match ledger.end_offsets(&all).await {
+                Ok(e) => break e,
+                Err(e) if Instant::now() < deadline => {
+                    tracing::debug!(error = %e, "ledger end offsets not available yet; retrying");
+                    ledger.metadata.invalidate(&ledger.topic);
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(startup("ListOffsets on the ledger", e)),
+            }
+        };
         let t0 = Instant::now();
         for (p, e) in ends {
             ledger
@@ -363,6 +382,22 @@ impl Ledger {
         transactional_id: &str,
         fencer: &str,
     ) -> Result<(), RuntimeError> {
+        if transactional_id == fencer {
+            // Our own earlier transaction: it ended before this one began
+            // (commit or abort returned), so its marker is on its way;
+            // fencing would fence ourselves.
+            return if self
+                .wait_ended(p, offset, self.config.request_timeout)
+                .await?
+            {
+                Ok(())
+            } else {
+                Err(startup(
+                    "waiting for this worker's own earlier intent",
+                    format!("{}-{p}@{offset} is still open", self.topic),
+                ))
+            };
+        }
         if self
             .wait_ended(p, offset, self.config.ledger_fence_wait())
             .await?
@@ -487,7 +522,7 @@ async fn tail(ledger: Arc<Ledger>, p: i32, mut shutdown: watch::Receiver<bool>) 
         }
         let position = slot.index.lock().position();
         let fetched = tokio::select! {
-            r = fetch(&ledger.metadata, &topic, p, position) => r,
+            r = fetch(&slot.metadata, &topic, p, position) => r,
             _ = shutdown.changed() => return,
         };
         match fetched {
@@ -535,8 +570,8 @@ async fn tail(ledger: Arc<Ledger>, p: i32, mut shutdown: watch::Receiver<bool>) 
             }
             Err(e) => {
                 tracing::debug!(topic = %topic, partition = p, error = %e, "ledger fetch failed; retrying");
-                ledger.metadata.invalidate(&topic);
-                let _ = ledger.metadata.refresh(&[topic.as_str()]).await;
+                slot.metadata.invalidate(&topic);
+                let _ = slot.metadata.refresh(&[topic.as_str()]).await;
                 tokio::time::sleep(TAIL_BACKOFF).await;
             }
         }
