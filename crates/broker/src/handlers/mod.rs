@@ -9,6 +9,7 @@
 mod acls;
 mod admin;
 mod api_versions;
+mod configs;
 mod consumer_group;
 mod data;
 mod features;
@@ -197,8 +198,16 @@ pub(crate) async fn dispatch(
                 respond::<FindCoordinatorRequest>(&ctx, &resp, out)
             }
             RequestKind::IncrementalAlterConfigs(r) => {
-                let resp = share::incremental_alter_configs(core, &ctx, r);
+                let resp = configs::incremental_alter_configs(core, &ctx, r);
                 respond::<IncrementalAlterConfigsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::AlterConfigs(r) => {
+                let resp = configs::alter_configs(core, &ctx, r);
+                respond::<AlterConfigsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DeleteRecords(r) => {
+                let resp = data::delete_records(core, &ctx, r).await;
+                respond::<DeleteRecordsRequest>(&ctx, &resp, out)
             }
             RequestKind::ShareGroupHeartbeat(r) => {
                 let resp = share::share_group_heartbeat(core, &ctx, r);
