@@ -467,12 +467,12 @@ pub(crate) fn describe_configs(
                                 core.node_id()
                             ))))
                     } else {
-                        // Static settings, overlaid by the dynamic ones: this
-                        // node's first, then the cluster-wide defaults (the
-                        // resource "" shows only the latter).
+                        // Static settings, overlaid by the dynamic ones: the
+                        // cluster-wide defaults, then this node's own (not
+                        // for the resource "", the cluster default).
                         let dynamic = core.dynamic_broker_configs();
                         let mut rows: BTreeMap<String, (String, i8, i8)> = BTreeMap::new();
-                        if !name.is_empty() {
+                        {
                             for (k, v, ty) in broker_configs(core) {
                                 rows.insert(k.to_string(), (v, SOURCE_STATIC_BROKER_CONFIG, ty));
                             }
