@@ -201,6 +201,8 @@ enum Api {
     AlterConfigsTopic,
     AlterConfigsBroker,
     DeleteRecords,
+    DescribeProducers,
+    DescribeTransactions,
     FindCoordinatorGroup,
     FindCoordinatorTxn,
     FindCoordinatorShare,
@@ -361,6 +363,30 @@ async fn attempt(api: Api, e: &mut Env, c: &mut RawClient, u: &str) -> i16 {
                 assert_eq!(p.low_watermark, -1);
             }
             p.error_code
+        }
+        Api::DescribeProducers => {
+            use kafka_protocol::messages::describe_producers_request::TopicRequest;
+            let r = c
+                .send(
+                    &DescribeProducersRequest::default().with_topics(vec![
+                        TopicRequest::default()
+                            .with_name(TopicName(s(INPUT)))
+                            .with_partition_indexes(vec![0]),
+                    ]),
+                    0,
+                )
+                .await;
+            r.topics[0].partitions[0].error_code
+        }
+        Api::DescribeTransactions => {
+            let r = c
+                .send(
+                    &DescribeTransactionsRequest::default()
+                        .with_transactional_ids(vec![TransactionalId(s(&format!("dtx-{u}")))]),
+                    0,
+                )
+                .await;
+            r.transaction_states[0].error_code
         }
         Api::DescribeConfigsTopic | Api::DescribeConfigsBroker | Api::DescribeConfigsGroup => {
             let (rt, name) = match api {
@@ -875,6 +901,29 @@ fn cases() -> Vec<Case> {
             },
             CAF,
             0,
+        ),
+        c(
+            Api::DescribeProducers,
+            |u| vec![acl(TOPIC, INPUT, LITERAL, &principal(u), DESCRIBE)],
+            |u| vec![acl(TOPIC, INPUT, LITERAL, &principal(u), READ)],
+            TAF,
+            0,
+        ),
+        // Past authorization: an id the coordinator never saw.
+        c(
+            Api::DescribeTransactions,
+            none,
+            |u| {
+                vec![acl(
+                    TXN_ID,
+                    &format!("dtx-{u}"),
+                    LITERAL,
+                    &principal(u),
+                    DESCRIBE,
+                )]
+            },
+            TIAF,
+            ErrorCode::TRANSACTIONAL_ID_NOT_FOUND.0,
         ),
         // Delete on the topic, as Kafka's KafkaApis checks it.
         c(

@@ -652,3 +652,167 @@ async fn consumer_offsets_is_an_internal_topic_clients_can_list_and_read() {
     assert!(!user.is_internal);
     b.shutdown().await;
 }
+
+async fn describe_txn(c: &mut RawClient, ids: &[&str]) -> DescribeTransactionsResponse {
+    c.send(
+        &DescribeTransactionsRequest::default()
+            .with_transactional_ids(ids.iter().map(|i| TransactionalId(s(i))).collect()),
+        0,
+    )
+    .await
+}
+
+async fn list_txns(
+    c: &mut RawClient,
+    states: &[&str],
+    pids: &[i64],
+    duration: i64,
+) -> ListTransactionsResponse {
+    c.send(
+        &ListTransactionsRequest::default()
+            .with_state_filters(states.iter().map(|x| s(x)).collect())
+            .with_producer_id_filters(pids.iter().map(|p| ProducerId(*p)).collect())
+            .with_duration_filter(duration),
+        1,
+    )
+    .await
+}
+
+async fn describe_producers(
+    c: &mut RawClient,
+    topic: &str,
+) -> kafka_protocol::messages::describe_producers_response::PartitionResponse {
+    let r = c
+        .send(
+            &DescribeProducersRequest::default().with_topics(vec![
+                kafka_protocol::messages::describe_producers_request::TopicRequest::default()
+                    .with_name(TopicName(s(topic)))
+                    .with_partition_indexes(vec![0]),
+            ]),
+            0,
+        )
+        .await;
+    r.topics[0].partitions[0].clone()
+}
+
+#[tokio::test]
+async fn transactions_and_producers_are_described_and_listed() {
+    let b = Broker::start(BrokerConfig::in_memory()).await.unwrap();
+    let mut c = RawClient::connect(b.local_addr()).await;
+    kip::create_topic(&mut c, "out", 1).await;
+    kip::produce_plain(&mut c, "out", 0, 2).await;
+    let (pid, epoch) = kip::init_pid(&mut c, "tx-a", 60_000).await;
+    let records: Vec<Record> = (0..3)
+        .map(|i| Record::new(i, 7, None, Some(Bytes::from_static(b"t"))))
+        .collect();
+    let batch = encode_batch(
+        &BatchSpec {
+            producer_id: pid,
+            producer_epoch: epoch,
+            base_sequence: 0,
+            transactional: true,
+            ..BatchSpec::default()
+        },
+        &records,
+    )
+    .unwrap();
+    // Produce v12 registers the partition in the transaction (TV2).
+    let r = c
+        .send(&produce_req("out", 0, batch, Some("tx-a")), 12)
+        .await;
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+
+    let p = describe_producers(&mut c, "out").await;
+    assert_eq!(p.error_code, 0);
+    assert_eq!(p.active_producers.len(), 1, "plain producers have no id");
+    let st = &p.active_producers[0];
+    assert_eq!(st.producer_id.0, pid);
+    assert_eq!(st.producer_epoch, epoch as i32);
+    assert_eq!(st.last_sequence, 2);
+    assert_eq!(st.current_txn_start_offset, 2);
+    assert_eq!(st.last_timestamp, 7);
+    let missing = {
+        let r = c
+            .send(
+                &DescribeProducersRequest::default().with_topics(vec![
+                    kafka_protocol::messages::describe_producers_request::TopicRequest::default()
+                        .with_name(TopicName(s("out")))
+                        .with_partition_indexes(vec![3]),
+                ]),
+                0,
+            )
+            .await;
+        r.topics[0].partitions[0].error_code
+    };
+    assert_eq!(missing, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0);
+
+    let d = describe_txn(&mut c, &["tx-a", "tx-none"]).await;
+    let a = &d.transaction_states[0];
+    assert_eq!(a.error_code, 0);
+    assert_eq!(a.transaction_state.as_str(), "Ongoing");
+    assert_eq!(a.producer_id.0, pid);
+    assert_eq!(a.producer_epoch, epoch);
+    assert_eq!(a.transaction_timeout_ms, 60_000);
+    assert!(a.transaction_start_time_ms > 0);
+    assert_eq!(a.topics.len(), 1);
+    assert_eq!(a.topics[0].topic.as_str(), "out");
+    assert_eq!(a.topics[0].partitions, vec![0]);
+    assert_eq!(
+        d.transaction_states[1].error_code,
+        ErrorCode::TRANSACTIONAL_ID_NOT_FOUND.0
+    );
+
+    let ids = |r: &ListTransactionsResponse| -> Vec<(String, i64, String)> {
+        r.transaction_states
+            .iter()
+            .map(|t| {
+                (
+                    t.transactional_id.to_string(),
+                    t.producer_id.0,
+                    t.transaction_state.to_string(),
+                )
+            })
+            .collect()
+    };
+    let all = list_txns(&mut c, &[], &[], -1).await;
+    assert_eq!(all.error_code, 0);
+    assert_eq!(ids(&all), vec![("tx-a".into(), pid, "Ongoing".into())]);
+    let r = list_txns(&mut c, &["Ongoing", "Bogus"], &[], -1).await;
+    assert_eq!(ids(&r).len(), 1);
+    assert_eq!(
+        r.unknown_state_filters
+            .iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>(),
+        vec!["Bogus".to_string()]
+    );
+    assert!(ids(&list_txns(&mut c, &["CompleteCommit"], &[], -1).await).is_empty());
+    assert!(ids(&list_txns(&mut c, &[], &[pid + 1], -1).await).is_empty());
+    assert_eq!(ids(&list_txns(&mut c, &[], &[pid], 0).await).len(), 1);
+    assert!(ids(&list_txns(&mut c, &[], &[], 3_600_000).await).is_empty());
+
+    assert_eq!(
+        kip::end_txn(&mut c, "tx-a", pid, epoch, true)
+            .await
+            .error_code,
+        0
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let d = describe_txn(&mut c, &["tx-a"]).await;
+        let st = d.transaction_states[0].transaction_state.to_string();
+        if st == "CompleteCommit" {
+            assert!(d.transaction_states[0].topics.is_empty());
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "stuck in {st}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let p = describe_producers(&mut c, "out").await;
+    assert_eq!(p.active_producers[0].current_txn_start_offset, -1);
+    assert_eq!(
+        ids(&list_txns(&mut c, &["CompleteCommit"], &[], -1).await).len(),
+        1
+    );
+    b.shutdown().await;
+}

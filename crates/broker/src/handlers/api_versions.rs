@@ -48,6 +48,9 @@ const SERVED: &[(i16, i16, i16)] = &[
     (44, 0, 1), // IncrementalAlterConfigs (TOPIC, BROKER, GROUP resources)
     (33, 0, 2), // AlterConfigs (TOPIC, BROKER resources)
     (21, 0, 2), // DeleteRecords
+    (61, 0, 0), // DescribeProducers
+    (65, 0, 0), // DescribeTransactions
+    (66, 0, 1), // ListTransactions (v2's id pattern is not served)
     (60, 0, 2), // DescribeCluster
     (76, 1, 1), // ShareGroupHeartbeat
     (77, 1, 1), // ShareGroupDescribe

@@ -17,6 +17,7 @@ mod group_admin;
 mod metadata;
 mod share;
 mod txn;
+mod txn_admin;
 mod txn_share_ack;
 
 use std::sync::Arc;
@@ -204,6 +205,18 @@ pub(crate) async fn dispatch(
             RequestKind::AlterConfigs(r) => {
                 let resp = configs::alter_configs(core, &ctx, r);
                 respond::<AlterConfigsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DescribeProducers(r) => {
+                let resp = txn_admin::describe_producers(core, &ctx, r);
+                respond::<DescribeProducersRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DescribeTransactions(r) => {
+                let resp = txn_admin::describe_transactions(core, &ctx, r);
+                respond::<DescribeTransactionsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::ListTransactions(r) => {
+                let resp = txn_admin::list_transactions(core, &ctx, r);
+                respond::<ListTransactionsRequest>(&ctx, &resp, out)
             }
             RequestKind::DeleteRecords(r) => {
                 let resp = data::delete_records(core, &ctx, r).await;
