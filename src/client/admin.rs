@@ -549,7 +549,9 @@ impl AdminClient {
         if topics.iter().any(|t| self.metadata.topic(t).is_none()) {
             self.metadata.refresh(&topics).await?;
         }
-        let mut by_leader: BTreeMap<i32, BTreeMap<&str, Vec<(i32, i64)>>> = BTreeMap::new();
+        // Leader -> topic -> (partition, offset).
+        type ByLeader<'a> = BTreeMap<i32, BTreeMap<&'a str, Vec<(i32, i64)>>>;
+        let mut by_leader: ByLeader = BTreeMap::new();
         let mut out = BTreeMap::new();
         for (t, p, offset) in before {
             let leader = self
