@@ -791,6 +791,28 @@ async fn transactions_and_producers_are_described_and_listed() {
     assert_eq!(ids(&list_txns(&mut c, &[], &[pid], 0).await).len(), 1);
     assert!(ids(&list_txns(&mut c, &[], &[], 3_600_000).await).is_empty());
 
+    // Timestamp lookups: read_committed does not see the open transaction's
+    // records (offsets 2-4, timestamp 7), read_uncommitted does.
+    let lookup = |isolation: i8| {
+        ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_isolation_level(isolation)
+            .with_topics(vec![
+                ListOffsetsTopic::default()
+                    .with_name(TopicName(s("out")))
+                    .with_partitions(vec![
+                        ListOffsetsPartition::default()
+                            .with_partition_index(0)
+                            .with_timestamp(5),
+                    ]),
+            ])
+    };
+    let r = c.send(&lookup(1), 8).await;
+    assert_eq!(r.topics[0].partitions[0].offset, -1);
+    let r = c.send(&lookup(0), 8).await;
+    assert_eq!(r.topics[0].partitions[0].offset, 2);
+    assert_eq!(r.topics[0].partitions[0].timestamp, 7);
+
     assert_eq!(
         kip::end_txn(&mut c, "tx-a", pid, epoch, true)
             .await

@@ -570,6 +570,16 @@ pub(crate) fn list_offsets(
                         return base.with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0);
                     };
                     let log = log.lock();
+                    // A timestamp lookup answers only offsets a consumer of
+                    // this isolation level may read: below the LSO for
+                    // read_committed (as Kafka filters them).
+                    let readable = |x: crate::log::TimestampOffset| {
+                        if read_committed && x.offset >= log.last_stable_offset() {
+                            (-1, -1)
+                        } else {
+                            (x.offset, x.timestamp)
+                        }
+                    };
                     let (offset, timestamp) = match p.timestamp {
                         LATEST => (
                             if read_committed {
@@ -582,7 +592,7 @@ pub(crate) fn list_offsets(
                         EARLIEST | EARLIEST_LOCAL => (log.log_start_offset(), -1),
                         // KIP-734 (v7+): the record with the largest timestamp.
                         MAX_TIMESTAMP if ctx.version() >= 7 => match log.max_timestamp_offset() {
-                            Ok(Some(x)) => (x.offset, x.timestamp),
+                            Ok(Some(x)) => readable(x),
                             Ok(None) => (-1, -1),
                             Err(e) => return base.with_error_code(e.error_code().0),
                         },
@@ -590,7 +600,7 @@ pub(crate) fn list_offsets(
                             return base.with_error_code(ErrorCode::UNSUPPORTED_VERSION.0);
                         }
                         ts if ts >= 0 => match log.offset_for_timestamp(ts) {
-                            Ok(Some(x)) => (x.offset, x.timestamp),
+                            Ok(Some(x)) => readable(x),
                             Ok(None) => (-1, -1),
                             Err(e) => return base.with_error_code(e.error_code().0),
                         },
