@@ -46,6 +46,29 @@ GAPS = """\
   group admin APIs are served; the KIP-848 protocol (`group.protocol=consumer`,
   ConsumerGroupHeartbeat) is not, so a Java consumer configured for it fails
   with UNSUPPORTED_VERSION.
+- **Topic and broker configs** (issue #17): CreateTopics, AlterConfigs
+  and IncrementalAlterConfigs accept every topic config of Kafka 4.x with
+  Kafka's bounds (INVALID_CONFIG otherwise). Honoured: `cleanup.policy`
+  (retention runs only with `delete`; DeleteRecords on a topic without it
+  is POLICY_VIOLATION), `retention.ms` and `retention.bytes` (closed
+  segments, every `log.retention.check.interval.ms`), `max.message.bytes`,
+  `segment.bytes`, `message.timestamp.type`, `min.insync.replicas`
+  (acks=all above 1 is NOT_ENOUGH_REPLICAS on one node). Accepted,
+  stored, described, without effect: compaction and its settings,
+  `compression.type` and levels (batches are stored as produced),
+  `message.timestamp.before/after.max.ms`, flush, index, `segment.ms`,
+  `preallocate`, replication and tiered-storage settings
+  (`remote.storage.enable=true` is refused, as on a broker without tiered
+  storage). Dynamic broker configs are stored and described (sources
+  DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG) but change
+  nothing; a static or unknown broker config is INVALID_REQUEST.
+- **Transactions admin**: DescribeProducers, DescribeTransactions and
+  ListTransactions v0-1 are served (kafka-transactions.sh `list`,
+  `describe`, `describe-producers`); ListTransactions v2's id pattern and
+  WriteTxnMarkers (`abort`) are not.
+- **`__consumer_offsets`** is listed (internal) once a group coordinator
+  was looked up, but is empty: offsets are kept by the group coordinator
+  in its own log (docs/DESIGN.md D23).
 - **SASL**: the embedded broker has PLAINTEXT listeners only; the
   SASL_PLAINTEXT listener of `scripts/kafka/start.sh --sasl-port` exists for
   the security work against Apache Kafka.
