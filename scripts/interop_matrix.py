@@ -46,6 +46,29 @@ GAPS = """\
   group admin APIs are served; the KIP-848 protocol (`group.protocol=consumer`,
   ConsumerGroupHeartbeat) is not, so a Java consumer configured for it fails
   with UNSUPPORTED_VERSION.
+- **Topic and broker configs** (issue #17): CreateTopics, AlterConfigs
+  and IncrementalAlterConfigs accept every topic config of Kafka 4.x with
+  Kafka's bounds (INVALID_CONFIG otherwise). Honoured: `cleanup.policy`
+  (retention runs only with `delete`; DeleteRecords on a topic without it
+  is POLICY_VIOLATION), `retention.ms` and `retention.bytes` (closed
+  segments, every `log.retention.check.interval.ms`), `max.message.bytes`,
+  `segment.bytes`, `message.timestamp.type`, `min.insync.replicas`
+  (acks=all above 1 is NOT_ENOUGH_REPLICAS on one node). Accepted,
+  stored, described, without effect: compaction and its settings,
+  `compression.type` and levels (batches are stored as produced),
+  `message.timestamp.before/after.max.ms`, flush, index, `segment.ms`,
+  `preallocate`, replication and tiered-storage settings
+  (`remote.storage.enable=true` is refused, as on a broker without tiered
+  storage). Dynamic broker configs are stored and described (sources
+  DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG) but change
+  nothing; a static or unknown broker config is INVALID_REQUEST.
+- **Transactions admin**: DescribeProducers, DescribeTransactions and
+  ListTransactions v0-1 are served (kafka-transactions.sh `list`,
+  `describe`, `describe-producers`); ListTransactions v2's id pattern and
+  WriteTxnMarkers (`abort`) are not.
+- **`__consumer_offsets`** is listed (internal) once a group coordinator
+  was looked up, but is empty: offsets are kept by the group coordinator
+  in its own log (docs/DESIGN.md D23).
 - **SASL**: the embedded broker has PLAINTEXT listeners only; the
   SASL_PLAINTEXT listener of `scripts/kafka/start.sh --sasl-port` exists for
   the security work against Apache Kafka.
@@ -62,6 +85,24 @@ GAPS = """\
   was still loading its transaction state log, and `Producer::new` failed.
   It now retries retriable InitProducerId answers with backoff until
   `max.block.ms`, as Kafka's producer does (found by tests/suite/scenarios.rs).
+
+- ApiVersions v5 (issue #18): Java 4.4 clients open every connection with
+  ApiVersions v5 (KIP-1242). The broker served 0-4, so each connection cost
+  an UNSUPPORTED_VERSION answer and a retry at v4. It now serves 0-5 and, as
+  Kafka 4.4's broker does, checks the cluster and node the client names:
+  both unset (a bootstrap connection) is answered as v4; one without the
+  other is INVALID_REQUEST; another cluster id (compared exactly) or a node
+  id other than ours (0) is REBOOTSTRAP_REQUIRED (129). Both refusals carry
+  no API list. The response of v5 has the bytes of v4. Our own client still
+  opens with v3 (see `src/client/connection.rs`). Tested in
+  tests/broker_features.rs (one ApiVersions per connection, by the broker's
+  request counter). Checked by hand on 2026-12-02 with the Kafka 4.4.0 jars
+  (`kafka-topics --create`, then `kafka-console-producer`, NetworkClient at
+  DEBUG): 4 connections, 4 ApiVersions requests, all v5 and all answered
+  error 0 at v5, none UNSUPPORTED_VERSION. Bootstrap connections sent
+  `clusterId=null, nodeId=-1`; the producer's connection to node 0 sent
+  `clusterId='sharestream-embedded', nodeId=0` (the admin client's sent
+  null/-1 there too).
 
 ## sharestream's runtime against Apache Kafka (the mirror example, by hand)
 
@@ -118,8 +159,13 @@ kafka-clients' converters, against both our decoding and the values we
 encoded (which catches a field written where Kafka reads another, e.g. the
 two v2 bytes of ShareFetch swapped). Not compared: TxnShareAcknowledge
 (apiKey 95, KIP-1289), which kafka-clients 4.4 does not have, and versions
-only kafka-clients has (e.g. ApiVersions v5, ListOffsets v11), which our
-codec does not.
+only kafka-clients has (e.g. ListOffsets v11), which our codec does not.
+ApiVersions v5 (KIP-1242) goes through our own v0-5 wrapper
+(crates/protocol/src/api_versions_v5.rs: kafka-protocol's v4 struct plus
+`ClusterId` and `NodeId`); it is compared here at every version 0-5,
+request and response (the test fails unless v5 is), and checked against
+hand-built frames laid out from Kafka 4.4's `ApiVersionsRequest.json` in its
+unit tests.
 Found: kafka-protocol 0.18 encodes a null in fields Kafka only allows null
 from some version on (Metadata topic names before v10/v12, Metadata request
 topics at v0, DeleteTopics response names before v6, ShareFetch response

@@ -1,6 +1,6 @@
-//! The admin client: topics, cluster description, group configs, feature
-//! levels, end offsets and share-group offsets (the inputs of share-group
-//! lag).
+//! The admin client: topics, cluster description, configs of topics,
+//! brokers and groups, feature levels, end offsets, DeleteRecords and
+//! share-group offsets (the inputs of share-group lag).
 //!
 //! Requests go to the controller named by the metadata (any broker before
 //! that is known). Per-item results come back as a map from the item to its
@@ -119,13 +119,29 @@ pub enum FeatureUpgradeType {
     UnsafeDowngrade = 3,
 }
 
-/// An operation of [`AdminClient::incremental_alter_group_config`].
+/// An operation of [`AdminClient::incremental_alter_configs`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AlterConfigOp {
     /// Set the value.
     Set(String),
     /// Remove the override (back to the default).
     Delete,
+    /// Add the comma-separated items to a list config.
+    Append(String),
+    /// Remove the comma-separated items from a list config.
+    Subtract(String),
+}
+
+impl AlterConfigOp {
+    /// Kafka's operation code and value.
+    fn wire(&self) -> (i8, Option<StrBytes>) {
+        match self {
+            AlterConfigOp::Set(v) => (0, Some(StrBytes::from_string(v.clone()))),
+            AlterConfigOp::Delete => (1, None),
+            AlterConfigOp::Append(v) => (2, Some(StrBytes::from_string(v.clone()))),
+            AlterConfigOp::Subtract(v) => (3, Some(StrBytes::from_string(v.clone()))),
+        }
+    }
 }
 
 /// The admin client.
@@ -335,19 +351,30 @@ impl AdminClient {
         group_id: &str,
         ops: &[(&str, AlterConfigOp)],
     ) -> Result<(), ClientError> {
+        self.incremental_alter_configs(RESOURCE_TYPE_GROUP, group_id, ops)
+            .await
+    }
+
+    /// IncrementalAlterConfigs of one resource: a topic
+    /// ([`RESOURCE_TYPE_TOPIC`]), a broker ([`RESOURCE_TYPE_BROKER`], named
+    /// by its node id, or "" for the cluster-wide default) or a group
+    /// ([`RESOURCE_TYPE_GROUP`]). The broker applies all operations or
+    /// none; its refusal (INVALID_CONFIG, an authorization error...) is the
+    /// error.
+    pub async fn incremental_alter_configs(
+        &self,
+        resource_type: i8,
+        name: &str,
+        ops: &[(&str, AlterConfigOp)],
+    ) -> Result<(), ClientError> {
         let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
             AlterConfigsResource::default()
-                .with_resource_type(RESOURCE_TYPE_GROUP)
-                .with_resource_name(StrBytes::from_string(group_id.to_string()))
+                .with_resource_type(resource_type)
+                .with_resource_name(StrBytes::from_string(name.to_string()))
                 .with_configs(
                     ops.iter()
                         .map(|(k, op)| {
-                            let (code, value) = match op {
-                                AlterConfigOp::Set(v) => {
-                                    (0, Some(StrBytes::from_string(v.clone())))
-                                }
-                                AlterConfigOp::Delete => (1, None),
-                            };
+                            let (code, value) = op.wire();
                             AlterableConfig::default()
                                 .with_name(StrBytes::from_string(k.to_string()))
                                 .with_config_operation(code)
@@ -494,6 +521,97 @@ impl AdminClient {
                 for p in &t.partitions {
                     let r =
                         ClientError::check("ListOffsets", p.error_code, None).map(|()| p.offset);
+                    out.insert((t.name.0.to_string(), p.partition_index), r);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// DeleteRecords (KIP-107): deletes the records of each partition below
+    /// the given offset (-1 = its high watermark), asked of each leader.
+    /// Each partition's result is its new low watermark (log start offset)
+    /// or its own error: OFFSET_OUT_OF_RANGE above the high watermark,
+    /// TOPIC_AUTHORIZATION_FAILED without Delete on the topic,
+    /// POLICY_VIOLATION on a compacted topic. A broker without the API
+    /// fails with [`ClientError::UnsupportedVersion`].
+    pub async fn delete_records(
+        &self,
+        before: &[(String, i32, i64)],
+    ) -> Result<BTreeMap<(String, i32), Result<i64, ClientError>>, ClientError> {
+        use kafka_protocol::messages::DeleteRecordsRequest;
+        use kafka_protocol::messages::delete_records_request::{
+            DeleteRecordsPartition, DeleteRecordsTopic,
+        };
+        let mut topics: Vec<&str> = before.iter().map(|(t, _, _)| t.as_str()).collect();
+        topics.sort_unstable();
+        topics.dedup();
+        if topics.iter().any(|t| self.metadata.topic(t).is_none()) {
+            self.metadata.refresh(&topics).await?;
+        }
+        // Leader -> topic -> (partition, offset).
+        type ByLeader<'a> = BTreeMap<i32, BTreeMap<&'a str, Vec<(i32, i64)>>>;
+        let mut by_leader: ByLeader = BTreeMap::new();
+        let mut out = BTreeMap::new();
+        for (t, p, offset) in before {
+            let leader = self
+                .metadata
+                .topic(t)
+                .and_then(|m| m.partition(*p).map(|pm| pm.leader_id));
+            match leader {
+                Some(l) if l >= 0 => by_leader
+                    .entry(l)
+                    .or_default()
+                    .entry(t)
+                    .or_default()
+                    .push((*p, *offset)),
+                _ => {
+                    self.metadata.invalidate(t);
+                    let code = if self.metadata.topic(t).is_none() {
+                        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+                    } else {
+                        ErrorCode::LEADER_NOT_AVAILABLE
+                    };
+                    out.insert(
+                        (t.clone(), *p),
+                        Err(ClientError::Broker {
+                            api: "DeleteRecords",
+                            code,
+                            message: None,
+                        }),
+                    );
+                }
+            }
+        }
+        for (leader, topics) in by_leader {
+            let Some(conn) = self.metadata.broker(leader) else {
+                continue;
+            };
+            let req = DeleteRecordsRequest::default()
+                .with_timeout_ms(self.timeout_ms())
+                .with_topics(
+                    topics
+                        .into_iter()
+                        .map(|(t, ps)| {
+                            DeleteRecordsTopic::default()
+                                .with_name(TopicName(StrBytes::from_string(t.to_string())))
+                                .with_partitions(
+                                    ps.into_iter()
+                                        .map(|(p, o)| {
+                                            DeleteRecordsPartition::default()
+                                                .with_partition_index(p)
+                                                .with_offset(o)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                );
+            let resp = conn.send(&req).await?;
+            for t in &resp.topics {
+                for p in &t.partitions {
+                    let r = ClientError::check("DeleteRecords", p.error_code, None)
+                        .map(|()| p.low_watermark);
                     out.insert((t.name.0.to_string(), p.partition_index), r);
                 }
             }

@@ -199,6 +199,10 @@ enum Api {
     DescribeConfigsGroup,
     AlterConfigsGroup,
     AlterConfigsTopic,
+    AlterConfigsBroker,
+    DeleteRecords,
+    DescribeProducers,
+    DescribeTransactions,
     FindCoordinatorGroup,
     FindCoordinatorTxn,
     FindCoordinatorShare,
@@ -330,6 +334,60 @@ async fn attempt(api: Api, e: &mut Env, c: &mut RawClient, u: &str) -> i16 {
             }
             p.error_code
         }
+        Api::DeleteRecords => {
+            use kafka_protocol::messages::delete_records_request::{
+                DeleteRecordsPartition, DeleteRecordsTopic,
+            };
+            // Partition 1 of INPUT is empty: deleting up to its high
+            // watermark changes nothing the other cases see.
+            let r = c
+                .send(
+                    &DeleteRecordsRequest::default()
+                        .with_timeout_ms(5_000)
+                        .with_topics(vec![
+                            DeleteRecordsTopic::default()
+                                .with_name(TopicName(s(INPUT)))
+                                .with_partitions(vec![
+                                    DeleteRecordsPartition::default()
+                                        .with_partition_index(1)
+                                        .with_offset(-1),
+                                ]),
+                        ]),
+                    2,
+                )
+                .await;
+            let p = &r.topics[0].partitions[0];
+            if p.error_code == 0 {
+                assert_eq!(p.low_watermark, 0);
+            } else {
+                assert_eq!(p.low_watermark, -1);
+            }
+            p.error_code
+        }
+        Api::DescribeProducers => {
+            use kafka_protocol::messages::describe_producers_request::TopicRequest;
+            let r = c
+                .send(
+                    &DescribeProducersRequest::default().with_topics(vec![
+                        TopicRequest::default()
+                            .with_name(TopicName(s(INPUT)))
+                            .with_partition_indexes(vec![0]),
+                    ]),
+                    0,
+                )
+                .await;
+            r.topics[0].partitions[0].error_code
+        }
+        Api::DescribeTransactions => {
+            let r = c
+                .send(
+                    &DescribeTransactionsRequest::default()
+                        .with_transactional_ids(vec![TransactionalId(s(&format!("dtx-{u}")))]),
+                    0,
+                )
+                .await;
+            r.transaction_states[0].error_code
+        }
         Api::DescribeConfigsTopic | Api::DescribeConfigsBroker | Api::DescribeConfigsGroup => {
             let (rt, name) = match api {
                 Api::DescribeConfigsTopic => (2, INPUT.to_string()),
@@ -355,9 +413,10 @@ async fn attempt(api: Api, e: &mut Env, c: &mut RawClient, u: &str) -> i16 {
             }
             res.error_code
         }
-        Api::AlterConfigsGroup | Api::AlterConfigsTopic => {
+        Api::AlterConfigsGroup | Api::AlterConfigsTopic | Api::AlterConfigsBroker => {
             let (rt, name, key) = match api {
                 Api::AlterConfigsGroup => (32, format!("g-{u}"), "share.record.lock.duration.ms"),
+                Api::AlterConfigsBroker => (4, "0".to_string(), "log.cleaner.backoff.ms"),
                 _ => (2, INPUT.to_string(), "retention.ms"),
             };
             let r = c
@@ -813,14 +872,66 @@ fn cases() -> Vec<Case> {
             GAF,
             0,
         ),
-        // Topic configs are not alterable here: past authorization the
-        // answer is INVALID_REQUEST, not an authorization error.
         c(
             Api::AlterConfigsTopic,
-            none,
+            |u| vec![acl(TOPIC, INPUT, LITERAL, &principal(u), DESCRIBE_CONFIGS)],
             |u| vec![acl(TOPIC, INPUT, LITERAL, &principal(u), ALTER_CONFIGS)],
             TAF,
-            ErrorCode::INVALID_REQUEST.0,
+            0,
+        ),
+        c(
+            Api::AlterConfigsBroker,
+            |u| {
+                vec![acl(
+                    CLUSTER,
+                    "kafka-cluster",
+                    LITERAL,
+                    &principal(u),
+                    DESCRIBE_CONFIGS,
+                )]
+            },
+            |u| {
+                vec![acl(
+                    CLUSTER,
+                    "kafka-cluster",
+                    LITERAL,
+                    &principal(u),
+                    ALTER_CONFIGS,
+                )]
+            },
+            CAF,
+            0,
+        ),
+        c(
+            Api::DescribeProducers,
+            |u| vec![acl(TOPIC, INPUT, LITERAL, &principal(u), DESCRIBE)],
+            |u| vec![acl(TOPIC, INPUT, LITERAL, &principal(u), READ)],
+            TAF,
+            0,
+        ),
+        // Past authorization: an id the coordinator never saw.
+        c(
+            Api::DescribeTransactions,
+            none,
+            |u| {
+                vec![acl(
+                    TXN_ID,
+                    &format!("dtx-{u}"),
+                    LITERAL,
+                    &principal(u),
+                    DESCRIBE,
+                )]
+            },
+            TIAF,
+            ErrorCode::TRANSACTIONAL_ID_NOT_FOUND.0,
+        ),
+        // Delete on the topic, as Kafka's KafkaApis checks it.
+        c(
+            Api::DeleteRecords,
+            |u| vec![acl(TOPIC, INPUT, LITERAL, &principal(u), DESCRIBE)],
+            |u| vec![acl(TOPIC, INPUT, LITERAL, &principal(u), DELETE)],
+            TAF,
+            0,
         ),
         c(
             Api::FindCoordinatorGroup,

@@ -28,7 +28,7 @@ async fn list_offsets_answers_at_every_version() {
         )
         .await;
     assert_eq!(r.topics[0].error_code, 0);
-    for version in 1..=6i16 {
+    for version in 1..=8i16 {
         for timestamp in [-1i64, -2] {
             let req = ListOffsetsRequest::default()
                 .with_replica_id(BrokerId(-1))

@@ -48,6 +48,9 @@ const OFFSET_FETCH: i16 = 9;
 const TXN_OFFSET_COMMIT: i16 = 28;
 const DESCRIBE_GROUPS: i16 = 15;
 const DELETE_GROUPS: i16 = 42;
+const DELETE_RECORDS: i16 = 21;
+const DESCRIBE_PRODUCERS: i16 = 61;
+const LIST_TRANSACTIONS: i16 = 66;
 
 /// `kafka-consumer-groups.sh` (ConsumerGroupCommand) with `args`.
 fn groups_tool(bootstrap: &str, args: &[&str]) -> Vec<String> {
@@ -77,6 +80,9 @@ const SHARE_ACKNOWLEDGE: i16 = 79;
 fn api_name(key: i16) -> &'static str {
     match key {
         INCREMENTAL_ALTER_CONFIGS => "IncrementalAlterConfigs",
+        DELETE_RECORDS => "DeleteRecords",
+        DESCRIBE_PRODUCERS => "DescribeProducers",
+        LIST_TRANSACTIONS => "ListTransactions",
         JOIN_GROUP => "JoinGroup",
         OFFSET_FETCH => "OffsetFetch",
         TXN_OFFSET_COMMIT => "TxnOffsetCommit",
@@ -614,6 +620,21 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
         timeout: t60,
     });
     let perf_n = PERF_RECORDS.to_string();
+    // kafka-delete-records reads its offsets from a file; offset 0 keeps
+    // every record for the rows that read this topic later.
+    let delete_json = std::env::temp_dir().join(format!(
+        "sharestream-interop-delete-{}-{}.json",
+        std::process::id(),
+        b.replace([':', '.'], "_")
+    ));
+    std::fs::write(
+        &delete_json,
+        format!(
+            r#"{{"version":1,"partitions":[{{"topic":"{T_PERF}","partition":0,"offset":0}}]}}"#
+        ),
+    )
+    .expect("writing the delete-records offsets file");
+    let delete_json = delete_json.to_string_lossy().into_owned();
     out.extend([
         Scenario {
             client: "kafka-producer-perf-test",
@@ -689,6 +710,93 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
             ],
             output: Output::Lines,
             needs: &[INCREMENTAL_ALTER_CONFIGS],
+            embedded_gap: None,
+            verify: |v| {
+                if v["exit"] == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("exit {}: {}", v["exit"], v["last"]))
+                }
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-configs",
+            feature: "alter topic configs retention.ms, max.message.bytes",
+            runner: Runner::Java,
+            args: vec![
+                "org.apache.kafka.tools.ConfigCommand".into(),
+                "--bootstrap-server".into(),
+                b.into(),
+                "--alter".into(),
+                "--entity-type".into(),
+                "topics".into(),
+                "--entity-name".into(),
+                T_PERF.into(),
+                "--add-config".into(),
+                "retention.ms=86400000,max.message.bytes=2000000".into(),
+            ],
+            output: Output::Lines,
+            needs: &[INCREMENTAL_ALTER_CONFIGS],
+            embedded_gap: None,
+            verify: |v| tool_last_line(v, "Completed updating config for topic"),
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-delete-records",
+            feature: "--offset-json-file (partition 0, offset 0)",
+            runner: Runner::Java,
+            args: vec![
+                "org.apache.kafka.tools.DeleteRecordsCommand".into(),
+                "--bootstrap-server".into(),
+                b.into(),
+                "--offset-json-file".into(),
+                delete_json.clone(),
+            ],
+            output: Output::Lines,
+            needs: &[DELETE_RECORDS],
+            embedded_gap: None,
+            verify: |v| tool_last_line(v, "partition: interop-perf-0\tlow_watermark: 0"),
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-transactions",
+            feature: "list",
+            runner: Runner::Java,
+            args: vec![
+                "org.apache.kafka.tools.TransactionsCommand".into(),
+                "--bootstrap-server".into(),
+                b.into(),
+                "list".into(),
+            ],
+            output: Output::Lines,
+            needs: &[LIST_TRANSACTIONS],
+            embedded_gap: None,
+            verify: |v| {
+                if v["exit"] == 0 && v["lines"].as_u64().unwrap_or(0) >= 1 {
+                    Ok(())
+                } else {
+                    Err(format!("exit {}: {}", v["exit"], v["last"]))
+                }
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-transactions",
+            feature: "describe-producers (partition 0)",
+            runner: Runner::Java,
+            args: vec![
+                "org.apache.kafka.tools.TransactionsCommand".into(),
+                "--bootstrap-server".into(),
+                b.into(),
+                "describe-producers".into(),
+                "--topic".into(),
+                T_PERF.into(),
+                "--partition".into(),
+                "0".into(),
+            ],
+            output: Output::Lines,
+            needs: &[DESCRIBE_PRODUCERS],
             embedded_gap: None,
             verify: |v| {
                 if v["exit"] == 0 {

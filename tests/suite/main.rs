@@ -28,6 +28,7 @@ mod broker_bad_input;
 mod broker_consumer_groups;
 mod broker_features;
 mod broker_list_offsets_versions;
+mod broker_records_admin;
 mod broker_security;
 mod broker_share_groups;
 mod broker_txn;

@@ -53,6 +53,9 @@ pub struct BrokerConfig {
     pub transaction_max_timeout_ms: i32,
     /// Segment size of partition logs (`log.segment.bytes`).
     pub segment_bytes: u64,
+    /// How often `retention.ms` / `retention.bytes` are applied
+    /// (`log.retention.check.interval.ms`, Kafka's default 300000).
+    pub retention_check_interval_ms: u64,
     /// Where to serve `GET /metrics` (Prometheus text); `None` = off.
     pub metrics_listen: Option<SocketAddr>,
     /// Share group settings (`group.share.*`): defaults and bounds of the
@@ -85,6 +88,7 @@ impl Default for BrokerConfig {
             transaction_version: 2,
             transaction_max_timeout_ms: 900_000,
             segment_bytes: 1 << 30,
+            retention_check_interval_ms: 300_000,
             metrics_listen: None,
             share_groups: crate::group::ShareGroupBrokerConfig::default(),
             security: crate::security::SecurityConfig::default(),

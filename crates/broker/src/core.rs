@@ -58,6 +58,20 @@ impl Features {
 struct ClusterMetadata {
     topics: TopicRegistry,
     features: Option<Features>,
+    /// Dynamic broker configs set with (Incremental)AlterConfigs: the
+    /// cluster-wide defaults (resource name "") and this node's.
+    #[serde(default)]
+    broker_configs: DynamicBrokerConfigs,
+}
+
+/// Dynamic broker configs (IncrementalAlterConfigs / AlterConfigs on a
+/// BROKER resource), as Kafka keeps them in its metadata log.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DynamicBrokerConfigs {
+    /// Cluster-wide defaults (resource name "").
+    pub cluster_default: BTreeMap<String, String>,
+    /// This node's own (resource name = its node id).
+    pub node: BTreeMap<String, String>,
 }
 
 /// The broker's shared state.
@@ -67,6 +81,7 @@ pub struct BrokerCore {
     advertised_port: u16,
     topics: RwLock<TopicRegistry>,
     features: RwLock<Features>,
+    broker_configs: RwLock<DynamicBrokerConfigs>,
     metrics: BrokerMetrics,
     request_bytes: Semaphore,
     partitions: RwLock<HashMap<(Uuid, i32), SharedLog>>,
@@ -177,6 +192,7 @@ impl BrokerCore {
             advertised_port,
             topics: RwLock::new(meta.topics),
             features: RwLock::new(features),
+            broker_configs: RwLock::new(meta.broker_configs),
             metrics: BrokerMetrics::default(),
             request_bytes,
             partitions: RwLock::new(HashMap::new()),
@@ -249,7 +265,14 @@ impl BrokerCore {
     fn open_partitions(&self, topic: &TopicMeta, from: i32) -> Result<(), LogError> {
         for p in from..topic.partitions {
             let config = self.log_config(topic);
-            let log = match self.partition_dir(topic, p) {
+            // `__consumer_offsets` is always empty here (the group
+            // coordinator keeps its own log): its partitions need no files.
+            let dir = if topic.is_internal() {
+                None
+            } else {
+                self.partition_dir(topic, p)
+            };
+            let log = match dir {
                 Some(dir) => PartitionLog::open(&dir, config)?,
                 None => PartitionLog::in_memory(config),
             };
@@ -403,6 +426,7 @@ impl BrokerCore {
         let meta = ClusterMetadata {
             topics: self.topics.read().clone(),
             features: Some(self.features()),
+            broker_configs: self.broker_configs.read().clone(),
         };
         let bytes = serde_json::to_vec_pretty(&meta)
             .map_err(|e| std::io::Error::other(format!("serializing metadata: {e}")))?;
@@ -442,6 +466,39 @@ impl BrokerCore {
         }
         self.persist_or_log();
         Ok(meta)
+    }
+
+    /// Creates Kafka's internal `__consumer_offsets` topic if it does not
+    /// exist yet, as Kafka does when a group coordinator is first looked
+    /// up: 50 partitions, `cleanup.policy=compact`, listed in Metadata as
+    /// internal. Its partitions stay empty (offsets live in the group
+    /// coordinator's own log); clients may list and fetch it, not produce
+    /// to it.
+    pub fn ensure_offsets_topic(&self) {
+        let name = super::topics::CONSUMER_OFFSETS_TOPIC;
+        if self.topics.read().get(name).is_some() {
+            return;
+        }
+        let configs: BTreeMap<String, String> = [
+            ("cleanup.policy", "compact"),
+            ("compression.type", "producer"),
+            ("segment.bytes", "104857600"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        match self.create_topic(
+            name,
+            super::topics::CONSUMER_OFFSETS_PARTITIONS,
+            1,
+            configs,
+            false,
+        ) {
+            Ok(_) => tracing::info!("created the internal topic {name}"),
+            // Created meanwhile by another request.
+            Err(e) if e.code == sharestream_protocol::ErrorCode::TOPIC_ALREADY_EXISTS => {}
+            Err(e) => tracing::error!(error = %e.message, "creating {name} failed"),
+        }
     }
 
     /// Deletes a topic and persists the registry.
@@ -491,6 +548,84 @@ impl BrokerCore {
         }
         self.persist_or_log();
         Ok(())
+    }
+
+    /// Replaces the explicit configs of a topic (or only validates) and
+    /// applies those that change its logs (`max.message.bytes`,
+    /// `segment.bytes`) to every partition at once.
+    pub fn alter_topic_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<TopicMeta, TopicError> {
+        let meta = self
+            .topics
+            .write()
+            .replace_configs(name, configs, validate_only)?;
+        if !validate_only {
+            let lc = self.log_config(&meta);
+            for p in 0..meta.partitions {
+                if let Some(log) = self.partition(meta.id, p) {
+                    log.lock()
+                        .set_limits(lc.max_message_bytes, lc.segment_bytes);
+                }
+            }
+            self.persist_or_log();
+        }
+        Ok(meta)
+    }
+
+    /// The dynamic broker configs.
+    pub fn dynamic_broker_configs(&self) -> DynamicBrokerConfigs {
+        self.broker_configs.read().clone()
+    }
+
+    /// Replaces the dynamic broker configs and persists them.
+    pub fn set_dynamic_broker_configs(&self, configs: DynamicBrokerConfigs) {
+        *self.broker_configs.write() = configs;
+        self.persist_or_log();
+    }
+
+    /// Applies `retention.ms` and `retention.bytes` to every partition of
+    /// the topics whose `cleanup.policy` includes `delete` (the broker's
+    /// timer calls this every `log.retention.check.interval.ms`). Returns
+    /// the number of segments deleted.
+    pub fn enforce_retention(&self, now_ms: i64) -> usize {
+        let topics: Vec<TopicMeta> = self.topics.read().iter().cloned().collect();
+        let mut deleted = 0;
+        for t in topics {
+            let delete_policy = t
+                .config("cleanup.policy")
+                .is_some_and(|p| p.split(',').any(|x| x.trim() == "delete"));
+            let ms = t.config_i64("retention.ms").unwrap_or(-1);
+            let bytes = t.config_i64("retention.bytes").unwrap_or(-1);
+            if !delete_policy || (ms < 0 && bytes < 0) {
+                continue;
+            }
+            for p in 0..t.partitions {
+                let Some(log) = self.partition(t.id, p) else {
+                    continue;
+                };
+                match log.lock().enforce_retention(now_ms, ms, bytes) {
+                    Ok(o) if o.deleted_segments > 0 => {
+                        deleted += o.deleted_segments;
+                        tracing::info!(
+                            topic = %t.name,
+                            partition = p,
+                            segments = o.deleted_segments,
+                            log_start_offset = o.log_start_offset,
+                            "retention deleted old segments"
+                        );
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::error!(topic = %t.name, partition = p, error = %e, "applying retention failed")
+                    }
+                }
+            }
+        }
+        deleted
     }
 
     fn persist_or_log(&self) {

@@ -83,6 +83,10 @@ impl Broker {
             core.clone(),
             shutdown_rx.clone(),
         )));
+        timers.push(tokio::spawn(retention_loop(
+            core.clone(),
+            shutdown_rx.clone(),
+        )));
         timers.push(tokio::spawn(txn_timer_loop(
             core.clone(),
             shutdown_rx.clone(),
@@ -195,6 +199,23 @@ async fn share_tick_loop(core: Arc<BrokerCore>, mut shutdown: watch::Receiver<bo
         tokio::select! {
             _ = tick.tick() => {
                 core.shares().tick(crate::shares::unix_now_ms());
+            }
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Applies topic retention every `log.retention.check.interval.ms`.
+async fn retention_loop(core: Arc<BrokerCore>, mut shutdown: watch::Receiver<bool>) {
+    let every = std::time::Duration::from_millis(core.config().retention_check_interval_ms.max(1));
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                let core = core.clone();
+                let _ = tokio::task::spawn_blocking(move || core.enforce_retention(super::now_ms())).await;
             }
             _ = shutdown.changed() => return,
         }

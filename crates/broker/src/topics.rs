@@ -10,20 +10,233 @@ use uuid::Uuid;
 
 use sharestream_protocol::ErrorCode;
 
+/// Kafka's internal topic of the group coordinator.
+pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// Partitions of `__consumer_offsets` (Kafka's
+/// `offsets.topic.num.partitions` default).
+pub const CONSUMER_OFFSETS_PARTITIONS: i32 = 50;
+
 /// Kafka's longest legal topic name.
 pub const MAX_TOPIC_NAME_LENGTH: usize = 249;
 
-/// Topic configs the broker understands, with their defaults.
-pub const TOPIC_CONFIG_DEFAULTS: &[(&str, &str)] = &[
-    ("cleanup.policy", "delete"),
-    ("compression.type", "producer"),
-    ("max.message.bytes", "1048588"),
-    ("message.timestamp.type", "CreateTime"),
-    ("retention.bytes", "-1"),
-    ("retention.ms", "604800000"),
-    ("segment.bytes", "1073741824"),
-    ("min.insync.replicas", "1"),
+/// The kind and bounds of a topic config's value, as Kafka's LogConfig
+/// defines them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ConfigKind {
+    /// 32-bit integer within `[min, max]`.
+    Int(i64, i64),
+    /// 64-bit integer within `[min, max]`.
+    Long(i64, i64),
+    /// A double within `[min, max]`.
+    Double(f64, f64),
+    /// `true` or `false` (any case).
+    Boolean,
+    /// One of these strings.
+    OneOf(&'static [&'static str]),
+    /// A comma-separated list of these strings (non-empty).
+    ListOf(&'static [&'static str]),
+    /// Kafka's throttled-replicas list: empty, `*`, or
+    /// `partition:broker` pairs.
+    ThrottledReplicas,
+}
+
+impl ConfigKind {
+    /// DescribeConfigs' ConfigType code.
+    pub fn type_code(&self) -> i8 {
+        match self {
+            ConfigKind::Boolean => 1,
+            ConfigKind::OneOf(_) => 2,
+            ConfigKind::Int(..) => 3,
+            ConfigKind::Long(..) => 5,
+            ConfigKind::Double(..) => 6,
+            ConfigKind::ListOf(_) | ConfigKind::ThrottledReplicas => 7,
+        }
+    }
+}
+
+/// What the embedded broker does with a topic config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Honoured {
+    /// It changes the broker's behaviour.
+    Yes,
+    /// Validated, stored and described, but without effect here (replication,
+    /// compaction, tiered storage, flush and index tuning).
+    AcceptedOnly,
+}
+
+/// One topic config Kafka defines.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TopicConfigDef {
+    /// Kafka's name.
+    pub name: &'static str,
+    /// Kafka's default.
+    pub default: &'static str,
+    /// Value kind and bounds.
+    pub kind: ConfigKind,
+    /// Whether it has an effect here.
+    pub honoured: Honoured,
+}
+
+const fn def(
+    name: &'static str,
+    default: &'static str,
+    kind: ConfigKind,
+    honoured: Honoured,
+) -> TopicConfigDef {
+    TopicConfigDef {
+        name,
+        default,
+        kind,
+        honoured,
+    }
+}
+
+const I32: (i64, i64) = (i32::MIN as i64, i32::MAX as i64);
+const MAX_LONG: &str = "9223372036854775807";
+use ConfigKind::*;
+use Honoured::{AcceptedOnly, Yes};
+
+/// Every topic config of Kafka 4.x (TopicConfig / LogConfig), in name
+/// order, with Kafka's defaults and bounds. `Yes` marks the ones the
+/// embedded broker honours: `cleanup.policy` (retention only runs with
+/// `delete`; `compact` is accepted, compaction is not implemented),
+/// `retention.ms`, `retention.bytes`, `max.message.bytes`,
+/// `segment.bytes`, `message.timestamp.type` and `min.insync.replicas`
+/// (acks=all with a value above 1 is NOT_ENOUGH_REPLICAS on one node).
+pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
+    def(
+        "cleanup.policy",
+        "delete",
+        ListOf(&["compact", "delete"]),
+        Yes,
+    ),
+    def("compression.gzip.level", "-1", Int(-1, 9), AcceptedOnly),
+    def("compression.lz4.level", "9", Int(1, 17), AcceptedOnly),
+    def(
+        "compression.type",
+        "producer",
+        OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]),
+        AcceptedOnly,
+    ),
+    def(
+        "compression.zstd.level",
+        "3",
+        Int(-131072, 22),
+        AcceptedOnly,
+    ),
+    def(
+        "delete.retention.ms",
+        "86400000",
+        Long(0, i64::MAX),
+        AcceptedOnly,
+    ),
+    def(
+        "file.delete.delay.ms",
+        "60000",
+        Long(0, i64::MAX),
+        AcceptedOnly,
+    ),
+    def("flush.messages", MAX_LONG, Long(1, i64::MAX), AcceptedOnly),
+    def("flush.ms", MAX_LONG, Long(0, i64::MAX), AcceptedOnly),
+    def(
+        "follower.replication.throttled.replicas",
+        "",
+        ThrottledReplicas,
+        AcceptedOnly,
+    ),
+    def("index.interval.bytes", "4096", Int(0, I32.1), AcceptedOnly),
+    def(
+        "leader.replication.throttled.replicas",
+        "",
+        ThrottledReplicas,
+        AcceptedOnly,
+    ),
+    def(
+        "local.retention.bytes",
+        "-2",
+        Long(-2, i64::MAX),
+        AcceptedOnly,
+    ),
+    def("local.retention.ms", "-2", Long(-2, i64::MAX), AcceptedOnly),
+    def(
+        "max.compaction.lag.ms",
+        MAX_LONG,
+        Long(1, i64::MAX),
+        AcceptedOnly,
+    ),
+    def("max.message.bytes", "1048588", Int(0, I32.1), Yes),
+    def(
+        "message.timestamp.after.max.ms",
+        "3600000",
+        Long(0, i64::MAX),
+        AcceptedOnly,
+    ),
+    def(
+        "message.timestamp.before.max.ms",
+        MAX_LONG,
+        Long(0, i64::MAX),
+        AcceptedOnly,
+    ),
+    def(
+        "message.timestamp.type",
+        "CreateTime",
+        OneOf(&["CreateTime", "LogAppendTime"]),
+        Yes,
+    ),
+    def(
+        "min.cleanable.dirty.ratio",
+        "0.5",
+        Double(0.0, 1.0),
+        AcceptedOnly,
+    ),
+    def(
+        "min.compaction.lag.ms",
+        "0",
+        Long(0, i64::MAX),
+        AcceptedOnly,
+    ),
+    def("min.insync.replicas", "1", Int(1, I32.1), Yes),
+    def("preallocate", "false", Boolean, AcceptedOnly),
+    def(
+        "remote.copy.lag.bytes",
+        "0",
+        Long(-1, i64::MAX),
+        AcceptedOnly,
+    ),
+    def("remote.copy.lag.ms", "0", Long(-1, i64::MAX), AcceptedOnly),
+    def("remote.log.copy.disable", "false", Boolean, AcceptedOnly),
+    def(
+        "remote.log.delete.on.disable",
+        "false",
+        Boolean,
+        AcceptedOnly,
+    ),
+    def("remote.storage.enable", "false", Boolean, AcceptedOnly),
+    def("retention.bytes", "-1", Long(i64::MIN, i64::MAX), Yes),
+    def("retention.ms", "604800000", Long(-1, i64::MAX), Yes),
+    def("segment.bytes", "1073741824", Int(1024 * 1024, I32.1), Yes),
+    def(
+        "segment.index.bytes",
+        "10485760",
+        Int(4, I32.1),
+        AcceptedOnly,
+    ),
+    def("segment.jitter.ms", "0", Long(0, i64::MAX), AcceptedOnly),
+    def("segment.ms", "604800000", Long(1, i64::MAX), AcceptedOnly),
+    def(
+        "unclean.leader.election.enable",
+        "false",
+        Boolean,
+        AcceptedOnly,
+    ),
 ];
+
+/// The definition of a topic config, `None` for a name Kafka does not
+/// define.
+pub fn topic_config_def(name: &str) -> Option<&'static TopicConfigDef> {
+    TOPIC_CONFIGS.iter().find(|d| d.name == name)
+}
 
 /// One topic.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,12 +254,22 @@ pub struct TopicMeta {
 impl TopicMeta {
     /// Value of a topic config, explicit or default.
     pub fn config(&self, name: &str) -> Option<&str> {
-        self.configs.get(name).map(String::as_str).or_else(|| {
-            TOPIC_CONFIG_DEFAULTS
-                .iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| *v)
-        })
+        self.configs
+            .get(name)
+            .map(String::as_str)
+            .or_else(|| topic_config_def(name).map(|d| d.default))
+    }
+
+    /// A numeric topic config (explicit or default), `None` if unset or
+    /// not a number.
+    pub fn config_i64(&self, name: &str) -> Option<i64> {
+        self.config(name).and_then(|v| v.trim().parse().ok())
+    }
+
+    /// Whether this is Kafka's internal `__consumer_offsets` topic (the
+    /// group coordinator's, which clients see as internal in Metadata).
+    pub fn is_internal(&self) -> bool {
+        self.name == CONSUMER_OFFSETS_TOPIC
     }
 
     /// Whether the topic stamps LogAppendTime.
@@ -240,6 +463,33 @@ impl TopicRegistry {
         Ok(meta.clone())
     }
 
+    /// Replaces every explicit config of a topic (AlterConfigs, and
+    /// IncrementalAlterConfigs after its operations are applied), after
+    /// validating each. `validate_only` checks without changing.
+    pub fn replace_configs(
+        &mut self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<TopicMeta, TopicError> {
+        for (k, v) in &configs {
+            validate_topic_config(k, v)?;
+        }
+        let meta = self.by_name.get_mut(name).ok_or_else(|| {
+            TopicError::new(
+                ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                format!("Topic {name} does not exist"),
+            )
+        })?;
+        if validate_only {
+            let mut copy = meta.clone();
+            copy.configs = configs;
+            return Ok(copy);
+        }
+        meta.configs = configs;
+        Ok(meta.clone())
+    }
+
     /// Sets (or with `None` removes) a topic config.
     pub fn set_config(
         &mut self,
@@ -268,56 +518,103 @@ impl TopicRegistry {
     }
 }
 
-/// Checks one topic config name and value.
+/// Checks one topic config name and value as Kafka's LogConfig does:
+/// INVALID_CONFIG for a name Kafka does not define or a value out of its
+/// type or bounds, with Kafka's kind of message.
 pub fn validate_topic_config(key: &str, value: &str) -> Result<(), TopicError> {
-    let bad = |why: &str| {
+    let Some(d) = topic_config_def(key) else {
+        return Err(TopicError::new(
+            ErrorCode::INVALID_CONFIG,
+            format!("Unknown topic config name: {key}"),
+        ));
+    };
+    validate_value(key, value, d.kind)?;
+    if key == "remote.storage.enable" && value.trim().eq_ignore_ascii_case("true") {
+        return Err(TopicError::new(
+            ErrorCode::INVALID_CONFIG,
+            "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a value against a config kind (INVALID_CONFIG, with Kafka's
+/// kind of message, when it does not fit).
+pub fn validate_value(key: &str, value: &str, kind: ConfigKind) -> Result<(), TopicError> {
+    let bad = |why: String| {
         Err(TopicError::new(
             ErrorCode::INVALID_CONFIG,
             format!("Invalid value {value} for configuration {key}: {why}"),
         ))
     };
-    match key {
-        "cleanup.policy" => {
-            if value
-                .split(',')
-                .all(|p| matches!(p.trim(), "delete" | "compact"))
-            {
-                Ok(())
+    let v = value.trim();
+    match kind {
+        Int(min, max) | Long(min, max) => {
+            let is_int = matches!(kind, Int(..));
+            let parsed = if is_int {
+                v.parse::<i32>().map(i64::from).ok()
             } else {
-                bad("String must be one of: compact, delete")
+                v.parse::<i64>().ok()
+            };
+            match parsed {
+                None => bad(format!(
+                    "Not a number of type {}",
+                    if is_int { "INT" } else { "LONG" }
+                )),
+                Some(n) if n < min => bad(format!("Value must be at least {min}")),
+                Some(n) if n > max => bad(format!("Value must be no more than {max}")),
+                Some(_) => Ok(()),
             }
         }
-        "compression.type" => {
-            if matches!(
-                value,
-                "producer" | "uncompressed" | "gzip" | "snappy" | "lz4" | "zstd"
-            ) {
-                Ok(())
-            } else {
-                bad("String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer")
+        Double(min, max) => match v.parse::<f64>() {
+            Ok(n) if n.is_nan() => bad("Not a number of type DOUBLE".into()),
+            Ok(n) if n < min || n > max => {
+                bad(format!("Value must be between {min:?} and {max:?}"))
             }
-        }
-        "message.timestamp.type" => {
-            if matches!(value, "CreateTime" | "LogAppendTime") {
-                Ok(())
-            } else {
-                bad("String must be one of: CreateTime, LogAppendTime")
-            }
-        }
-        "max.message.bytes" | "segment.bytes" | "min.insync.replicas" => {
-            match value.parse::<i32>() {
-                Ok(v) if v >= 0 => Ok(()),
-                _ => bad("Value must be a non-negative integer"),
-            }
-        }
-        "retention.ms" | "retention.bytes" => match value.parse::<i64>() {
-            Ok(v) if v >= -1 => Ok(()),
-            _ => bad("Value must be at least -1"),
+            Ok(_) => Ok(()),
+            Err(_) => bad("Not a number of type DOUBLE".into()),
         },
-        _ => Err(TopicError::new(
-            ErrorCode::INVALID_CONFIG,
-            format!("Unknown topic config name: {key}"),
-        )),
+        Boolean => {
+            if v.eq_ignore_ascii_case("true") || v.eq_ignore_ascii_case("false") {
+                Ok(())
+            } else {
+                bad("Expected value to be either true or false".into())
+            }
+        }
+        OneOf(allowed) => {
+            if allowed.contains(&v) {
+                Ok(())
+            } else {
+                bad(format!("String must be one of: {}", allowed.join(", ")))
+            }
+        }
+        ListOf(allowed) => {
+            let items: Vec<&str> = v.split(',').map(str::trim).collect();
+            if v.is_empty() || items.iter().any(|x| x.is_empty()) {
+                return bad("Empty list".into());
+            }
+            match items.iter().find(|x| !allowed.contains(x)) {
+                Some(x) => bad(format!("{x} is not one of: {}", allowed.join(", "))),
+                None => Ok(()),
+            }
+        }
+        ThrottledReplicas => {
+            let ok = v.is_empty()
+                || v == "*"
+                || v.split(',').map(str::trim).all(|pair| {
+                    let mut it = pair.split(':');
+                    matches!(
+                        (it.next(), it.next(), it.next()),
+                        (Some(p), Some(b), None)
+                            if p.parse::<i32>().is_ok() && b.parse::<i32>().is_ok()
+                    )
+                });
+            if ok {
+                Ok(())
+            } else {
+                bad("must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...".into())
+            }
+        }
     }
 }
 
@@ -414,6 +711,87 @@ mod tests {
         r.set_config("t", "message.timestamp.type", Some("LogAppendTime"))
             .unwrap();
         assert!(r.get("t").unwrap().log_append_time());
+    }
+
+    #[test]
+    fn every_kafka_topic_config_is_known_and_validated_as_kafka_does() {
+        // Each default must pass its own validation.
+        for d in TOPIC_CONFIGS {
+            if d.name != "cleanup.policy" || !d.default.is_empty() {
+                validate_topic_config(d.name, d.default)
+                    .unwrap_or_else(|e| panic!("default of {}: {}", d.name, e.message));
+            }
+        }
+        for (k, v) in [
+            ("unclean.leader.election.enable", "TRUE"),
+            ("delete.retention.ms", "0"),
+            ("segment.ms", "1"),
+            ("cleanup.policy", "compact, delete"),
+            ("min.cleanable.dirty.ratio", "1.0"),
+            ("leader.replication.throttled.replicas", "0:0,1:0"),
+            ("follower.replication.throttled.replicas", "*"),
+            ("retention.bytes", "-5"),
+            ("compression.zstd.level", "-7"),
+        ] {
+            assert!(validate_topic_config(k, v).is_ok(), "{k}={v}");
+        }
+        for (k, v, why) in [
+            ("min.insync.replicas", "0", "at least 1"),
+            ("retention.ms", "-2", "at least -1"),
+            ("segment.bytes", "1000", "at least 1048576"),
+            (
+                "max.message.bytes",
+                "2147483648",
+                "Not a number of type INT",
+            ),
+            ("delete.retention.ms", "soon", "Not a number of type LONG"),
+            ("preallocate", "yes", "true or false"),
+            ("cleanup.policy", "delete,purge", "purge"),
+            ("cleanup.policy", "", "Empty list"),
+            ("min.cleanable.dirty.ratio", "1.5", "between"),
+            ("compression.gzip.level", "10", "no more than 9"),
+            (
+                "leader.replication.throttled.replicas",
+                "0-0",
+                "[partitionId]",
+            ),
+            ("message.timestamp.type", "Now", "CreateTime, LogAppendTime"),
+            ("remote.storage.enable", "true", "Tiered Storage"),
+            ("no.such.config", "1", "Unknown topic config name"),
+        ] {
+            let e = validate_topic_config(k, v).unwrap_err();
+            assert_eq!(e.code, ErrorCode::INVALID_CONFIG, "{k}={v}");
+            assert!(e.message.contains(why), "{k}={v}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn replace_configs_validates_and_can_only_validate() {
+        let mut r = TopicRegistry::default();
+        r.create("t", 1, 1, BTreeMap::new()).unwrap();
+        let mut c = BTreeMap::new();
+        c.insert("retention.ms".to_string(), "1000".to_string());
+        let checked = r.replace_configs("t", c.clone(), true).unwrap();
+        assert_eq!(checked.config("retention.ms"), Some("1000"));
+        assert_eq!(
+            r.get("t").unwrap().config("retention.ms"),
+            Some("604800000")
+        );
+        r.replace_configs("t", c, false).unwrap();
+        assert_eq!(r.get("t").unwrap().config_i64("retention.ms"), Some(1000));
+        let mut bad = BTreeMap::new();
+        bad.insert("retention.ms".to_string(), "x".to_string());
+        assert_eq!(
+            r.replace_configs("t", bad, false).unwrap_err().code,
+            ErrorCode::INVALID_CONFIG
+        );
+        assert_eq!(r.get("t").unwrap().config_i64("retention.ms"), Some(1000));
+        assert_eq!(
+            r.replace_configs("nope", BTreeMap::new(), false)
+                .unwrap_err()
+                .code,
+            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+        );
     }
 
     #[test]

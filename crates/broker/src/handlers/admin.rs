@@ -16,7 +16,8 @@
 //!   (TOPIC_/CLUSTER_/GROUP_AUTHORIZATION_FAILED);
 //! - DescribeCluster: nothing; the cluster's authorized operations when
 //!   asked for (0 without Describe on the cluster);
-//! - FindCoordinator: Describe on the group (GROUP_AUTHORIZATION_FAILED) or
+//! - FindCoordinator: a group key creates `__consumer_offsets` on first
+//!   use, as Kafka's does; Describe on the group (GROUP_AUTHORIZATION_FAILED) or
 //!   on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
 //!   ClusterAction on the cluster for share-state keys, which only brokers
 //!   look up (CLUSTER_AUTHORIZATION_FAILED).
@@ -39,7 +40,7 @@ use uuid::Uuid;
 use super::RequestContext;
 use crate::acl::{AUTHORIZED_OPERATIONS_OMITTED, AclOperation, Resource};
 use crate::core::BrokerCore;
-use crate::topics::TOPIC_CONFIG_DEFAULTS;
+use crate::topics::{TOPIC_CONFIGS, topic_config_def};
 use sharestream_protocol::ErrorCode;
 
 fn s(v: impl Into<String>) -> StrBytes {
@@ -53,6 +54,8 @@ const RESOURCE_BROKER_LOGGER: i8 = 8;
 
 /// Config sources (DescribeConfigs).
 const SOURCE_TOPIC_CONFIG: i8 = 1;
+const SOURCE_DYNAMIC_BROKER_CONFIG: i8 = 2;
+const SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG: i8 = 3;
 const SOURCE_STATIC_BROKER_CONFIG: i8 = 4;
 const SOURCE_DEFAULT_CONFIG: i8 = 5;
 
@@ -61,15 +64,16 @@ const TYPE_BOOLEAN: i8 = 1;
 const TYPE_STRING: i8 = 2;
 const TYPE_INT: i8 = 3;
 const TYPE_LONG: i8 = 5;
-const TYPE_LIST: i8 = 7;
 
 fn topic_config_type(name: &str) -> i8 {
-    match name {
-        "cleanup.policy" => TYPE_LIST,
-        "max.message.bytes" | "segment.bytes" | "min.insync.replicas" => TYPE_INT,
-        "retention.ms" | "retention.bytes" => TYPE_LONG,
-        _ => TYPE_STRING,
-    }
+    topic_config_def(name).map_or(TYPE_STRING, |d| d.kind.type_code())
+}
+
+fn broker_config_type(name: &str) -> i8 {
+    super::configs::DYNAMIC_BROKER_CONFIGS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(TYPE_STRING, |(_, k)| k.type_code())
 }
 
 pub(crate) fn create_topics(
@@ -185,9 +189,10 @@ pub(crate) fn create_topics(
                     .with_replication_factor(1);
                 if version >= 5 {
                     result = result.with_configs(Some(
-                        TOPIC_CONFIG_DEFAULTS
+                        TOPIC_CONFIGS
                             .iter()
-                            .map(|(k, _)| {
+                            .map(|d| {
+                                let k = &d.name;
                                 let explicit = meta.configs.contains_key(*k);
                                 CreatableTopicConfigs::default()
                                     .with_name(s(*k))
@@ -359,6 +364,11 @@ fn broker_configs(core: &BrokerCore) -> Vec<(&'static str, String, i8)> {
             TYPE_INT,
         ),
         ("log.segment.bytes", c.segment_bytes.to_string(), TYPE_INT),
+        (
+            "log.retention.check.interval.ms",
+            c.retention_check_interval_ms.to_string(),
+            TYPE_LONG,
+        ),
         ("broker.id", c.node_id.to_string(), TYPE_INT),
     ]
     .into_iter()
@@ -429,11 +439,12 @@ pub(crate) fn describe_configs(
                         .with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0)
                         .with_error_message(Some(s(format!("Topic {name} does not exist")))),
                     Some(meta) => base.with_configs(
-                        TOPIC_CONFIG_DEFAULTS
+                        TOPIC_CONFIGS
                             .iter()
-                            .filter(|(k, _)| wanted(k))
-                            .map(|(k, _)| {
-                                let source = if meta.configs.contains_key(*k) {
+                            .map(|d| d.name)
+                            .filter(|k| wanted(k))
+                            .map(|k| {
+                                let source = if meta.configs.contains_key(k) {
                                     SOURCE_TOPIC_CONFIG
                                 } else {
                                     SOURCE_DEFAULT_CONFIG
@@ -456,13 +467,42 @@ pub(crate) fn describe_configs(
                                 core.node_id()
                             ))))
                     } else {
+                        // Static settings, overlaid by the dynamic ones: the
+                        // cluster-wide defaults, then this node's own (not
+                        // for the resource "", the cluster default).
+                        let dynamic = core.dynamic_broker_configs();
+                        let mut rows: BTreeMap<String, (String, i8, i8)> = BTreeMap::new();
+                        {
+                            for (k, v, ty) in broker_configs(core) {
+                                rows.insert(k.to_string(), (v, SOURCE_STATIC_BROKER_CONFIG, ty));
+                            }
+                        }
+                        for (k, v) in &dynamic.cluster_default {
+                            rows.insert(
+                                k.clone(),
+                                (
+                                    v.clone(),
+                                    SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG,
+                                    broker_config_type(k),
+                                ),
+                            );
+                        }
+                        if !name.is_empty() {
+                            for (k, v) in &dynamic.node {
+                                rows.insert(
+                                    k.clone(),
+                                    (
+                                        v.clone(),
+                                        SOURCE_DYNAMIC_BROKER_CONFIG,
+                                        broker_config_type(k),
+                                    ),
+                                );
+                            }
+                        }
                         base.with_configs(
-                            broker_configs(core)
-                                .into_iter()
-                                .filter(|(k, _, _)| wanted(k))
-                                .map(|(k, v, ty)| {
-                                    entry(k, Some(v), SOURCE_STATIC_BROKER_CONFIG, ty)
-                                })
+                            rows.into_iter()
+                                .filter(|(k, _)| wanted(k))
+                                .map(|(k, (v, source, ty))| entry(&k, Some(v), source, ty))
                                 .collect(),
                         )
                     }
@@ -599,10 +639,14 @@ pub(crate) fn find_coordinator(
                         .with_node_id(BrokerId(-1))
                         .with_host(s(""))
                         .with_port(-1),
-                    None => c
-                        .with_node_id(BrokerId(core.node_id()))
-                        .with_host(host.clone())
-                        .with_port(port),
+                    None => {
+                        if req.key_type == KEY_TYPE_GROUP {
+                            core.ensure_offsets_topic();
+                        }
+                        c.with_node_id(BrokerId(core.node_id()))
+                            .with_host(host.clone())
+                            .with_port(port)
+                    }
                 }
             })
             .collect();
@@ -618,10 +662,15 @@ pub(crate) fn find_coordinator(
                 .with_node_id(BrokerId(-1))
                 .with_host(s(""))
                 .with_port(-1),
-            None => FindCoordinatorResponse::default()
-                .with_node_id(BrokerId(core.node_id()))
-                .with_host(host)
-                .with_port(port),
+            None => {
+                if key_type == KEY_TYPE_GROUP {
+                    core.ensure_offsets_topic();
+                }
+                FindCoordinatorResponse::default()
+                    .with_node_id(BrokerId(core.node_id()))
+                    .with_host(host)
+                    .with_port(port)
+            }
         }
     }
 }

@@ -32,7 +32,7 @@ use sharestream_protocol::txn_share_ack::TXN_SHARE_ACKNOWLEDGE_API_KEY;
 const SERVED: &[(i16, i16, i16)] = &[
     (0, 3, 12), // Produce
     (1, 4, 16), // Fetch
-    (2, 1, 6),  // ListOffsets
+    (2, 1, 8),  // ListOffsets (v7: MAX_TIMESTAMP; v8: EARLIEST_LOCAL = log start)
     (3, 0, 12), // Metadata
     (10, 0, 6), // FindCoordinator
     (18, 0, 5), // ApiVersions (v5: KIP-1242 cluster and node check)
@@ -45,7 +45,12 @@ const SERVED: &[(i16, i16, i16)] = &[
     (20, 1, 6), // DeleteTopics
     (32, 1, 4), // DescribeConfigs
     (37, 0, 3), // CreatePartitions
-    (44, 0, 1), // IncrementalAlterConfigs (GROUP resources)
+    (44, 0, 1), // IncrementalAlterConfigs (TOPIC, BROKER, GROUP resources)
+    (33, 0, 2), // AlterConfigs (TOPIC, BROKER resources)
+    (21, 0, 2), // DeleteRecords
+    (61, 0, 0), // DescribeProducers
+    (65, 0, 0), // DescribeTransactions
+    (66, 0, 1), // ListTransactions (v2's id pattern is not served)
     (60, 0, 2), // DescribeCluster
     (76, 1, 1), // ShareGroupHeartbeat
     (77, 1, 1), // ShareGroupDescribe

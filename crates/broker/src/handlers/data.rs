@@ -1,4 +1,4 @@
-//! Produce, Fetch and ListOffsets.
+//! Produce, Fetch, ListOffsets and DeleteRecords.
 //!
 //! Produce validates each batch in place (framing, magic, CRC-32C) without
 //! decoding records and hands it to the partition log, which assigns offsets
@@ -13,6 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
@@ -137,6 +140,7 @@ async fn check_txn_partition(
 async fn produce_partition(
     core: &Arc<BrokerCore>,
     version: i16,
+    acks: i16,
     topic: Option<&TopicMeta>,
     partition: i32,
     records: Option<Bytes>,
@@ -154,6 +158,25 @@ async fn produce_partition(
             format!("Partition {partition} of {} does not exist.", topic.name),
         );
     };
+    if topic.is_internal() {
+        return PartitionResult::error(
+            ErrorCode::INVALID_TOPIC_EXCEPTION,
+            format!("Cannot append to internal topic {}", topic.name),
+        );
+    }
+    // One node is every in-sync replica there is: acks=all on a topic
+    // asking for more is refused before anything is written, as Kafka
+    // does with too few in-sync replicas.
+    let min_isr = topic.config_i64("min.insync.replicas").unwrap_or(1);
+    if acks == -1 && min_isr > 1 {
+        return PartitionResult::error(
+            ErrorCode::NOT_ENOUGH_REPLICAS,
+            format!(
+                "The size of the current ISR 1 is insufficient to satisfy the min.isr requirement of {min_isr} for partition {}-{partition}",
+                topic.name
+            ),
+        );
+    }
     let records = records.unwrap_or_default();
     let batches = match RecordBatchView::parse_all(records) {
         Ok(b) if !b.is_empty() => b,
@@ -270,6 +293,7 @@ pub(crate) async fn produce(
                 produce_partition(
                     core,
                     version,
+                    acks,
                     topic.as_ref(),
                     p.index,
                     p.records,
@@ -546,6 +570,16 @@ pub(crate) fn list_offsets(
                         return base.with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0);
                     };
                     let log = log.lock();
+                    // A timestamp lookup answers only offsets a consumer of
+                    // this isolation level may read: below the LSO for
+                    // read_committed (as Kafka filters them).
+                    let readable = |x: crate::log::TimestampOffset| {
+                        if read_committed && x.offset >= log.last_stable_offset() {
+                            (-1, -1)
+                        } else {
+                            (x.offset, x.timestamp)
+                        }
+                    };
                     let (offset, timestamp) = match p.timestamp {
                         LATEST => (
                             if read_committed {
@@ -556,12 +590,17 @@ pub(crate) fn list_offsets(
                             -1,
                         ),
                         EARLIEST | EARLIEST_LOCAL => (log.log_start_offset(), -1),
-                        // Needs ListOffsets v7, which is not advertised yet.
+                        // KIP-734 (v7+): the record with the largest timestamp.
+                        MAX_TIMESTAMP if ctx.version() >= 7 => match log.max_timestamp_offset() {
+                            Ok(Some(x)) => readable(x),
+                            Ok(None) => (-1, -1),
+                            Err(e) => return base.with_error_code(e.error_code().0),
+                        },
                         MAX_TIMESTAMP => {
                             return base.with_error_code(ErrorCode::UNSUPPORTED_VERSION.0);
                         }
                         ts if ts >= 0 => match log.offset_for_timestamp(ts) {
-                            Ok(Some(x)) => (x.offset, x.timestamp),
+                            Ok(Some(x)) => readable(x),
                             Ok(None) => (-1, -1),
                             Err(e) => return base.with_error_code(e.error_code().0),
                         },
@@ -584,4 +623,77 @@ pub(crate) fn list_offsets(
         })
         .collect();
     ListOffsetsResponse::default().with_topics(topics)
+}
+
+/// DeleteRecords (KIP-107): raises each partition's log start offset.
+///
+/// As Kafka's KafkaApis: Delete on the topic, else every partition of it
+/// is TOPIC_AUTHORIZATION_FAILED; then an unknown topic or partition is
+/// UNKNOWN_TOPIC_OR_PARTITION; an internal topic is
+/// INVALID_TOPIC_EXCEPTION; a topic whose `cleanup.policy` lacks
+/// `delete` is POLICY_VIOLATION; an offset above the high watermark (or
+/// negative other than -1, the high watermark) is OFFSET_OUT_OF_RANGE.
+/// The low watermark answered is the new log start offset, made durable
+/// first in disk mode.
+pub(crate) async fn delete_records(
+    core: &Arc<BrokerCore>,
+    ctx: &RequestContext,
+    req: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let name = t.name.0.to_string();
+        let denied = !ctx.allowed(core, AclOperation::Delete, &Resource::topic(&name));
+        let meta = lookup_topic(core, &name, Uuid::nil());
+        let mut parts = Vec::with_capacity(t.partitions.len());
+        for p in t.partitions {
+            let result = DeleteRecordsPartitionResult::default()
+                .with_partition_index(p.partition_index)
+                .with_low_watermark(-1);
+            let outcome = if denied {
+                Err(ErrorCode::TOPIC_AUTHORIZATION_FAILED)
+            } else {
+                match meta
+                    .as_ref()
+                    .and_then(|m| core.partition(m.id, p.partition_index).map(|l| (m, l)))
+                {
+                    None => Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION),
+                    Some((m, _)) if m.is_internal() => Err(ErrorCode::INVALID_TOPIC_EXCEPTION),
+                    Some((m, _))
+                        if !m
+                            .config("cleanup.policy")
+                            .is_some_and(|c| c.split(',').any(|x| x.trim() == "delete")) =>
+                    {
+                        Err(ErrorCode::POLICY_VIOLATION)
+                    }
+                    Some((_, log)) => {
+                        let offset = p.offset;
+                        let run = move || log.lock().delete_records_before(offset);
+                        let res = match core.config().storage {
+                            StorageMode::Memory => run(),
+                            StorageMode::Directory(_) => tokio::task::spawn_blocking(run)
+                                .await
+                                .expect("storage task panicked"),
+                        };
+                        res.map_err(|e| {
+                            if matches!(e, LogError::Io { .. }) {
+                                tracing::error!(topic = %name, partition = p.partition_index, error = %e, "DeleteRecords failed");
+                            }
+                            e.error_code()
+                        })
+                    }
+                }
+            };
+            parts.push(match outcome {
+                Ok(low) => result.with_low_watermark(low),
+                Err(code) => result.with_error_code(code.0),
+            });
+        }
+        topics.push(
+            DeleteRecordsTopicResult::default()
+                .with_name(t.name)
+                .with_partitions(parts),
+        );
+    }
+    DeleteRecordsResponse::default().with_topics(topics)
 }

@@ -1,5 +1,8 @@
 //! Metadata: brokers, topics with their ids, partition leaders.
 //!
+//! `__consumer_offsets` is listed with `is_internal` true once it exists
+//! (FindCoordinator for a group creates it, as Kafka's does).
+//!
 //! Authorization, as Kafka's: an all-topics request lists only the topics
 //! the principal may Describe; a named topic it may not Describe is
 //! answered TOPIC_AUTHORIZATION_FAILED whether or not it exists (by id:
@@ -36,7 +39,7 @@ fn topic_entry(core: &BrokerCore, t: &TopicMeta) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(t.name.clone()))))
         .with_topic_id(t.id)
-        .with_is_internal(false)
+        .with_is_internal(t.is_internal())
         .with_partitions(
             (0..t.partitions)
                 .map(|p| {
@@ -141,7 +144,21 @@ pub(crate) fn handle(
                                     ));
                                     continue;
                                 }
-                                let entry = if auto_create {
+                                let entry = if auto_create
+                                    && name == crate::topics::CONSUMER_OFFSETS_TOPIC
+                                {
+                                    // Created as the internal topic, as Kafka's
+                                    // auto-creation does for this name.
+                                    core.ensure_offsets_topic();
+                                    match core.topics().read().get(&name) {
+                                        Some(meta) => topic_entry(core, meta),
+                                        None => error_entry(
+                                            Some(&name),
+                                            Uuid::nil(),
+                                            ErrorCode::LEADER_NOT_AVAILABLE,
+                                        ),
+                                    }
+                                } else if auto_create {
                                     match core.create_topic(
                                         &name,
                                         core.config().default_partitions,

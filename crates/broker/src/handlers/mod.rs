@@ -9,6 +9,7 @@
 mod acls;
 mod admin;
 mod api_versions;
+mod configs;
 mod consumer_group;
 mod data;
 mod features;
@@ -16,6 +17,7 @@ mod group_admin;
 mod metadata;
 mod share;
 mod txn;
+mod txn_admin;
 mod txn_share_ack;
 
 use std::sync::Arc;
@@ -197,8 +199,28 @@ pub(crate) async fn dispatch(
                 respond::<FindCoordinatorRequest>(&ctx, &resp, out)
             }
             RequestKind::IncrementalAlterConfigs(r) => {
-                let resp = share::incremental_alter_configs(core, &ctx, r);
+                let resp = configs::incremental_alter_configs(core, &ctx, r);
                 respond::<IncrementalAlterConfigsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::AlterConfigs(r) => {
+                let resp = configs::alter_configs(core, &ctx, r);
+                respond::<AlterConfigsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DescribeProducers(r) => {
+                let resp = txn_admin::describe_producers(core, &ctx, r);
+                respond::<DescribeProducersRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DescribeTransactions(r) => {
+                let resp = txn_admin::describe_transactions(core, &ctx, r);
+                respond::<DescribeTransactionsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::ListTransactions(r) => {
+                let resp = txn_admin::list_transactions(core, &ctx, r);
+                respond::<ListTransactionsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DeleteRecords(r) => {
+                let resp = data::delete_records(core, &ctx, r).await;
+                respond::<DeleteRecordsRequest>(&ctx, &resp, out)
             }
             RequestKind::ShareGroupHeartbeat(r) => {
                 let resp = share::share_group_heartbeat(core, &ctx, r);

@@ -42,8 +42,20 @@
 //! appended twice, and the LSO and aborted-transaction index come back as
 //! they were.
 //!
-//! Not implemented: retention and DeleteRecords (the log start offset is the
-//! first segment's base offset), compaction, producer-id expiry.
+//! # Log start offset, DeleteRecords and retention
+//!
+//! The log start offset is the first offset a reader may see. DeleteRecords
+//! ([`PartitionLog::delete_records_before`]) raises it to any offset up to
+//! the high watermark, even inside a batch, and writes it to
+//! `log-start-offset` (atomic replace) before answering; segments wholly
+//! below it are deleted. Fetch below it is OFFSET_OUT_OF_RANGE, ListOffsets
+//! EARLIEST returns it, timestamp lookups skip records below it.
+//! [`PartitionLog::enforce_retention`] applies `retention.ms` and
+//! `retention.bytes` to closed segments (the broker's timer calls it);
+//! the active segment is never deleted by retention.
+//!
+//! Not implemented: compaction (`cleanup.policy=compact` is accepted and
+//! not applied), producer-id expiry.
 //!
 //! # Producer state
 //!
@@ -75,7 +87,8 @@ use std::time::Duration;
 
 pub use control::{ControlType, EndTxnMarker, parse_end_txn_marker};
 pub use partition::{
-    AppendInfo, AppendOptions, CLEAN_SHUTDOWN_FILE, PartitionLog, RecoveryReport, TimestampOffset,
+    AppendInfo, AppendOptions, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, PartitionLog,
+    RecoveryReport, RetentionOutcome, TimestampOffset,
 };
 pub use producer_state::{
     AbortedTxn, BatchMetadata, CompletedTxn, ProducerEntry, ProducerStateError,

@@ -24,6 +24,11 @@ use sharestream_protocol::records::batch::{
 /// segment and the producer snapshot at the log end are complete.
 pub const CLEAN_SHUTDOWN_FILE: &str = ".clean_shutdown";
 
+/// The log start offset set by DeleteRecords (or retention), when it lies
+/// above the first segment's base offset: 8 bytes, big-endian, replaced
+/// atomically.
+pub const LOG_START_OFFSET_FILE: &str = "log-start-offset";
+
 /// Producer-state snapshots kept in the directory.
 const SNAPSHOTS_KEPT: usize = 2;
 
@@ -70,10 +75,19 @@ pub struct AppendInfo {
 /// Timestamp lookup result (ListOffsets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimestampOffset {
-    /// The max timestamp of the batch found.
+    /// The timestamp of the record found.
     pub timestamp: i64,
-    /// Its base offset.
+    /// Its offset.
     pub offset: i64,
+}
+
+/// What [`PartitionLog::enforce_retention`] removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetentionOutcome {
+    /// Segments deleted.
+    pub deleted_segments: usize,
+    /// The log start offset afterwards.
+    pub log_start_offset: i64,
 }
 
 /// What opening the log found and did.
@@ -106,6 +120,9 @@ pub struct PartitionLog {
     last_flush: Option<Instant>,
     snapshot_offsets: Vec<i64>,
     recovery: RecoveryReport,
+    /// First offset a reader may see: the first segment's base offset, or
+    /// above it after DeleteRecords (KIP-107). Never above the log end.
+    log_start: i64,
 }
 
 impl PartitionLog {
@@ -126,6 +143,7 @@ impl PartitionLog {
                 clean_shutdown: true,
                 ..Default::default()
             },
+            log_start: 0,
         }
     }
 
@@ -212,7 +230,21 @@ impl PartitionLog {
             last_flush: None,
             snapshot_offsets: Vec::new(),
             recovery: RecoveryReport::default(),
+            log_start: 0,
         };
+        log.log_start = log.segments[0].base_offset;
+        match fs::read(dir.join(LOG_START_OFFSET_FILE)) {
+            Ok(b) if b.len() == 8 => {
+                let saved = i64::from_be_bytes(b.try_into().expect("8 bytes"));
+                // Not beyond the recovered log end (a cut tail lost data).
+                log.log_start = saved.min(log.log_end_offset()).max(log.log_start);
+            }
+            Ok(_) => {
+                tracing::warn!(dir = %dir.display(), "ignoring an unreadable log start offset file")
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err("reading the log start offset")(e)),
+        }
         log.load_producer_state(snapshots, &mut report)?;
         if clean {
             fs::remove_file(&marker).map_err(io_err("removing the clean-shutdown marker"))?;
@@ -262,7 +294,7 @@ impl PartitionLog {
                 report.snapshot_offset = Some(off);
                 off
             }
-            None => self.log_start_offset(),
+            None => self.segments[0].base_offset,
         };
         report.replayed_batches = self.replay_producer_state(from)?;
         Ok(())
@@ -338,9 +370,115 @@ impl PartitionLog {
         self.dir.as_deref()
     }
 
-    /// First offset in the log.
+    /// First offset in the log a reader may see (raised by
+    /// [`Self::delete_records_before`] and [`Self::enforce_retention`]).
     pub fn log_start_offset(&self) -> i64 {
-        self.segments[0].base_offset
+        self.log_start
+    }
+
+    /// DeleteRecords (KIP-107): raises the log start offset to `offset`
+    /// (-1 = the high watermark) and deletes the segments wholly below it
+    /// (never the active one). The new start is made durable before this
+    /// returns. OFFSET_OUT_OF_RANGE for an offset above the high watermark
+    /// or negative; an offset at or below the current start changes
+    /// nothing. Returns the log start offset (the low watermark).
+    pub fn delete_records_before(&mut self, offset: i64) -> Result<i64, LogError> {
+        let hw = self.high_watermark();
+        let offset = if offset == -1 { hw } else { offset };
+        if offset < 0 || offset > hw {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start,
+                log_end_offset: hw,
+            });
+        }
+        if offset > self.log_start {
+            self.set_log_start(offset)?;
+            self.delete_segments_below_start()?;
+        }
+        Ok(self.log_start)
+    }
+
+    fn set_log_start(&mut self, offset: i64) -> Result<(), LogError> {
+        if let Some(dir) = &self.dir {
+            write_atomic(&dir.join(LOG_START_OFFSET_FILE), &offset.to_be_bytes())
+                .map_err(io_err("writing the log start offset"))?;
+        }
+        self.log_start = offset;
+        Ok(())
+    }
+
+    /// Deletes the closed segments whose every offset is below the log
+    /// start offset.
+    fn delete_segments_below_start(&mut self) -> Result<usize, LogError> {
+        let mut deleted = 0;
+        while self.segments.len() > 1 && self.segments[1].base_offset <= self.log_start {
+            self.segments
+                .remove(0)
+                .delete()
+                .map_err(io_err("deleting a segment"))?;
+            deleted += 1;
+        }
+        if deleted > 0
+            && let Some(dir) = &self.dir
+        {
+            sync_dir(dir).map_err(io_err("syncing the partition directory"))?;
+        }
+        Ok(deleted)
+    }
+
+    /// Time and size retention (`retention.ms`, `retention.bytes`; -1 =
+    /// unlimited), as Kafka's log cleaner thread applies it with
+    /// `cleanup.policy=delete`: deletes the oldest closed segments whose
+    /// largest timestamp is more than `retention_ms` before `now_ms`, and
+    /// the oldest closed segments while the log without them still holds
+    /// at least `retention_bytes`. The active segment is never deleted (it
+    /// goes once it has rolled), and the log start offset moves to the
+    /// first remaining segment.
+    pub fn enforce_retention(
+        &mut self,
+        now_ms: i64,
+        retention_ms: i64,
+        retention_bytes: i64,
+    ) -> Result<RetentionOutcome, LogError> {
+        let mut cut = 0;
+        let mut size = self.size_bytes();
+        while cut + 1 < self.segments.len() {
+            let seg = &self.segments[cut];
+            let expired = retention_ms >= 0
+                && seg.max_timestamp >= 0
+                && now_ms.saturating_sub(seg.max_timestamp) > retention_ms;
+            let over =
+                retention_bytes >= 0 && size.saturating_sub(seg.size()) >= retention_bytes as u64;
+            if !(expired || over) {
+                break;
+            }
+            size -= seg.size();
+            cut += 1;
+        }
+        let mut outcome = RetentionOutcome {
+            deleted_segments: 0,
+            log_start_offset: self.log_start,
+        };
+        if cut == 0 {
+            return Ok(outcome);
+        }
+        let new_start = self.segments[cut].base_offset;
+        if new_start > self.log_start {
+            self.set_log_start(new_start)?;
+        }
+        outcome.deleted_segments = self.delete_segments_below_start()?;
+        outcome.log_start_offset = self.log_start;
+        Ok(outcome)
+    }
+
+    /// Changes the settings a topic config alteration touches
+    /// (`max.message.bytes`, `segment.bytes`); they apply from the next
+    /// append.
+    pub fn set_limits(&mut self, max_message_bytes: usize, segment_bytes: u64) {
+        self.config.max_message_bytes = max_message_bytes;
+        self.config.segment_bytes = segment_bytes;
+        self.config = self.config.clone().normalized();
     }
 
     /// Offset the next record will get (log end offset).
@@ -774,23 +912,87 @@ impl PartitionLog {
         })
     }
 
-    /// ListOffsets by timestamp: the first batch whose max timestamp is at
-    /// least `timestamp` (its base offset and max timestamp), or None.
-    /// Batch granularity: records of that batch before the target time are
-    /// included, as the batch is never decoded.
+    /// ListOffsets by timestamp: the first record at or after the log
+    /// start offset whose timestamp is at least `timestamp` (its offset and
+    /// timestamp), or None. The index and the batch headers find the first
+    /// batch that can hold one; only that batch is decoded.
     pub fn offset_for_timestamp(
         &self,
         timestamp: i64,
     ) -> Result<Option<TimestampOffset>, LogError> {
+        self.find_record(timestamp, |ts| ts >= timestamp)
+    }
+
+    /// ListOffsets MAX_TIMESTAMP (-3, KIP-734): the first record (at or
+    /// after the log start offset) holding the largest timestamp of the
+    /// log, or None for an empty log.
+    pub fn max_timestamp_offset(&self) -> Result<Option<TimestampOffset>, LogError> {
+        let max = self
+            .segments
+            .iter()
+            .filter(|s| s.next_offset > self.log_start)
+            .map(|s| s.max_timestamp)
+            .max();
+        match max {
+            Some(max) if max >= 0 => self.find_record(max, |ts| ts == max),
+            _ => Ok(None),
+        }
+    }
+
+    /// The first record at or after the log start offset in a batch whose
+    /// max timestamp is at least `at_least`, with `wanted(timestamp)`.
+    fn find_record(
+        &self,
+        at_least: i64,
+        wanted: impl Fn(i64) -> bool,
+    ) -> Result<Option<TimestampOffset>, LogError> {
+        let start = self.log_start;
         for seg in &self.segments {
-            if let Some((ts, off)) = seg
-                .offset_for_timestamp(timestamp)
+            if seg.next_offset <= start {
+                continue;
+            }
+            let mut pos = 0;
+            while let Some((p, h)) = seg
+                .next_batch_with_timestamp(at_least, pos)
                 .map_err(io_err("reading a segment"))?
             {
-                return Ok(Some(TimestampOffset {
-                    timestamp: ts,
-                    offset: off,
-                }));
+                pos = p + h.size;
+                if h.last_offset < start {
+                    continue;
+                }
+                let mut bytes = seg
+                    .read_bytes(p, h.size)
+                    .map_err(io_err("reading a segment"))?;
+                let records = RecordBatchView::split_from(&mut bytes)
+                    .ok()
+                    .flatten()
+                    .and_then(|v| {
+                        v.records(sharestream_protocol::records::DEFAULT_MAX_DECOMPRESSED)
+                            .ok()
+                            .map(|rs| (v.base_offset(), rs))
+                    });
+                match records {
+                    Some((base, records)) => {
+                        if let Some(r) = records
+                            .iter()
+                            .find(|r| r.offset(base) >= start && wanted(r.timestamp))
+                        {
+                            return Ok(Some(TimestampOffset {
+                                timestamp: r.timestamp,
+                                offset: r.offset(base),
+                            }));
+                        }
+                    }
+                    // An undecodable batch (it passed the CRC at append):
+                    // answered at batch granularity.
+                    None if wanted(h.max_timestamp) => {
+                        return Ok(Some(TimestampOffset {
+                            timestamp: h.max_timestamp,
+                            offset: h.base_offset.max(start),
+                        }));
+                    }
+                    None => {}
+                }
             }
         }
         Ok(None)

@@ -330,6 +330,13 @@ impl ProducerStateManager {
         self.producers.get(&producer_id)
     }
 
+    /// Every producer id known here, ascending (DescribeProducers).
+    pub fn producer_ids(&self) -> Vec<i64> {
+        let mut ids: Vec<i64> = self.producers.keys().copied().collect();
+        ids.sort_unstable();
+        ids
+    }
+
     /// Number of producers known.
     pub fn producer_count(&self) -> usize {
         self.producers.len()

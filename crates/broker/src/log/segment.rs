@@ -401,27 +401,33 @@ impl Segment {
         Ok((Bytes::from(buf), pos + off as u64 == size))
     }
 
-    /// Base offset and max timestamp of the first batch whose max timestamp
-    /// is at least `timestamp`.
-    pub(crate) fn offset_for_timestamp(&self, timestamp: i64) -> io::Result<Option<(i64, i64)>> {
+    /// Position and header of the first batch at or after position `from`
+    /// whose max timestamp is at least `timestamp` (the index skips the
+    /// batches that cannot qualify).
+    pub(crate) fn next_batch_with_timestamp(
+        &self,
+        timestamp: i64,
+        from: u64,
+    ) -> io::Result<Option<(u64, BatchHeader)>> {
         if self.max_timestamp < timestamp {
             return Ok(None);
         }
         let i = self
             .entries
             .partition_point(|e| e.max_timestamp_before < timestamp);
-        let mut pos = if i == 0 {
+        let indexed = if i == 0 {
             0
         } else {
             self.entries[i - 1].position as u64
         };
+        let mut pos = from.max(indexed);
         let size = self.log.len();
         while pos < size {
             let Some(h) = self.read_header(pos)? else {
                 break;
             };
             if h.max_timestamp >= timestamp {
-                return Ok(Some((h.max_timestamp, h.base_offset)));
+                return Ok(Some((pos, h)));
             }
             pos += h.size;
         }

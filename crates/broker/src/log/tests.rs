@@ -252,7 +252,7 @@ fn sparse_index_finds_every_offset_across_segments_and_reopens() {
 }
 
 #[test]
-fn offset_for_timestamp_finds_the_first_batch_reaching_it() {
+fn offset_for_timestamp_finds_the_first_record_reaching_it() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(1_500, 200);
     let mut log = PartitionLog::open(dir.path(), cfg.clone()).unwrap();
@@ -263,18 +263,156 @@ fn offset_for_timestamp_finds_the_first_batch_reaching_it() {
     }
     let check = |log: &PartitionLog| {
         let found = log.offset_for_timestamp(0).unwrap().unwrap();
-        assert_eq!((found.offset, found.timestamp), (0, 2));
+        assert_eq!((found.offset, found.timestamp), (0, 0));
+        // Inside batch 10 (offsets 30..32, timestamps 100..102): the record.
         let found = log.offset_for_timestamp(101).unwrap().unwrap();
-        assert_eq!((found.offset, found.timestamp), (30, 102));
+        assert_eq!((found.offset, found.timestamp), (31, 101));
         let found = log.offset_for_timestamp(103).unwrap().unwrap();
-        assert_eq!((found.offset, found.timestamp), (33, 112));
+        assert_eq!((found.offset, found.timestamp), (33, 110));
         let found = log.offset_for_timestamp(392).unwrap().unwrap();
-        assert_eq!(found.offset, 39 * 3);
+        assert_eq!((found.offset, found.timestamp), (39 * 3 + 2, 392));
         assert_eq!(log.offset_for_timestamp(393).unwrap(), None);
+        let max = log.max_timestamp_offset().unwrap().unwrap();
+        assert_eq!((max.offset, max.timestamp), (39 * 3 + 2, 392));
     };
     check(&log);
     log.close().unwrap();
     check(&PartitionLog::open(dir.path(), cfg).unwrap());
+}
+
+/// Two records of one batch, far apart in time: the lookup of the later
+/// timestamp names the second record, not the batch.
+fn two_timestamps(first: i64, second: i64) -> RecordBatchView {
+    use sharestream_protocol::records::{BatchSpec, Record as OurRecord, encode_batch};
+    let v = || Some(Bytes::from_static(b"v"));
+    let mut wire = encode_batch(
+        &BatchSpec::default(),
+        &[
+            OurRecord::new(0, first, None, v()),
+            OurRecord::new(1, second, None, v()),
+        ],
+    )
+    .unwrap();
+    let b = RecordBatchView::split_from(&mut wire).unwrap().unwrap();
+    assert!(wire.is_empty(), "one batch holds both records");
+    b
+}
+
+#[test]
+fn timestamp_lookup_is_per_record_within_a_batch() {
+    let mut log = PartitionLog::in_memory(LogConfig::default());
+    append1(&mut log, two_timestamps(1234, 999_999_999_999)).unwrap();
+    let hit = |ts| {
+        log.offset_for_timestamp(ts)
+            .unwrap()
+            .map(|x| (x.offset, x.timestamp))
+    };
+    assert_eq!(hit(999_999_999_999), Some((1, 999_999_999_999)));
+    assert_eq!(hit(1235), Some((1, 999_999_999_999)));
+    assert_eq!(hit(1234), Some((0, 1234)));
+    assert_eq!(hit(1_000_000_000_000), None);
+    let max = log.max_timestamp_offset().unwrap().unwrap();
+    assert_eq!((max.offset, max.timestamp), (1, 999_999_999_999));
+    // A max timestamp earlier in the log than the last record.
+    append1(&mut log, plain(2, 50)).unwrap();
+    let max = log.max_timestamp_offset().unwrap().unwrap();
+    assert_eq!(max.offset, 1);
+    assert_eq!(
+        PartitionLog::in_memory(LogConfig::default())
+            .max_timestamp_offset()
+            .unwrap(),
+        None
+    );
+}
+
+#[test]
+fn delete_records_moves_the_start_durably_and_drops_whole_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(600, 100);
+    let mut log = PartitionLog::open(dir.path(), cfg.clone()).unwrap();
+    for i in 0..20 {
+        append1(&mut log, plain(3, 1_000 + i)).unwrap();
+    }
+    let segments_before = log.segment_count();
+    assert!(segments_before > 3, "the test needs several segments");
+    // Above the high watermark, and negative other than -1: out of range.
+    for bad in [61, -2] {
+        assert_eq!(
+            log.delete_records_before(bad).unwrap_err().error_code(),
+            sharestream_protocol::ErrorCode::OFFSET_OUT_OF_RANGE
+        );
+    }
+    assert_eq!(log.log_start_offset(), 0);
+    // Inside a batch: the start is exactly that offset.
+    assert_eq!(log.delete_records_before(31).unwrap(), 31);
+    assert!(log.segment_count() < segments_before);
+    assert!(log.segment_base_offsets()[0] <= 31);
+    // Lower than the start: nothing changes.
+    assert_eq!(log.delete_records_before(10).unwrap(), 31);
+    // Reads below the start are out of range; at it, the batch holding it.
+    assert_eq!(
+        log.read(30, 1 << 20).unwrap_err().error_code(),
+        sharestream_protocol::ErrorCode::OFFSET_OUT_OF_RANGE
+    );
+    let first = read_all(&log, 31);
+    assert_eq!(first[0].base_offset(), 30);
+    // Timestamp lookups skip records below the start.
+    let found = log.offset_for_timestamp(0).unwrap().unwrap();
+    assert_eq!(found.offset, 31);
+    // Survives an unclean restart.
+    drop(log);
+    let mut log = PartitionLog::open(dir.path(), cfg.clone()).unwrap();
+    assert_eq!(log.log_start_offset(), 31);
+    assert_eq!(log.log_end_offset(), 60);
+    // -1 means the high watermark.
+    assert_eq!(log.delete_records_before(-1).unwrap(), 60);
+    log.close().unwrap();
+    let log = PartitionLog::open(dir.path(), cfg).unwrap();
+    assert_eq!(log.log_start_offset(), 60);
+    assert!(log.read(60, 100).unwrap().is_empty());
+}
+
+#[test]
+fn retention_deletes_old_and_excess_closed_segments_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), config(600, 100)).unwrap();
+    for i in 0..20 {
+        append1(&mut log, plain(3, 1_000 * i)).unwrap();
+    }
+    let segments = log.segment_count();
+    assert!(segments > 3);
+    // Nothing is old enough or too big.
+    let out = log.enforce_retention(20_000, 100_000, -1).unwrap();
+    assert_eq!(out.deleted_segments, 0);
+    assert_eq!(log.log_start_offset(), 0);
+    // Time: segments whose newest record is more than 10 s old at t=25 s.
+    // Record o has timestamp 1000 * (o / 3) + o % 3; a closed segment's
+    // newest record is the one before the next segment's base.
+    let ts_of = |o: i64| 1_000 * (o / 3) + o % 3;
+    let bases = log.segment_base_offsets();
+    let expected_start = bases
+        .windows(2)
+        .find(|w| 25_000 - ts_of(w[1] - 1) <= 10_000)
+        .map_or(*bases.last().unwrap(), |w| w[0]);
+    assert!(expected_start > 0);
+    let out = log.enforce_retention(25_000, 10_000, -1).unwrap();
+    assert!(out.deleted_segments > 0);
+    assert_eq!(log.log_start_offset(), expected_start);
+    assert_eq!(out.log_start_offset, expected_start);
+    assert_eq!(log.segment_base_offsets()[0], expected_start);
+    let first = log.offset_for_timestamp(0).unwrap().unwrap();
+    assert_eq!(
+        (first.offset, first.timestamp),
+        (expected_start, ts_of(expected_start))
+    );
+    // Size: keep at least 1 byte, i.e. only the active segment survives.
+    log.enforce_retention(25_000, -1, 1).unwrap();
+    assert_eq!(log.segment_count(), 1);
+    assert_eq!(log.log_end_offset(), 60);
+    drop(log);
+    let log = PartitionLog::open(dir.path(), config(600, 100)).unwrap();
+    assert_eq!(log.segment_count(), 1);
+    assert_eq!(log.log_start_offset(), log.segment_base_offsets()[0]);
 }
 
 #[test]
