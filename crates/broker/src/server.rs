@@ -194,7 +194,7 @@ async fn share_tick_loop(core: Arc<BrokerCore>, mut shutdown: watch::Receiver<bo
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                core.shares().tick(crate::shares::unix_now_ms());
+                core.shares().tick(core.now_ms());
             }
             _ = shutdown.changed() => return,
         }
@@ -306,7 +306,7 @@ impl Drop for ConnectionClosed {
     fn drop(&mut self) {
         self.core
             .shares()
-            .connection_closed(self.connection_id, crate::shares::unix_now_ms());
+            .connection_closed(self.connection_id, self.core.now_ms());
     }
 }
 

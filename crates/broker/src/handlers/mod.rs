@@ -201,7 +201,7 @@ pub(crate) async fn dispatch(
                 respond::<IncrementalAlterConfigsRequest>(&ctx, &resp, out)
             }
             RequestKind::ShareGroupHeartbeat(r) => {
-                let resp = share::share_group_heartbeat(core, &ctx, r);
+                let resp = share::share_group_heartbeat(core, &ctx, r).await;
                 respond::<ShareGroupHeartbeatRequest>(&ctx, &resp, out)
             }
             RequestKind::ShareGroupDescribe(r) => {
@@ -282,7 +282,7 @@ pub(crate) async fn dispatch(
             respond::<ShareFetchV2Request>(&ctx, &resp, out)
         }
         AnyRequest::ShareAcknowledge(r) => {
-            let resp = share::share_acknowledge(core, &ctx, r);
+            let resp = share::share_acknowledge(core, &ctx, r).await;
             respond::<ShareAcknowledgeV2Request>(&ctx, &resp, out)
         }
         AnyRequest::TxnShareAcknowledge(r) => {
