@@ -311,7 +311,8 @@ impl Durable {
     }
 
     fn outcome(done: &Done, after: u64, upto: u64) -> Result<(), ErrorCode> {
-        let lost = done.failed.iter().any(|&(lo, hi)| lo <= upto && hi > after);
+        // The call's records are `after + 1 ..= upto` (none when equal).
+        let lost = after < upto && done.failed.iter().any(|&(lo, hi)| lo <= upto && hi > after);
         if lost {
             Err(ErrorCode::KAFKA_STORAGE_ERROR)
         } else {
@@ -345,5 +346,99 @@ impl Durable {
             shared.done_cv.wait(&mut done);
         }
         Self::outcome(&done, after, upto)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn journal(dir: &std::path::Path) -> Journal {
+        let (log, records, _) = StateLog::open(dir.join("share.log")).unwrap();
+        assert!(records.is_empty());
+        Journal::start(log).unwrap()
+    }
+
+    #[test]
+    fn records_queued_while_a_batch_is_written_share_the_next_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = journal(dir.path());
+        let n = 50u64;
+        let durable = {
+            // Holding the completion lock stops the writer after its first
+            // batch, before it can publish it: every later record queues.
+            let _hold = j.shared.done.lock();
+            let first = j.append(b"r0".to_vec());
+            for i in 1..n {
+                j.append(format!("r{i}").into_bytes());
+            }
+            j.durable(first - 1, j.enqueued())
+        };
+        assert_eq!(durable.wait_blocking(), Ok(()));
+        // The first record alone (or with all the others), then the rest
+        // together: never one flush per record.
+        assert!(j.batches() <= 2, "{} batches for {n} records", j.batches());
+        drop(j);
+        let (_, records, _) = StateLog::open(dir.path().join("share.log")).unwrap();
+        let expected: Vec<Vec<u8>> = (0..n).map(|i| format!("r{i}").into_bytes()).collect();
+        let got: Vec<Vec<u8>> = records.iter().map(|r| r.to_vec()).collect();
+        assert_eq!(got, expected, "in queue order");
+    }
+
+    #[tokio::test]
+    async fn a_durable_wait_ends_only_once_its_records_are_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = journal(dir.path());
+        let hold = j.shared.done.lock();
+        let before = j.enqueued();
+        j.append(b"x".to_vec());
+        let durable = j.durable(before, j.enqueued());
+        let waiter = tokio::spawn(durable.wait());
+        tokio::task::yield_now().await;
+        assert!(
+            !waiter.is_finished(),
+            "answered before the record was durable"
+        );
+        drop(hold);
+        assert_eq!(waiter.await.unwrap(), Ok(()));
+        let (_, records, _) = StateLog::open(dir.path().join("share.log")).unwrap();
+        assert_eq!(records.len(), 1);
+    }
+
+    #[test]
+    fn a_failed_batch_fails_the_waits_with_records_in_it_only() {
+        let mut done = Done::default();
+        done.completed = 10;
+        done.failed.push((4, 6));
+        assert_eq!(Durable::outcome(&done, 0, 3), Ok(()), "before the batch");
+        assert_eq!(
+            Durable::outcome(&done, 3, 4),
+            Err(ErrorCode::KAFKA_STORAGE_ERROR)
+        );
+        assert_eq!(
+            Durable::outcome(&done, 5, 9),
+            Err(ErrorCode::KAFKA_STORAGE_ERROR)
+        );
+        assert_eq!(Durable::outcome(&done, 6, 9), Ok(()), "after the batch");
+        // A call that queued nothing has nothing to lose.
+        assert_eq!(Durable::outcome(&done, 5, 5), Ok(()));
+    }
+
+    #[test]
+    fn a_rewrite_in_the_queue_replaces_what_came_before_it_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = journal(dir.path());
+        let mark = j.enqueued();
+        for i in 0..20 {
+            j.append(format!("old{i}").into_bytes());
+        }
+        j.rewrite(vec![b"live".to_vec()]);
+        j.append(b"after".to_vec());
+        j.durable(mark, j.enqueued()).wait_blocking().unwrap();
+        assert!(!j.rewrite_queued());
+        drop(j);
+        let (_, records, _) = StateLog::open(dir.path().join("share.log")).unwrap();
+        let got: Vec<&[u8]> = records.iter().map(|r| r.as_ref()).collect();
+        assert_eq!(got, vec![b"live".as_slice(), b"after".as_slice()]);
     }
 }

@@ -630,3 +630,112 @@ fn changed_group_configs_reach_existing_share_partitions() {
     assert_eq!(after.state, RecordState::Acquired);
     assert_eq!(after.lock_deadline_ms, Some(T0 + 1 + 15_000));
 }
+
+#[tokio::test]
+async fn an_acknowledgement_is_on_disk_when_its_answer_may_go_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = new_log();
+    append(&log, 4, None);
+    let m = ShareService::open(Some(dir.path()), Default::default(), T0).unwrap();
+    m.alter_group_configs("g", &[("share.auto.offset.reset", Some("earliest"))], false)
+        .unwrap();
+    join(&m, "a", T0);
+    let (data, durable) = m
+        .acquire_deferred(
+            "g",
+            "a",
+            tid(),
+            0,
+            &log,
+            500,
+            AcquireMode::BatchOptimized,
+            1 << 20,
+            T0,
+        )
+        .split();
+    durable.wait().await.unwrap();
+    assert_eq!(range(&data.unwrap()), vec![(0, 3, 1)]);
+    m.acknowledge_deferred(
+        "g",
+        "a",
+        tid(),
+        0,
+        &[AcknowledgementBatch::uniform(0, 1, AcknowledgeType::Accept)],
+        T0,
+    )
+    .durable()
+    .await
+    .unwrap()
+    .unwrap();
+    // A copy of the log taken now (the service still running) already
+    // holds the acknowledgement.
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::copy(dir.path().join("share.log"), copy.path().join("share.log")).unwrap();
+    let restored = ShareService::open(Some(copy.path()), Default::default(), T0).unwrap();
+    assert_eq!(restored.partition_offsets("g", tid(), 0), Some((2, 4)));
+    assert!(m.journal_batches() >= 1);
+}
+
+#[test]
+fn concurrent_acknowledgements_are_all_durable() {
+    // 8 members acknowledge one record at a time on 8 share partitions,
+    // from 8 threads, through the one journal: every acknowledgement
+    // survives a restart. (That queued records share a flush is
+    // persistence::tests' business.)
+    let dir = tempfile::tempdir().unwrap();
+    let logs: Vec<Mutex<PartitionLog>> = (0..8).map(|_| new_log()).collect();
+    for l in &logs {
+        append(l, 20, None);
+    }
+    let m = ShareService::open(Some(dir.path()), Default::default(), T0).unwrap();
+    m.alter_group_configs("g", &[("share.auto.offset.reset", Some("earliest"))], false)
+        .unwrap();
+    for i in 0..8 {
+        join(&m, &format!("m{i}"), T0);
+    }
+    for (p, l) in logs.iter().enumerate() {
+        m.acquire(
+            "g",
+            &format!("m{p}"),
+            tid(),
+            p as i32,
+            l,
+            20,
+            AcquireMode::BatchOptimized,
+            1 << 20,
+            T0,
+        )
+        .unwrap();
+    }
+    std::thread::scope(|s| {
+        for p in 0..8 {
+            let m = &m;
+            s.spawn(move || {
+                for off in 0..20 {
+                    m.acknowledge(
+                        "g",
+                        &format!("m{p}"),
+                        tid(),
+                        p,
+                        &[AcknowledgementBatch::uniform(
+                            off,
+                            off,
+                            AcknowledgeType::Accept,
+                        )],
+                        T0,
+                    )
+                    .unwrap();
+                }
+            });
+        }
+    });
+    drop(m);
+    let m = ShareService::open(Some(dir.path()), Default::default(), T0).unwrap();
+    for p in 0..8 {
+        assert_eq!(
+            m.partition_offsets("g", tid(), p),
+            Some((20, 20)),
+            "partition {p}"
+        );
+    }
+}
