@@ -26,6 +26,7 @@ impl Drop for Disarm {
     fn drop(&mut self) {
         failpoints::disarm("txn.persist");
         failpoints::disarm("txn.share_marker");
+        failpoints::disarm("share.persist");
     }
 }
 
@@ -273,5 +274,33 @@ async fn a_fence_between_the_producer_check_and_the_stage_stages_nothing() {
     assert_eq!(partition_errors(&stage(&mut c, &req).await), vec![(0, 0)]);
     assert_eq!(end_txn(&mut c, "t", pid, newer, true).await.error_code, 0);
     wait_for(&b, input, Seen::Terminal).await;
+    b.shutdown().await;
+}
+
+/// docs/DESIGN.md D22: an acknowledgement whose share-state record could
+/// not be written is answered KAFKA_STORAGE_ERROR (the journal thread
+/// reports the failed batch to every request with a record in it); the
+/// next write carries the whole share partition again, so nothing stays
+/// lost after a restart.
+#[tokio::test]
+async fn a_share_state_write_that_fails_is_answered_as_a_storage_error() {
+    let _serial = SERIAL.lock().await;
+    let _disarm = Disarm;
+    let dir = tempfile::tempdir().unwrap();
+    let (b, mut c, input, _epoch) = env(BrokerConfig::with_data_dir(dir.path())).await;
+    failpoints::arm("share.persist", Some(1));
+    let r = share_acknowledge(&mut c, "m1", 1, input, &[(0, 4, ACCEPT)]).await;
+    assert_eq!(
+        r.responses[0].partitions[0].error_code,
+        ErrorCode::KAFKA_STORAGE_ERROR.0
+    );
+    let r = share_acknowledge(&mut c, "m1", 2, input, &[(5, N - 1, ACCEPT)]).await;
+    assert_eq!(r.responses[0].partitions[0].error_code, 0);
+    drop(c);
+    b.kill().await;
+    let b = Broker::start(BrokerConfig::with_data_dir(dir.path()))
+        .await
+        .unwrap();
+    assert_eq!(all(&b, input), uniform(Seen::Terminal));
     b.shutdown().await;
 }
