@@ -13,8 +13,11 @@
 //! acknowledgement, `--max-poll-records` records), ACCEPT each record, and
 //! `commit_sync`, which is one ShareAcknowledge round trip; those are
 //! timed. It prints one line `RESULT consumers=.. commits=.. p50_ms=..
-//! p90_ms=.. p99_ms=.. max_ms=.. mean_ms=.. load1=..` (load1: the 1-minute
-//! load average when the run ended).
+//! p90_ms=.. p99_ms=.. max_ms=.. mean_ms=.. fdatasync_p50_ms=.. load1=..`
+//! (fdatasync_p50_ms: the median of 100 appends of 200 bytes, each
+//! fdatasynced, to a file in the data directory just before the run, as
+//! the disk was then; load1: the 1-minute load average when the run
+//! ended).
 
 #[global_allocator]
 static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
@@ -60,6 +63,7 @@ async fn main() {
             ..BrokerConfig::with_data_dir(dir.path())
         }
     };
+    let fdatasync_p50_ms = fdatasync_probe(dir.path());
     let broker = Broker::start(config).await.expect("broker");
     let bootstrap = broker.bootstrap_servers();
     let admin = AdminClient::new(vec![bootstrap.clone()], ConnectionConfig::default());
@@ -165,7 +169,7 @@ async fn main() {
         .and_then(|s| s.split_whitespace().next().map(str::to_string))
         .unwrap_or_else(|| "?".into());
     println!(
-        "RESULT consumers={} commits={} p50_ms={:.2} p90_ms={:.2} p99_ms={:.2} max_ms={:.2} mean_ms={:.2} load1={load1}",
+        "RESULT consumers={} commits={} p50_ms={:.2} p90_ms={:.2} p99_ms={:.2} max_ms={:.2} mean_ms={:.2} fdatasync_p50_ms={fdatasync_p50_ms:.2} load1={load1}",
         args.consumers,
         all.len(),
         at(0.50),
@@ -175,4 +179,27 @@ async fn main() {
         mean,
     );
     broker.shutdown().await;
+}
+
+/// Median wall time of an append of 200 bytes plus fdatasync in `dir`.
+fn fdatasync_probe(dir: &std::path::Path) -> f64 {
+    use std::io::Write;
+    let path = dir.join("fdatasync-probe");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .expect("probe file");
+    let mut samples: Vec<f64> = (0..100)
+        .map(|_| {
+            let t = Instant::now();
+            f.write_all(&[b'x'; 200]).expect("probe write");
+            f.sync_data().expect("probe fdatasync");
+            t.elapsed().as_secs_f64() * 1000.0
+        })
+        .collect();
+    drop(f);
+    let _ = std::fs::remove_file(&path);
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
 }

@@ -8,6 +8,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::RawClient;
+use common::broker::{Started, TestBroker};
 use common::kip::*;
 use sharestream::broker::share::RecordState;
 use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
@@ -31,11 +32,15 @@ impl Drop for Disarm {
 }
 
 async fn env(config: BrokerConfig) -> (BrokerHandle, RawClient, Uuid, i32) {
-    let b = Broker::start(config).await.unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
-    let input = create_topic(&mut c, INPUT, 1).await;
+    let Started {
+        b, mut c, topics, ..
+    } = TestBroker::with_config(config)
+        .topic(INPUT, 1)
+        .earliest(GROUP)
+        .start()
+        .await;
+    let input = topics[0];
     produce_plain(&mut c, INPUT, 0, N as usize).await;
-    earliest(&mut c, GROUP).await;
     let epoch = join(&mut c, "m1").await;
     assert_eq!(
         acquire(&mut c, "m1", input, &[0], 0).await,

@@ -197,7 +197,13 @@ pub(crate) async fn dispatch(
                 respond::<FindCoordinatorRequest>(&ctx, &resp, out)
             }
             RequestKind::IncrementalAlterConfigs(r) => {
-                let resp = share::incremental_alter_configs(core, &ctx, r);
+                // A group config change waits for the share-state journal:
+                // off the async threads in disk mode.
+                let c = ctx.clone();
+                let resp = txn::blocking(core, move |core| {
+                    share::incremental_alter_configs(core, &c, r)
+                })
+                .await;
                 respond::<IncrementalAlterConfigsRequest>(&ctx, &resp, out)
             }
             RequestKind::ShareGroupHeartbeat(r) => {
