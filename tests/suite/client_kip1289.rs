@@ -17,7 +17,7 @@ use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use sharestream::broker::share::RecordState;
-use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
+use sharestream::broker::{BrokerConfig, BrokerHandle};
 use sharestream::client::ProducerRecord;
 use sharestream::client::admin::AdminClient;
 use sharestream::client::producer::TransactionState;

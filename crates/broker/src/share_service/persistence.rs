@@ -5,7 +5,7 @@
 //! or one share partition's snapshot; the last record of a key wins at
 //! replay.
 //!
-//! [`Journal`] owns the log on a dedicated thread (`share-state`). Callers
+//! `Journal` owns the log on a dedicated thread (`share-state`). Callers
 //! hand it encoded records *under the service's lock*, so the order of the
 //! log is the order of the state changes, and get back a sequence number.
 //! The thread takes everything queued at once, writes it with one write and
@@ -386,6 +386,9 @@ mod tests {
     }
 
     #[tokio::test]
+    // The completion lock is held across the await on purpose: it stalls
+    // the writer before it can publish the record.
+    #[allow(clippy::await_holding_lock)]
     async fn a_durable_wait_ends_only_once_its_records_are_written() {
         let dir = tempfile::tempdir().unwrap();
         let j = journal(dir.path());
@@ -407,9 +410,10 @@ mod tests {
 
     #[test]
     fn a_failed_batch_fails_the_waits_with_records_in_it_only() {
-        let mut done = Done::default();
-        done.completed = 10;
-        done.failed.push((4, 6));
+        let done = Done {
+            completed: 10,
+            failed: vec![(4, 6)],
+        };
         assert_eq!(Durable::outcome(&done, 0, 3), Ok(()), "before the batch");
         assert_eq!(
             Durable::outcome(&done, 3, 4),
