@@ -370,7 +370,9 @@ fn acknowledge_one(
         .shares()
         .acknowledge_deferred(group, member, topic_id, partition, batches, now)
         .split();
-    waits.acks.push(((topic_id, partition), durable));
+    if !durable.is_ready() {
+        waits.acks.push(((topic_id, partition), durable));
+    }
     match out {
         Ok(()) => ErrorCode::NONE,
         Err(e) => e,
@@ -723,7 +725,9 @@ async fn share_fetch_unsettled(
                     now,
                 )
                 .split();
-            waits.acquisitions.push((tp, durable));
+            if !durable.is_ready() {
+                waits.acquisitions.push((tp, durable));
+            }
             match acquired {
                 Ok(data) if data.record_count > 0 => {
                     records_left = records_left.saturating_sub(data.record_count as u32);

@@ -300,6 +300,12 @@ impl std::fmt::Debug for Durable {
 }
 
 impl Durable {
+    /// Whether there is nothing to wait for (nothing was queued, or the
+    /// broker keeps its state in memory).
+    pub fn is_ready(&self) -> bool {
+        self.wait.is_none()
+    }
+
     /// The later of two waits (the union of their records).
     pub fn and(self, other: Durable) -> Durable {
         match (self.wait, other.wait) {
