@@ -5,7 +5,6 @@
 
 use crate::common;
 
-
 use common::RawClient;
 use common::broker::{Started, TestBroker, advance};
 use common::kip::*;

@@ -217,6 +217,7 @@ fn writer(shared: &Shared, mut log: StateLog) {
         };
         let (first, last) = (ops[0].0, ops[ops.len() - 1].0);
         let had_rewrite = ops.iter().any(|(_, op)| matches!(op, Op::Rewrite(_)));
+        sharestream_common::failpoints::pause_blocking("share.journal.before_write");
         let ok = write_batch(&mut log, ops);
         if had_rewrite {
             shared.rewrite_queued.store(false, Ordering::SeqCst);
