@@ -1,5 +1,5 @@
 //! Share-fetch throughput of the broker's share path, without sockets:
-//! `SharePartitionManager::acquire` (log read, acquisition, response bytes)
+//! `ShareService::acquire` (log read, acquisition, response bytes)
 //! followed by an immediate ACCEPT of everything acquired, by one and by
 //! eight members taking turns on one partition, for 100 B and 1 KiB
 //! records. Also reports the memory held per in-flight record (analytic:
@@ -18,7 +18,7 @@ use parking_lot::Mutex;
 use sharestream::broker::group::{HeartbeatRequest, ShareGroupBrokerConfig, TopicInfo};
 use sharestream::broker::log::{AppendOptions, LogConfig, PartitionLog};
 use sharestream::broker::share::{AcknowledgeType, AcknowledgementBatch, AcquireMode};
-use sharestream::broker::shares::SharePartitionManager;
+use sharestream::broker::share_service::ShareService;
 use sharestream::protocol::records::{BatchSpec, Record, RecordBatchView, encode_batch};
 use uuid::Uuid;
 
@@ -51,7 +51,7 @@ fn fill(records: usize, size: usize, per_batch: usize) -> Mutex<PartitionLog> {
 
 fn run(members: usize, records: usize, size: usize) -> f64 {
     let log = fill(records, size, 100);
-    let m = SharePartitionManager::open(None, ShareGroupBrokerConfig::default(), 0).unwrap();
+    let m = ShareService::open(None, ShareGroupBrokerConfig::default(), 0).unwrap();
     m.alter_group_configs("g", &[("share.auto.offset.reset", Some("earliest"))], false)
         .unwrap();
     let lookup = |n: &str| {
@@ -138,7 +138,7 @@ fn main() {
     // (the TX_PENDING variant, with an Arc<str> member, is the largest).
     let run_bytes = 72;
     let log = fill(2000, 10, 1);
-    let m = SharePartitionManager::open(None, ShareGroupBrokerConfig::default(), 0).unwrap();
+    let m = ShareService::open(None, ShareGroupBrokerConfig::default(), 0).unwrap();
     m.alter_group_configs("g", &[("share.auto.offset.reset", Some("earliest"))], false)
         .unwrap();
     let lookup = |n: &str| {

@@ -8,7 +8,7 @@
 //!   control batches, as a read_committed consumer must;
 //! - the share-group state is read *offline*, after the broker stopped, by
 //!   opening the data directory's `share-state` with the broker's own
-//!   [`SharePartitionManager`]: only what was persisted counts (ACQUIRED
+//!   [`ShareService`]: only what was persisted counts (ACQUIRED
 //!   records come back AVAILABLE there, as after any restart). Against
 //!   Apache Kafka (`--kafka-scripts`), whose state file we cannot open, it
 //!   is read through DescribeShareGroupOffsets: the share-partition start
@@ -33,9 +33,10 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use serde::Serialize;
+use sharestream::broker::clock::wall_clock_ms;
 use sharestream::broker::group::ShareGroupBrokerConfig;
 use sharestream::broker::share::RecordState;
-use sharestream::broker::shares::{SharePartitionManager, unix_now_ms};
+use sharestream::broker::share_service::ShareService;
 use sharestream::client::{Connection, ConnectionConfig};
 use sharestream::protocol::records::{DEFAULT_MAX_DECOMPRESSED, RecordBatchView};
 use uuid::Uuid;
@@ -244,10 +245,10 @@ pub fn offline_share_state(
     topic_id: Uuid,
     log_ends: &[i64],
 ) -> Result<ShareStateReport, String> {
-    let mgr = SharePartitionManager::open(
+    let mgr = ShareService::open(
         Some(&data_dir.join("share-state")),
         ShareGroupBrokerConfig::default(),
-        unix_now_ms(),
+        wall_clock_ms(),
     )
     .map_err(|e| format!("cannot open the share state in {}: {e}", data_dir.display()))?;
     let mut r = ShareStateReport::default();

@@ -319,3 +319,48 @@ pub fn states(
 ) -> Vec<Seen> {
     offsets.map(|o| seen(b, topic, partition, o)).collect()
 }
+
+/// ShareAcknowledge v1 of `acks` (first, last, type) on partition 0 of
+/// `topic` for `member` of GROUP at share session `epoch`.
+pub async fn share_acknowledge(
+    c: &mut RawClient,
+    member: &str,
+    epoch: i32,
+    topic: Uuid,
+    acks: &[(i64, i64, i8)],
+) -> ShareAcknowledgeResponse {
+    c.send(&share_acknowledge_req(member, epoch, topic, acks), 1)
+        .await
+}
+
+/// The request of [`share_acknowledge`] (version 1).
+pub fn share_acknowledge_req(
+    member: &str,
+    epoch: i32,
+    topic: Uuid,
+    acks: &[(i64, i64, i8)],
+) -> ShareAcknowledgeRequest {
+    use kafka_protocol::messages::share_acknowledge_request as sa;
+    ShareAcknowledgeRequest::default()
+        .with_group_id(Some(GroupId(s(GROUP))))
+        .with_member_id(Some(s(member)))
+        .with_share_session_epoch(epoch)
+        .with_topics(vec![
+            sa::AcknowledgeTopic::default()
+                .with_topic_id(topic)
+                .with_partitions(vec![
+                    sa::AcknowledgePartition::default()
+                        .with_partition_index(0)
+                        .with_acknowledgement_batches(
+                            acks.iter()
+                                .map(|&(f, l, t)| {
+                                    sa::AcknowledgementBatch::default()
+                                        .with_first_offset(f)
+                                        .with_last_offset(l)
+                                        .with_acknowledge_types(vec![t])
+                                })
+                                .collect(),
+                        ),
+                ]),
+        ])
+}

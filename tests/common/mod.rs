@@ -1,7 +1,9 @@
 //! A thin raw-protocol client for broker integration tests: one TCP
-//! connection, one request at a time, our protocol layer for the bytes.
+//! connection, one request at a time, our protocol layer for the bytes;
+//! and [`broker::TestBroker`], the one builder of a test's broker.
 #![allow(dead_code)]
 
+pub mod broker;
 pub mod kip;
 pub mod records;
 pub mod sasl;

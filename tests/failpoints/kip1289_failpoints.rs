@@ -8,6 +8,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::RawClient;
+use common::broker::{Started, TestBroker};
 use common::kip::*;
 use sharestream::broker::share::RecordState;
 use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
@@ -26,15 +27,21 @@ impl Drop for Disarm {
     fn drop(&mut self) {
         failpoints::disarm("txn.persist");
         failpoints::disarm("txn.share_marker");
+        failpoints::disarm("share.persist");
+        failpoints::disarm("share.journal.before_write");
     }
 }
 
 async fn env(config: BrokerConfig) -> (BrokerHandle, RawClient, Uuid, i32) {
-    let b = Broker::start(config).await.unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
-    let input = create_topic(&mut c, INPUT, 1).await;
+    let Started {
+        b, mut c, topics, ..
+    } = TestBroker::with_config(config)
+        .topic(INPUT, 1)
+        .earliest(GROUP)
+        .start()
+        .await;
+    let input = topics[0];
     produce_plain(&mut c, INPUT, 0, N as usize).await;
-    earliest(&mut c, GROUP).await;
     let epoch = join(&mut c, "m1").await;
     assert_eq!(
         acquire(&mut c, "m1", input, &[0], 0).await,
@@ -273,5 +280,101 @@ async fn a_fence_between_the_producer_check_and_the_stage_stages_nothing() {
     assert_eq!(partition_errors(&stage(&mut c, &req).await), vec![(0, 0)]);
     assert_eq!(end_txn(&mut c, "t", pid, newer, true).await.error_code, 0);
     wait_for(&b, input, Seen::Terminal).await;
+    b.shutdown().await;
+}
+
+/// docs/DESIGN.md D22: an acknowledgement whose share-state record could
+/// not be written is answered KAFKA_STORAGE_ERROR (the journal thread
+/// reports the failed batch to every request with a record in it); the
+/// next write carries the whole share partition again, so nothing stays
+/// lost after a restart.
+#[tokio::test]
+async fn a_share_state_write_that_fails_is_answered_as_a_storage_error() {
+    let _serial = SERIAL.lock().await;
+    let _disarm = Disarm;
+    let dir = tempfile::tempdir().unwrap();
+    let (b, mut c, input, _epoch) = env(BrokerConfig::with_data_dir(dir.path())).await;
+    failpoints::arm("share.persist", Some(1));
+    let r = share_acknowledge(&mut c, "m1", 1, input, &[(0, 4, ACCEPT)]).await;
+    assert_eq!(
+        r.responses[0].partitions[0].error_code,
+        ErrorCode::KAFKA_STORAGE_ERROR.0
+    );
+    let r = share_acknowledge(&mut c, "m1", 2, input, &[(5, N - 1, ACCEPT)]).await;
+    assert_eq!(r.responses[0].partitions[0].error_code, 0);
+    drop(c);
+    b.kill().await;
+    let b = Broker::start(BrokerConfig::with_data_dir(dir.path()))
+        .await
+        .unwrap();
+    assert_eq!(all(&b, input), uniform(Seen::Terminal));
+    b.shutdown().await;
+}
+
+/// D22: a ShareAcknowledge whose share-state record is being written holds
+/// nothing the rest of the share path needs: while the journal is stopped
+/// before its write, another connection's ShareGroupDescribe is answered;
+/// the acknowledgement is answered only once the journal has written it.
+#[tokio::test]
+async fn an_acknowledgement_waiting_for_the_disk_holds_no_lock() {
+    use kafka_protocol::messages::{GroupId, ShareGroupDescribeRequest};
+    use std::sync::mpsc;
+    use std::sync::{Arc, Mutex};
+    const POINT: &str = "share.journal.before_write";
+    let _serial = SERIAL.lock().await;
+    let _disarm = Disarm;
+    let dir = tempfile::tempdir().unwrap();
+    let (b, c, input, _epoch) = env(BrokerConfig::with_data_dir(dir.path())).await;
+    let (reached_tx, reached_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let reached_tx = Mutex::new(reached_tx);
+    let go_rx = Mutex::new(go_rx);
+    failpoints::arm_pause(
+        POINT,
+        Duration::ZERO,
+        Some(Arc::new(move |_: &str| {
+            let _ = reached_tx.lock().unwrap().send(());
+            let _ = go_rx.lock().unwrap().recv_timeout(Duration::from_secs(30));
+        })),
+    );
+    let mut c = c;
+    let cid = c
+        .send_only(
+            &share_acknowledge_req("m1", 1, input, &[(0, N - 1, ACCEPT)]),
+            1,
+        )
+        .await;
+    tokio::task::spawn_blocking(move || reached_rx.recv_timeout(Duration::from_secs(20)))
+        .await
+        .unwrap()
+        .expect("the journal reached its write");
+    failpoints::disarm(POINT);
+    // The journal is stopped with the acknowledgement's record: the share
+    // service still answers.
+    let mut other = RawClient::connect(b.local_addr()).await;
+    let d = tokio::time::timeout(
+        Duration::from_secs(10),
+        other.send(
+            &ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(GROUP))]),
+            1,
+        ),
+    )
+    .await
+    .expect("ShareGroupDescribe waited for the disk");
+    assert_eq!(d.groups[0].error_code, 0);
+    assert_eq!(d.groups[0].members.len(), 1);
+    // The acknowledgement is applied in memory, not yet answered.
+    assert_eq!(all(&b, input), uniform(Seen::Terminal));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), c.next_frame())
+            .await
+            .is_err(),
+        "answered before its record was written"
+    );
+    go_tx.send(()).unwrap();
+    let r = c
+        .recv::<kafka_protocol::messages::ShareAcknowledgeRequest>(1, cid)
+        .await;
+    assert_eq!(r.responses[0].partitions[0].error_code, 0);
     b.shutdown().await;
 }

@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::common::broker::TestBroker;
 use bytes::Bytes;
+use sharestream::broker::BrokerHandle;
 use sharestream::broker::group::ShareGroupBrokerConfig;
-use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
 use sharestream::client::admin::{AdminClient, AlterConfigOp, NewTopic};
 use sharestream::client::{ConnectionConfig, Metadata, Producer, ProducerConfig, ProducerRecord};
 use sharestream::protocol::records::RecordHeader;
@@ -44,13 +45,14 @@ pub async fn broker_with_locks(share_version: i16, record_locks: i32) -> BrokerH
         partition_max_record_locks: record_locks,
         ..ShareGroupBrokerConfig::default()
     };
-    Broker::start(BrokerConfig {
-        share_version,
-        share_groups,
-        ..BrokerConfig::in_memory()
-    })
-    .await
-    .unwrap()
+    TestBroker::in_memory()
+        .configure(|c| {
+            c.share_version = share_version;
+            c.share_groups = share_groups;
+        })
+        .start()
+        .await
+        .b
 }
 
 pub async fn broker() -> BrokerHandle {

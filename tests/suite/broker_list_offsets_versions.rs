@@ -4,30 +4,15 @@
 
 use crate::common;
 
-use common::RawClient;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use common::broker::{Started, TestBroker};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use sharestream::broker::{Broker, BrokerConfig};
 
 #[tokio::test]
 async fn list_offsets_answers_at_every_version() {
-    let b = Broker::start(BrokerConfig::in_memory()).await.unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let Started { b, mut c, .. } = TestBroker::in_memory().topic("lo", 1).start().await;
     let topic = TopicName(StrBytes::from_static_str("lo"));
-    let r = c
-        .send(
-            &CreateTopicsRequest::default().with_topics(vec![
-                CreatableTopic::default()
-                    .with_name(topic.clone())
-                    .with_num_partitions(1)
-                    .with_replication_factor(1),
-            ]),
-            7,
-        )
-        .await;
-    assert_eq!(r.topics[0].error_code, 0);
     for version in 1..=8i16 {
         for timestamp in [-1i64, -2] {
             let req = ListOffsetsRequest::default()

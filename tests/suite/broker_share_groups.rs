@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::RawClient;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use common::broker::{Started, TestBroker};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
@@ -31,22 +31,6 @@ const REJECT: i8 = 3;
 
 fn st(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
-}
-
-async fn create_topic(c: &mut RawClient, name: &str) -> Uuid {
-    let resp = c
-        .send(
-            &CreateTopicsRequest::default().with_topics(vec![
-                CreatableTopic::default()
-                    .with_name(TopicName(st(name)))
-                    .with_num_partitions(1)
-                    .with_replication_factor(-1),
-            ]),
-            7,
-        )
-        .await;
-    assert_eq!(resp.topics[0].error_code, 0);
-    resp.topics[0].topic_id
 }
 
 /// Appends one batch of `n` records straight to the log (the produce path
@@ -195,14 +179,13 @@ async fn acknowledge(
 
 /// A broker with topic `t`, group `g` reading from the earliest offset.
 async fn setup(config: BrokerConfig) -> (BrokerHandle, RawClient, Uuid) {
-    let b = Broker::start(config).await.unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
-    let topic = create_topic(&mut c, "t").await;
-    assert_eq!(
-        set_group_config(&mut c, "g", "share.auto.offset.reset", "earliest").await,
-        0
-    );
-    (b, c, topic)
+    let s = TestBroker::with_config(config)
+        .topic("t", 1)
+        .earliest("g")
+        .start()
+        .await;
+    let topic = s.topic();
+    (s.b, s.c, topic)
 }
 
 #[tokio::test]
@@ -413,21 +396,48 @@ async fn long_poll_is_woken_by_a_release() {
 
 #[tokio::test]
 async fn long_poll_is_woken_by_lock_expiry() {
-    let mut config = BrokerConfig::in_memory();
-    config.share_groups.record_lock_duration_ms = 1_000;
-    config.share_groups.min_record_lock_duration_ms = 1_000;
-    let (b, mut c, topic) = setup(config).await;
-    append(&b, topic, 1);
+    // The broker's clock is manual: the lock expires when the test says,
+    // not after a real second.
+    let s = TestBroker::in_memory()
+        .lock_duration_ms(1_000)
+        .manual_clock()
+        .topic("t", 1)
+        .earliest("g")
+        .start()
+        .await;
+    let (b, mut c, topic) = (&s.b, RawClient::connect(s.b.local_addr()).await, s.topic());
+    append(b, topic, 1);
     assert_eq!(heartbeat(&mut c, "g", "m1", 0).await.error_code, 0);
     let r = c.send(&fetch_req("m1", 0, topic, vec![], 0), 1).await;
     assert_eq!(r.acquisition_lock_timeout_ms, 1_000);
     assert_eq!(acquired(&r), vec![(0, 0, 1)]);
     const MAX_WAIT_MS: i32 = 30_000;
     let started = Instant::now();
-    let r = c
-        .send(&fetch_req("m1", 1, topic, vec![], MAX_WAIT_MS), 1)
+    let cid = c
+        .send_only(&fetch_req("m1", 1, topic, vec![], MAX_WAIT_MS), 1)
         .await;
-    assert!(started.elapsed() < Duration::from_millis(MAX_WAIT_MS as u64));
+    let parked_by = Instant::now() + Duration::from_secs(10);
+    while b.core().shares().parked_fetches() == 0 {
+        assert!(Instant::now() < parked_by, "the fetch never parked");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Not yet: one millisecond before the deadline nothing expires.
+    s.advance(999);
+    assert_eq!(
+        b.core()
+            .shares()
+            .record_info("g", topic, 0, 0)
+            .unwrap()
+            .state,
+        sharestream::broker::share::RecordState::Acquired,
+        "expired too early"
+    );
+    s.advance(1);
+    let r = c.recv::<ShareFetchRequest>(1, cid).await;
+    assert!(
+        started.elapsed() < Duration::from_millis(MAX_WAIT_MS as u64),
+        "answered by the expiry's wake-up, not by MaxWaitMs"
+    );
     assert_eq!(
         acquired(&r),
         vec![(0, 0, 2)],
@@ -519,10 +529,7 @@ async fn share_state_survives_a_killed_broker() {
     // Killed: no shutdown, no flush.
     drop(c);
     b.kill().await;
-    let b = Broker::start(BrokerConfig::with_data_dir(dir.path()))
-        .await
-        .unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let Started { b: _b, mut c, .. } = TestBroker::on_disk(dir.path()).start().await;
     assert_eq!(heartbeat(&mut c, "g", "m1", 0).await.error_code, 0);
     let r = c.send(&fetch_req("m1", 0, topic, vec![], 0), 1).await;
     assert_eq!(
@@ -534,10 +541,10 @@ async fn share_state_survives_a_killed_broker() {
 
 #[tokio::test]
 async fn share_apis_are_gated_by_share_version() {
-    let mut config = BrokerConfig::in_memory();
-    config.share_version = 0;
-    let b = Broker::start(config).await.unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let Started { b: _b, mut c, .. } = TestBroker::in_memory()
+        .configure(|c| c.share_version = 0)
+        .start()
+        .await;
     let v = c
         .send(
             &ApiVersionsRequest::default()
@@ -557,8 +564,7 @@ async fn share_apis_are_gated_by_share_version() {
         .await;
     assert_eq!(r.error_code, ErrorCode::UNSUPPORTED_VERSION.0);
 
-    let b = Broker::start(BrokerConfig::in_memory()).await.unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let Started { b: _b, mut c, .. } = TestBroker::in_memory().start().await;
     let v = c
         .send(
             &ApiVersionsRequest::default()

@@ -8,14 +8,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::RawClient;
+use common::broker::{TestBroker, advance};
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use sharestream::broker::clock::{ManualClock, wall_clock_ms};
 use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
 use sharestream::protocol::ErrorCode;
 use sharestream::protocol::records::{
@@ -29,24 +30,13 @@ fn name(s: &str) -> TopicName {
 }
 
 async fn setup(config: BrokerConfig) -> (BrokerHandle, RawClient) {
+    setup_on(TestBroker::with_config(config)).await
+}
+
+async fn setup_on(broker: TestBroker) -> (BrokerHandle, RawClient) {
     let _ = tracing_subscriber::fmt().with_test_writer().try_init();
-    let b = Broker::start(config).await.unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
-    let r = c
-        .send(
-            &CreateTopicsRequest::default().with_topics(vec![
-                CreatableTopic::default()
-                    .with_name(name(TOPIC))
-                    .with_num_partitions(1)
-                    .with_replication_factor(1),
-            ]),
-            7,
-        )
-        .await;
-    assert!(
-        r.topics[0].error_code == 0 || r.topics[0].error_code == ErrorCode::TOPIC_ALREADY_EXISTS.0
-    );
-    (b, c)
+    let s = broker.topic(TOPIC, 1).start().await;
+    (s.b, s.c)
 }
 
 fn batch(spec: BatchSpec, values: &[&str]) -> Bytes {
@@ -445,7 +435,9 @@ async fn tv1_requires_add_partitions_before_produce() {
 
 #[tokio::test]
 async fn transaction_timeout_aborts() {
-    let (b, mut c) = setup(BrokerConfig::in_memory()).await;
+    // On a manual clock: the timeout passes when the test says so.
+    let clock = ManualClock::new(wall_clock_ms());
+    let (b, mut c) = setup_on(TestBroker::in_memory().configure(|c| c.clock = clock.clone())).await;
     let (pid, epoch) = init_pid(&mut c, Some("txn-slow"), 200).await;
     let r = produce(
         &mut c,
@@ -456,21 +448,15 @@ async fn transaction_timeout_aborts() {
     .await;
     assert_eq!(r.error_code, 0);
     assert_eq!(fetch(&mut c, 0, 1).await.last_stable_offset, 0);
-    // The coordinator's timer aborts it; poll (bounded) until the LSO moves.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let rc = fetch(&mut c, 0, 1).await;
-        if rc.last_stable_offset == 2 {
-            assert!(committed_values(&rc).is_empty());
-            assert_eq!(rc.aborted_transactions.unwrap().len(), 1);
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "transaction was never aborted"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // Not at its timeout...
+    advance(&b, &clock, 200);
+    assert_eq!(fetch(&mut c, 0, 1).await.last_stable_offset, 0);
+    // ...but the first millisecond past it, the coordinator's timer aborts.
+    advance(&b, &clock, 1);
+    let rc = fetch(&mut c, 0, 1).await;
+    assert_eq!(rc.last_stable_offset, 2);
+    assert!(committed_values(&rc).is_empty());
+    assert_eq!(rc.aborted_transactions.unwrap().len(), 1);
     // The producer was fenced by the abort.
     let e = end_txn(&mut c, 5, "txn-slow", pid, epoch, true).await;
     assert_ne!(e.error_code, 0);

@@ -11,14 +11,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use common::RawClient;
+use common::broker::{Started, TestBroker};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use sharestream::broker::share::RecordState;
-use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
+use sharestream::broker::{BrokerConfig, BrokerHandle};
 use sharestream::client::ProducerRecord;
-use sharestream::client::admin::{AdminClient, AlterConfigOp, NewTopic};
+use sharestream::client::admin::AdminClient;
 use sharestream::client::producer::TransactionState;
 use sharestream::client::share_consumer::{
     AcknowledgementMode, ShareConsumer, ShareConsumerConfig, ShareRecord, TransactionOutcome,
@@ -40,23 +41,19 @@ struct Env {
 /// `v0..` in `in`, and `share.auto.offset.reset=earliest` on `group`.
 async fn setup(config: BrokerConfig, n: usize, group: &str) -> Env {
     let _ = tracing_subscriber::fmt().with_test_writer().try_init();
-    let broker = Broker::start(config).await.unwrap();
+    let Started {
+        b: broker, topics, ..
+    } = TestBroker::with_config(config)
+        .topic("in", 1)
+        .topic("out", 1)
+        .earliest(group)
+        .start()
+        .await;
+    let input_id = topics[0];
     let admin = AdminClient::new(
         vec![broker.bootstrap_servers()],
         ConnectionConfig::default(),
     );
-    let input_id = admin.create_topic(NewTopic::new("in", 1)).await.unwrap();
-    admin.create_topic(NewTopic::new("out", 1)).await.unwrap();
-    admin
-        .incremental_alter_group_config(
-            group,
-            &[(
-                "share.auto.offset.reset",
-                AlterConfigOp::Set("earliest".into()),
-            )],
-        )
-        .await
-        .unwrap();
     // Small batches: the broker acquires whole batches, so consumers
     // sharing the partition get to split it.
     let p = Producer::new(producer_config(&broker).batch_size(256).build().unwrap())

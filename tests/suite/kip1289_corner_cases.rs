@@ -5,12 +5,12 @@
 
 use crate::common;
 
-use std::time::Duration;
-
 use common::RawClient;
+use common::broker::{Started, TestBroker, advance};
 use common::kip::*;
 use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
 use kafka_protocol::messages::*;
+use sharestream::broker::clock::ManualClock;
 use sharestream::broker::share::RecordState;
 use sharestream::broker::txn_service::MarkerSink;
 use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
@@ -28,19 +28,39 @@ struct Env {
     c: RawClient,
     input: Uuid,
     epoch: i32,
+    /// The broker's manual clock, when it runs on one.
+    clock: Option<std::sync::Arc<ManualClock>>,
+}
+
+impl Env {
+    /// Moves the broker's manual clock and runs its timers.
+    fn advance(&self, ms: i64) {
+        advance(&self.b, self.clock.as_ref().expect("a manual clock"), ms);
+    }
 }
 
 /// A broker with INPUT (`partitions` × N records), OUTPUT, and member "m1"
 /// holding every input record ACQUIRED.
 async fn env(config: BrokerConfig, partitions: i32) -> Env {
-    let b = Broker::start(config).await.unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
-    let input = create_topic(&mut c, INPUT, partitions).await;
-    create_topic(&mut c, OUTPUT, 1).await;
+    env_on(TestBroker::with_config(config), partitions).await
+}
+
+async fn env_on(broker: TestBroker, partitions: i32) -> Env {
+    let Started {
+        b,
+        mut c,
+        topics,
+        clock,
+    } = broker
+        .topic(INPUT, partitions)
+        .topic(OUTPUT, 1)
+        .earliest(GROUP)
+        .start()
+        .await;
+    let input = topics[0];
     for p in 0..partitions {
         produce_plain(&mut c, INPUT, p, N as usize).await;
     }
-    earliest(&mut c, GROUP).await;
     let epoch = join(&mut c, "m1").await;
     let parts: Vec<i32> = (0..partitions).collect();
     let got = acquire(&mut c, "m1", input, &parts, 0).await;
@@ -50,7 +70,13 @@ async fn env(config: BrokerConfig, partitions: i32) -> Env {
             "m1 must hold all of partition {p}: {got:?}"
         );
     }
-    Env { b, c, input, epoch }
+    Env {
+        b,
+        c,
+        input,
+        epoch,
+        clock,
+    }
 }
 
 fn all(b: &BrokerHandle, input: Uuid, p: i32) -> Vec<Seen> {
@@ -168,7 +194,10 @@ async fn reject_in_a_transaction_archives_on_commit_and_abort_reverts_to_the_mem
 #[tokio::test]
 async fn corner_case_01_broker_crash_during_tx_pending_keeps_and_resolves_it() {
     let dir = tempfile::tempdir().unwrap();
-    let mut e = env(BrokerConfig::with_data_dir(dir.path()), 1).await;
+    // The broker's clock is manual, and the restarted broker's goes on from
+    // the same time: the timeout passes when the test says so.
+    let mut e = env_on(TestBroker::on_disk(dir.path()).manual_clock(), 1).await;
+    let clock = e.clock.clone().expect("a manual clock");
     // A transaction whose timeout will end it after the crash.
     let (pid, epoch) = init_pid(&mut e.c, "t", 1_000).await;
     produce_output(&mut e, "t", pid, epoch, 0).await;
@@ -179,22 +208,18 @@ async fn corner_case_01_broker_crash_during_tx_pending_keeps_and_resolves_it() {
     let input = e.input;
     e.b.kill().await;
 
-    let b = Broker::start(BrokerConfig::with_data_dir(dir.path()))
-        .await
-        .unwrap();
+    let Started { b, .. } = TestBroker::on_disk(dir.path())
+        .configure(|c| c.clock = clock.clone())
+        .start()
+        .await;
     // TX_PENDING survived the crash (D9): nothing was lost or released.
     assert_eq!(all(&b, input, 0), uniform(TX_PENDING));
+    advance(&b, &clock, 1_000);
+    assert_eq!(all(&b, input, 0), uniform(TX_PENDING), "ended early");
     // The transaction times out; its staged records revert. The member is
     // gone after the restart, so they become AVAILABLE (delivery count kept).
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while all(&b, input, 0) != uniform(AVAILABLE) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never resolved: {:?}",
-            all(&b, input, 0)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    advance(&b, &clock, 1);
+    assert_eq!(all(&b, input, 0), uniform(AVAILABLE));
     assert_eq!(info(&b, input, 0, 0).delivery_count, 1);
     assert_eq!(b.core().txn_pending_records(), 0);
     // And the output of the aborted transaction is not visible.
@@ -268,16 +293,17 @@ async fn corner_case_05_duplicate_marker_delivery_is_a_no_op() {
 
 #[tokio::test]
 async fn corner_case_06_lock_expiry_while_tx_pending_does_not_redeliver() {
-    let mut config = BrokerConfig::in_memory();
-    config.share_groups.record_lock_duration_ms = 1_000;
-    config.share_groups.min_record_lock_duration_ms = 1_000;
-    let mut e = env(config, 1).await;
+    let broker = TestBroker::in_memory()
+        .lock_duration_ms(1_000)
+        .manual_clock();
+    let mut e = env_on(broker, 1).await;
     let (pid, epoch) = init_pid(&mut e.c, "t", 60_000).await;
     assert_eq!(
         partition_errors(&stage_all(&mut e, "t", pid, epoch, ACCEPT).await),
         vec![(0, 0)]
     );
-    tokio::time::sleep(Duration::from_millis(1_600)).await;
+    // The locks' deadline passes (the broker's clock, no real wait).
+    e.advance(1_600);
     // Another member finds nothing to acquire: TX_PENDING is never redelivered.
     let mut c2 = RawClient::connect(e.b.local_addr()).await;
     join(&mut c2, "m2").await;
@@ -300,20 +326,17 @@ async fn corner_case_06_lock_expiry_while_tx_pending_does_not_redeliver() {
 
 #[tokio::test]
 async fn corner_case_07_transaction_timeout_while_tx_pending_reverts() {
-    let mut e = env(BrokerConfig::in_memory(), 1).await;
+    let mut e = env_on(TestBroker::in_memory().manual_clock(), 1).await;
     let (pid, epoch) = init_pid(&mut e.c, "t", 300).await;
     assert_eq!(
         partition_errors(&stage_all(&mut e, "t", pid, epoch, ACCEPT).await),
         vec![(0, 0)]
     );
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while all(&e.b, e.input, 0) != uniform(AVAILABLE) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timeout never aborted"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    e.advance(300);
+    assert_eq!(all(&e.b, e.input, 0), uniform(TX_PENDING), "aborted early");
+    // One millisecond past its timeout: its staged records revert.
+    e.advance(1);
+    assert_eq!(all(&e.b, e.input, 0), uniform(AVAILABLE));
     // The coordinator imposed this abort: the staging member's producer
     // expired, so the records are released at once (D6), with their
     // delivery count unchanged.

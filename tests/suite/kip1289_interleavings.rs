@@ -11,11 +11,12 @@ use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::RawClient;
+use common::broker::{Started, TestBroker};
 use common::kip::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use sharestream::broker::BrokerHandle;
 use sharestream::broker::share::RecordState;
-use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
 use uuid::Uuid;
 
 const RECORDS: i64 = 60;
@@ -53,13 +54,20 @@ fn recount_pending(b: &BrokerHandle, input: Uuid) -> (u64, BTreeMap<i64, (i64, i
 
 async fn run(seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let b = Broker::start(BrokerConfig::in_memory()).await.unwrap();
-    let mut admin = RawClient::connect(b.local_addr()).await;
-    let input = create_topic(&mut admin, INPUT, 1).await;
+    let Started {
+        b,
+        c: mut admin,
+        topics,
+        ..
+    } = TestBroker::in_memory()
+        .topic(INPUT, 1)
+        .earliest(GROUP)
+        .start()
+        .await;
+    let input = topics[0];
     for _ in 0..(RECORDS / 10) {
         produce_plain(&mut admin, INPUT, 0, 10).await;
     }
-    earliest(&mut admin, GROUP).await;
 
     let mut members = Vec::new();
     for i in 0..3 {

@@ -66,6 +66,11 @@ pub struct BrokerConfig {
     /// Consumer group settings (`group.*`): session timeout bounds, initial
     /// rebalance delay, group size, offset metadata size.
     pub consumer_groups: crate::consumer_group::ClassicGroupConfig,
+    /// The broker's clock: the time input of every state machine (lock,
+    /// session and transaction deadlines). Tests put a
+    /// [`TokioClock`](crate::clock::TokioClock) or a
+    /// [`ManualClock`](crate::clock::ManualClock) here.
+    pub clock: crate::clock::SharedClock,
 }
 
 impl Default for BrokerConfig {
@@ -93,6 +98,7 @@ impl Default for BrokerConfig {
             share_groups: crate::group::ShareGroupBrokerConfig::default(),
             security: crate::security::SecurityConfig::default(),
             consumer_groups: crate::consumer_group::ClassicGroupConfig::default(),
+            clock: crate::clock::system(),
         }
     }
 }

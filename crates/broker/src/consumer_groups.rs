@@ -395,9 +395,9 @@ pub(crate) async fn group_tick_loop(core: Arc<BrokerCore>, mut shutdown: watch::
             _ = tick.tick() => {
                 // Ending a join phase persists the generation: off the
                 // reactor in disk mode.
-                if core.consumer_groups().is_due(super::now_ms()) {
+                if core.consumer_groups().is_due(core.now_ms()) {
                     super::handlers::blocking_pub(&core, |c| {
-                        c.consumer_groups().tick(super::now_ms())
+                        c.consumer_groups().tick(c.now_ms())
                     })
                     .await;
                 }

@@ -86,7 +86,7 @@ pub struct BrokerCore {
     request_bytes: Semaphore,
     partitions: RwLock<HashMap<(Uuid, i32), SharedLog>>,
     appended: tokio::sync::watch::Sender<u64>,
-    shares: super::shares::SharePartitionManager,
+    shares: super::share_service::ShareService,
     consumer_groups: super::consumer_groups::GroupService,
     txn: TxnService,
     security: super::security::SecurityState,
@@ -143,14 +143,14 @@ impl BrokerCore {
                 .min(Semaphore::MAX_PERMITS)
                 .min(u32::MAX as usize),
         );
-        let shares = super::shares::SharePartitionManager::open(
+        let shares = super::share_service::ShareService::open(
             match &config.storage {
                 StorageMode::Directory(dir) => Some(dir.join("share-state")),
                 StorageMode::Memory => None,
             }
             .as_deref(),
             config.share_groups.clone(),
-            super::shares::unix_now_ms(),
+            config.clock.now_ms(),
         )?;
         let consumer_groups = super::consumer_groups::GroupService::open(
             match &config.storage {
@@ -174,7 +174,7 @@ impl BrokerCore {
             StorageMode::Memory => (StateLog::in_memory(), Vec::new()),
         };
         let (txn, recovered_markers) =
-            TxnService::open(txn_config, txn_log, replayed, super::now_ms())?;
+            TxnService::open(txn_config, txn_log, replayed, config.clock.now_ms())?;
         let security = super::security::SecurityState::open(
             config.security.clone(),
             match &config.storage {
@@ -205,7 +205,7 @@ impl BrokerCore {
         }
         // Transactions that were deciding when the broker stopped get their
         // markers again (duplicates are no-ops).
-        core.txn.deliver(super::now_ms(), &core, recovered_markers);
+        core.txn.deliver(core.now_ms(), &core, recovered_markers);
         // D9: TX_PENDING share records whose transaction already ended are
         // resolved from the recovered coordinator's knowledge.
         let resolved = core.shares.resolve_recovered(
@@ -223,7 +223,7 @@ impl BrokerCore {
                     TxnOutcome::Ongoing => RecoveredTxn::Ongoing,
                 }
             },
-            super::now_ms(),
+            core.now_ms(),
         );
         if resolved > 0 {
             tracing::info!(
@@ -332,12 +332,12 @@ impl BrokerCore {
         &self,
         f: impl FnOnce(&mut super::txn::TransactionCoordinator, i64) -> super::txn::TxnOutput<T>,
     ) -> Result<T, sharestream_protocol::ErrorCode> {
-        self.txn.call(super::now_ms(), self, f)
+        self.txn.call(self.now_ms(), self, f)
     }
 
     /// Advances the transaction coordinator's clock.
     pub fn txn_tick(&self) {
-        self.txn.tick(super::now_ms(), self);
+        self.txn.tick(self.now_ms(), self);
     }
 
     /// Tells long-polling fetches that data was appended.
@@ -390,8 +390,14 @@ impl BrokerCore {
         self.persist_metadata()
     }
 
+    /// Now, from the broker's one clock (milliseconds since the Unix
+    /// epoch): the time input of every state machine.
+    pub fn now_ms(&self) -> i64 {
+        self.config.clock.now_ms()
+    }
+
     /// The share groups: coordinator, share partitions, share sessions.
-    pub fn shares(&self) -> &super::shares::SharePartitionManager {
+    pub fn shares(&self) -> &super::share_service::ShareService {
         &self.shares
     }
 
@@ -656,7 +662,7 @@ impl BrokerCore {
     }
 }
 
-use super::shares::MarkerKind;
+use super::share_service::MarkerKind;
 
 impl MarkerSink for BrokerCore {
     fn write_share_marker(
@@ -682,7 +688,7 @@ impl MarkerSink for BrokerCore {
             } else {
                 MarkerKind::Abort
             },
-            super::now_ms(),
+            self.now_ms(),
         ) {
             Ok(_) => MarkerAck::Written,
             Err(e) => {
@@ -712,7 +718,7 @@ impl MarkerSink for BrokerCore {
         let Some(log) = self.partition(meta.id, partition) else {
             return MarkerAck::PartitionGone;
         };
-        let now = super::now_ms();
+        let now = self.now_ms();
         let mut bytes = control_batch(
             m.commit,
             m.producer_id,

@@ -24,11 +24,12 @@
 //!   (transaction protocol v1 and v2, log and share participants).
 //! - [`txn_service`]: runs the transaction coordinator: durable log,
 //!   marker delivery to log and share participants.
-//! - [`shares`]: the share-group service: `SharePartitionManager` owns the
-//!   share group coordinator, the share partitions, share sessions, the
-//!   durable share state (`share-state/share.log`) and the wake-ups of
-//!   long-polling ShareFetches; driven by a 100 ms timer (session and lock
-//!   expiry).
+//! - [`share_service`]: runs the share group coordinator and the share
+//!   partitions and carries out their effects: share sessions, the durable
+//!   share state (`share-state/share.log`, written by its own thread with
+//!   group commit), the wake-ups of long-polling ShareFetches, metrics;
+//!   driven by a 100 ms timer (session and lock expiry).
+//! - [`clock`]: the broker's one clock (system, tokio's, or manual).
 //! - [`metrics`]: per-API request counts and latency histograms, Prometheus
 //!   text.
 //! - [`metrics_http`]: `GET /metrics` in Prometheus text format
@@ -57,6 +58,7 @@
 #![deny(missing_docs)]
 
 pub mod acl;
+pub mod clock;
 pub mod config;
 pub mod consumer_group;
 pub mod consumer_groups;
@@ -69,21 +71,10 @@ pub mod metrics_http;
 pub mod security;
 pub mod server;
 pub mod share;
-pub mod shares;
+pub mod share_service;
 pub mod topics;
 pub mod txn;
 pub mod txn_service;
-
-/// Wall-clock time in milliseconds since the epoch, the time input of the
-/// broker's state machines.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
-pub(crate) use now_ms as handlers_now_ms;
 
 pub use config::{BrokerConfig, FsyncPolicy, StorageMode};
 pub use server::{Broker, BrokerHandle};

@@ -198,7 +198,7 @@ async fn share_tick_loop(core: Arc<BrokerCore>, mut shutdown: watch::Receiver<bo
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                core.shares().tick(crate::shares::unix_now_ms());
+                core.shares().tick(core.now_ms());
             }
             _ = shutdown.changed() => return,
         }
@@ -215,7 +215,7 @@ async fn retention_loop(core: Arc<BrokerCore>, mut shutdown: watch::Receiver<boo
         tokio::select! {
             _ = tick.tick() => {
                 let core = core.clone();
-                let _ = tokio::task::spawn_blocking(move || core.enforce_retention(super::now_ms())).await;
+                let _ = tokio::task::spawn_blocking(move || { let now = core.now_ms(); core.enforce_retention(now) }).await;
             }
             _ = shutdown.changed() => return,
         }
@@ -327,7 +327,7 @@ impl Drop for ConnectionClosed {
     fn drop(&mut self) {
         self.core
             .shares()
-            .connection_closed(self.connection_id, crate::shares::unix_now_ms());
+            .connection_closed(self.connection_id, self.core.now_ms());
     }
 }
 

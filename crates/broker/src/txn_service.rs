@@ -130,7 +130,7 @@ impl TxnService {
         let (result, markers) = {
             let mut inner = self.inner.lock();
             let out = f(&mut inner.coordinator, now_ms);
-            match self.persist_locked(&mut inner, out.effects) {
+            match self.persist_locked(&mut inner, out.effects, now_ms) {
                 Ok(markers) => (out.result, markers),
                 Err(()) => return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
             }
@@ -144,7 +144,8 @@ impl TxnService {
         let markers = {
             let mut inner = self.inner.lock();
             let effects = inner.coordinator.tick(now_ms);
-            self.persist_locked(&mut inner, effects).unwrap_or_default()
+            self.persist_locked(&mut inner, effects, now_ms)
+                .unwrap_or_default()
         };
         self.deliver(now_ms, sink, markers);
     }
@@ -173,7 +174,7 @@ impl TxnService {
                     p,
                     ack,
                 );
-                if let Ok(more) = self.persist_locked(&mut inner, effects) {
+                if let Ok(more) = self.persist_locked(&mut inner, effects, now_ms) {
                     markers.extend(more);
                 }
             }
@@ -186,6 +187,7 @@ impl TxnService {
         &self,
         inner: &mut Inner,
         effects: Vec<TxnEffect>,
+        now_ms: i64,
     ) -> Result<Vec<MarkerRequest>, ()> {
         let mut markers = Vec::new();
         for e in effects {
@@ -198,7 +200,7 @@ impl TxnService {
                     };
                     if let Err(err) = res {
                         tracing::error!(error = %err, "appending to the transaction log failed; rebuilding the coordinator from it");
-                        self.rebuild_locked(inner);
+                        self.rebuild_locked(inner, now_ms);
                         return Err(());
                     }
                     inner.appended += 1;
@@ -213,16 +215,15 @@ impl TxnService {
         Ok(markers)
     }
 
-    fn rebuild_locked(&self, inner: &mut Inner) {
+    fn rebuild_locked(&self, inner: &mut Inner, now_ms: i64) {
         match inner.log.replay() {
             Ok(records) => {
                 let decoded: Vec<TxnLogRecord> = records
                     .iter()
                     .filter_map(|r| TxnLogRecord::decode(r).ok())
                     .collect();
-                let now = crate::handlers_now_ms();
                 let (c, _effects) =
-                    TransactionCoordinator::recover(self.config.clone(), decoded, now);
+                    TransactionCoordinator::recover(self.config.clone(), decoded, now_ms);
                 inner.coordinator = c;
             }
             Err(e) => tracing::error!(error = %e, "replaying the transaction log failed"),

@@ -136,10 +136,7 @@ pub(crate) async fn join_group(
         client_host: client_host(ctx),
     };
     let member_id = creq.member_id.clone();
-    let pending = blocking(core, move |c| {
-        c.consumer_groups().join(&creq, crate::now_ms())
-    })
-    .await;
+    let pending = blocking(core, move |c| c.consumer_groups().join(&creq, c.now_ms())).await;
     let r = wait(pending, || {
         CoordJoinResponse::error(ErrorCode::COORDINATOR_NOT_AVAILABLE, member_id)
     })
@@ -184,10 +181,7 @@ pub(crate) async fn sync_group(
             .map(|a| (a.member_id.to_string(), a.assignment.clone()))
             .collect(),
     };
-    let pending = blocking(core, move |c| {
-        c.consumer_groups().sync(&creq, crate::now_ms())
-    })
-    .await;
+    let pending = blocking(core, move |c| c.consumer_groups().sync(&creq, c.now_ms())).await;
     let r = wait(pending, || {
         CoordSyncResponse::error(ErrorCode::COORDINATOR_NOT_AVAILABLE)
     })
@@ -210,7 +204,7 @@ pub(crate) fn heartbeat(
         &req.member_id,
         req.group_instance_id.as_deref(),
         req.generation_id,
-        crate::now_ms(),
+        core.now_ms(),
     );
     HeartbeatResponse::default().with_error_code(code.0)
 }
@@ -243,7 +237,7 @@ pub(crate) async fn leave_group(
     let asked = members.clone();
     let gid = group_id.clone();
     let result = blocking(core, move |c| {
-        c.consumer_groups().leave(&gid, &asked, crate::now_ms())
+        c.consumer_groups().leave(&gid, &asked, c.now_ms())
     })
     .await;
     match result {
@@ -352,7 +346,7 @@ pub(crate) async fn offset_commit(
 ) -> OffsetCommitResponse {
     let version = ctx.version();
     let group_id = req.group_id.0.to_string();
-    let now = crate::now_ms();
+    let now = core.now_ms();
     let topics = req.topics.iter().map(|t| {
         (
             t.name.0.to_string(),
@@ -439,7 +433,7 @@ pub(crate) async fn txn_offset_commit(
     let group_id = req.group_id.0.to_string();
     let txn_id = req.transactional_id.0.to_string();
     let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
-    let now = crate::now_ms();
+    let now = core.now_ms();
     let all = |code: ErrorCode| -> Vec<(String, i32, ErrorCode)> {
         req.topics
             .iter()

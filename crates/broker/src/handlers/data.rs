@@ -42,8 +42,6 @@ use sharestream_protocol::records::RecordBatchView;
 /// Kafka's INVALID_RECORD.
 const INVALID_RECORD: ErrorCode = ErrorCode(87);
 
-use crate::now_ms;
-
 /// Runs an append of `bytes` bytes: inline for in-memory logs and for
 /// appends that only write to the page cache (like the reads of Fetch); on
 /// the blocking pool when it may wait on the disk (an fsync per batch, or
@@ -210,7 +208,7 @@ async fn produce_partition(
         );
     }
     let opts = AppendOptions {
-        now_ms: now_ms(),
+        now_ms: core.now_ms(),
         log_append_time: topic.log_append_time(),
         leader_epoch: 0,
     };

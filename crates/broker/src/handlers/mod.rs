@@ -199,7 +199,14 @@ pub(crate) async fn dispatch(
                 respond::<FindCoordinatorRequest>(&ctx, &resp, out)
             }
             RequestKind::IncrementalAlterConfigs(r) => {
-                let resp = configs::incremental_alter_configs(core, &ctx, r);
+                // A group config change waits for the share-state journal:
+                // off the async threads in disk mode (topic and broker
+                // configs are persisted there too).
+                let c = ctx.clone();
+                let resp = txn::blocking(core, move |core| {
+                    configs::incremental_alter_configs(core, &c, r)
+                })
+                .await;
                 respond::<IncrementalAlterConfigsRequest>(&ctx, &resp, out)
             }
             RequestKind::AlterConfigs(r) => {
@@ -223,7 +230,7 @@ pub(crate) async fn dispatch(
                 respond::<DeleteRecordsRequest>(&ctx, &resp, out)
             }
             RequestKind::ShareGroupHeartbeat(r) => {
-                let resp = share::share_group_heartbeat(core, &ctx, r);
+                let resp = share::share_group_heartbeat(core, &ctx, r).await;
                 respond::<ShareGroupHeartbeatRequest>(&ctx, &resp, out)
             }
             RequestKind::ShareGroupDescribe(r) => {
@@ -304,7 +311,7 @@ pub(crate) async fn dispatch(
             respond::<ShareFetchV2Request>(&ctx, &resp, out)
         }
         AnyRequest::ShareAcknowledge(r) => {
-            let resp = share::share_acknowledge(core, &ctx, r);
+            let resp = share::share_acknowledge(core, &ctx, r).await;
             respond::<ShareAcknowledgeV2Request>(&ctx, &resp, out)
         }
         AnyRequest::TxnShareAcknowledge(r) => {

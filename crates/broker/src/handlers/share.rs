@@ -2,9 +2,10 @@
 //! v1, ShareFetch v1-2, ShareAcknowledge v1-2, and group configs through
 //! IncrementalAlterConfigs / DescribeConfigs on the GROUP resource.
 //!
-//! The state lives in [`SharePartitionManager`](crate::shares::SharePartitionManager);
+//! The state lives in [`ShareService`](crate::share_service::ShareService);
 //! these functions translate requests and responses and run ShareFetch's
-//! long poll.
+//! long poll. Every answer waits (without blocking a thread) until the
+//! share state it reports is durable (docs/DESIGN.md D22).
 //!
 //! Check order of ShareFetch and ShareAcknowledge, as Kafka's: feature gate
 //! (UNSUPPORTED_VERSION), Read on the group (GROUP_AUTHORIZATION_FAILED),
@@ -58,7 +59,9 @@ use crate::core::BrokerCore;
 use crate::group::coordinator::MAX_MEMBER_ID_LENGTH;
 use crate::group::{ConfigSource, HeartbeatRequest};
 use crate::share::AcknowledgementBatch;
-use crate::shares::{FINAL_SHARE_SESSION_EPOCH, INITIAL_SHARE_SESSION_EPOCH, TopicIdPartition};
+use crate::share_service::{
+    Durable, FINAL_SHARE_SESSION_EPOCH, INITIAL_SHARE_SESSION_EPOCH, TopicIdPartition,
+};
 use sharestream_protocol::ErrorCode;
 use sharestream_protocol::share_v2::{
     ShareAcknowledgeV2Request, ShareAcknowledgeV2Response, ShareFetchV2Request,
@@ -84,15 +87,13 @@ fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())
 }
 
-use crate::shares::unix_now_ms as now_ms;
-
 fn disabled(core: &BrokerCore) -> bool {
     !core.features().share_groups_enabled()
 }
 
 // ----- ShareGroupHeartbeat / ShareGroupDescribe ------------------------------
 
-pub(crate) fn share_group_heartbeat(
+pub(crate) async fn share_group_heartbeat(
     core: &BrokerCore,
     ctx: &RequestContext,
     req: ShareGroupHeartbeatRequest,
@@ -126,8 +127,16 @@ pub(crate) fn share_group_heartbeat(
         client_id: ctx.header.client_id.clone().unwrap_or_default(),
         client_host: String::new(),
     };
-    let topics = core.topics().read();
-    match core.shares().heartbeat(&hb, now_ms(), &*topics) {
+    let pending = {
+        let topics = core.topics().read();
+        core.shares()
+            .heartbeat_deferred(&hb, core.now_ms(), &*topics)
+    };
+    let (out, durable) = pending.split();
+    if let Err(code) = durable.wait().await {
+        return resp.with_error_code(code.0);
+    }
+    match out {
         Ok(o) => resp
             .with_member_id(Some(s(o.member_id)))
             .with_member_epoch(o.member_epoch)
@@ -352,16 +361,54 @@ fn acknowledge_one(
     (topic_id, partition): TopicIdPartition,
     batches: &[AcknowledgementBatch],
     now: i64,
+    waits: &mut Waits,
 ) -> ErrorCode {
     if let Some(e) = partition_error(core, topic_id, partition) {
         return e;
     }
-    match core
+    let (out, durable) = core
         .shares()
-        .acknowledge(group, member, topic_id, partition, batches, now)
-    {
+        .acknowledge_deferred(group, member, topic_id, partition, batches, now)
+        .split();
+    if !durable.is_ready() {
+        waits.acks.push(((topic_id, partition), durable));
+    }
+    match out {
         Ok(()) => ErrorCode::NONE,
         Err(e) => e,
+    }
+}
+
+/// What an answer waits for before it goes out: the journal writes of its
+/// acknowledgements and acquisitions (per partition, so that a failed
+/// write is reported where it happened) and of the rest of the request.
+#[derive(Debug, Default)]
+struct Waits {
+    acks: Vec<(TopicIdPartition, Durable)>,
+    acquisitions: Vec<(TopicIdPartition, Durable)>,
+    rest: Durable,
+}
+
+impl Waits {
+    /// Waits for every write; returns the partitions whose
+    /// acknowledgements, and those whose acquisitions, were not written.
+    async fn settle(self) -> (Vec<TopicIdPartition>, Vec<TopicIdPartition>) {
+        let mut failed_acks = Vec::new();
+        for (tp, d) in self.acks {
+            if d.wait().await.is_err() {
+                failed_acks.push(tp);
+            }
+        }
+        let mut failed_acquisitions = Vec::new();
+        for (tp, d) in self.acquisitions {
+            if d.wait().await.is_err() {
+                failed_acquisitions.push(tp);
+            }
+        }
+        if self.rest.wait().await.is_err() {
+            tracing::warn!("share state: a session's release was not written");
+        }
+        (failed_acks, failed_acquisitions)
     }
 }
 
@@ -456,6 +503,34 @@ pub(crate) async fn share_fetch(
     ctx: &RequestContext,
     full: ShareFetchV2Request,
 ) -> ShareFetchResponse {
+    let mut waits = Waits::default();
+    let mut resp = share_fetch_unsettled(core, ctx, full, &mut waits).await;
+    let (failed_acks, failed_acquisitions) = waits.settle().await;
+    for t in &mut resp.responses {
+        for p in &mut t.partitions {
+            let tp = (t.topic_id, p.partition_index);
+            if failed_acks.contains(&tp) {
+                p.acknowledge_error_code = ErrorCode::KAFKA_STORAGE_ERROR.0;
+            }
+            if failed_acquisitions.contains(&tp) {
+                // Not handed out: the records come back when their locks
+                // expire.
+                p.error_code = ErrorCode::KAFKA_STORAGE_ERROR.0;
+                p.records = None;
+                p.acquired_records.clear();
+            }
+        }
+    }
+    resp
+}
+
+/// ShareFetch up to the durability of what it did, which `waits` collects.
+async fn share_fetch_unsettled(
+    core: &Arc<BrokerCore>,
+    ctx: &RequestContext,
+    full: ShareFetchV2Request,
+    waits: &mut Waits,
+) -> ShareFetchResponse {
     let (group, member) = match check_request(
         core,
         ctx,
@@ -547,7 +622,7 @@ pub(crate) async fn share_fetch(
     mgr.session_used_on(&group, &member, ctx.connection_id);
     let leader = core.node_id();
     let mut rows = Rows::default();
-    let now = now_ms();
+    let now = core.now_ms();
     for (tp, _, batches) in &entries {
         if batches.is_empty() {
             continue;
@@ -555,7 +630,7 @@ pub(crate) async fn share_fetch(
         let code = if reads.denied(tp.0) {
             ErrorCode::TOPIC_AUTHORIZATION_FAILED
         } else {
-            acknowledge_one(core, &group, &member, *tp, batches, now)
+            acknowledge_one(core, &group, &member, *tp, batches, now, waits)
         };
         rows.get(*tp, leader).acknowledge_error_code = code.0;
     }
@@ -570,7 +645,10 @@ pub(crate) async fn share_fetch(
     let wants_nothing = req.max_bytes == 0 || req.max_records == 0;
     if step.closed || renew_only || departed || wants_nothing {
         if step.closed {
-            mgr.release_session_records(&group, &member, &step.partitions, now_ms());
+            let (_, d) = mgr
+                .release_session_records_deferred(&group, &member, &step.partitions, now)
+                .split();
+            waits.rest = d;
         }
         return ShareFetchResponse::default()
             .with_acquisition_lock_timeout_ms(lock_ms)
@@ -605,7 +683,7 @@ pub(crate) async fn share_fetch(
     loop {
         appended.borrow_and_update();
         available.borrow_and_update();
-        let now = now_ms();
+        let now = core.now_ms();
         let mut records_left = max_records;
         let mut bytes_left = max_bytes;
         let mut something = false;
@@ -634,17 +712,23 @@ pub(crate) async fn share_fetch(
                 .copied()
                 .unwrap_or(DEFAULT_PARTITION_MAX_BYTES)
                 .min(bytes_left);
-            match mgr.acquire(
-                &group,
-                &member,
-                topic_id,
-                partition,
-                &log,
-                records_left,
-                mode,
-                budget,
-                now,
-            ) {
+            let (acquired, durable) = mgr
+                .acquire_deferred(
+                    &group,
+                    &member,
+                    topic_id,
+                    partition,
+                    &log,
+                    records_left,
+                    mode,
+                    budget,
+                    now,
+                )
+                .split();
+            if !durable.is_ready() {
+                waits.acquisitions.push((tp, durable));
+            }
+            match acquired {
                 Ok(data) if data.record_count > 0 => {
                     records_left = records_left.saturating_sub(data.record_count as u32);
                     bytes_left = bytes_left.saturating_sub(data.records.len());
@@ -696,7 +780,7 @@ pub(crate) async fn share_fetch(
 
 // ----- ShareAcknowledge ------------------------------------------------------------
 
-pub(crate) fn share_acknowledge(
+pub(crate) async fn share_acknowledge(
     core: &BrokerCore,
     ctx: &RequestContext,
     full: ShareAcknowledgeV2Request,
@@ -757,14 +841,15 @@ pub(crate) fn share_acknowledge(
             )
         })
     }));
-    let now = now_ms();
+    let now = core.now_ms();
     let leader = core.node_id();
+    let mut waits = Waits::default();
     let mut topics: Vec<ack_resp::ShareAcknowledgeTopicResponse> = Vec::new();
     for (tp @ (topic_id, partition), _, batches) in &entries {
         let code = if reads.denied(*topic_id) {
             ErrorCode::TOPIC_AUTHORIZATION_FAILED
         } else {
-            acknowledge_one(core, &group, &member, *tp, batches, now)
+            acknowledge_one(core, &group, &member, *tp, batches, now, &mut waits)
         };
         let pd = ack_resp::PartitionData::default()
             .with_partition_index(*partition)
@@ -784,9 +869,20 @@ pub(crate) fn share_acknowledge(
         }
     }
     if step.closed && req.share_session_epoch == FINAL_SHARE_SESSION_EPOCH {
-        mgr.release_session_records(&group, &member, &step.partitions, now_ms());
+        let (_, d) = mgr
+            .release_session_records_deferred(&group, &member, &step.partitions, now)
+            .split();
+        waits.rest = d;
     }
     let lock_ms = mgr.group_config(&group).record_lock_duration_ms;
+    let (failed_acks, _) = waits.settle().await;
+    for t in &mut topics {
+        for p in &mut t.partitions {
+            if failed_acks.contains(&(t.topic_id, p.partition_index)) {
+                p.error_code = ErrorCode::KAFKA_STORAGE_ERROR.0;
+            }
+        }
+    }
     wrap(
         ShareAcknowledgeResponse::default().with_responses(topics),
         lock_ms,

@@ -184,7 +184,7 @@ pub(crate) fn list_transactions(
     } else {
         -1
     };
-    let now = crate::now_ms();
+    let now = core.now_ms();
     // An unknown state name filters everything out when it is the only one.
     let only_unknown = !req.state_filters.is_empty() && wanted_states.is_empty();
     let listed: Vec<Listed> = if only_unknown {

@@ -192,7 +192,7 @@ fn stage(
     sharestream_common::failpoints::pause_blocking("broker.txn_share_ack.before_stage");
 
     // Stage, partition by partition.
-    let now = crate::now_ms();
+    let now = core.now_ms();
     let mut responses: Vec<TxnShareAcknowledgeTopicResponse> = req
         .topics
         .iter()

@@ -1,7 +1,10 @@
 use super::*;
 use crate::group::TopicInfo;
 use crate::log::{AppendOptions, LogConfig};
+use crate::share::AcquireMode;
 use crate::share::{AcknowledgeType, RecordState};
+use bytes::Bytes;
+use sharestream_protocol::records::RecordBatchView;
 use sharestream_protocol::records::{BatchSpec, Record, control_batch, encode_batch};
 
 const T0: i64 = 1_000_000;
@@ -48,7 +51,7 @@ fn new_log() -> Mutex<PartitionLog> {
     Mutex::new(PartitionLog::in_memory(LogConfig::default()))
 }
 
-fn join(m: &SharePartitionManager, member: &str, now: i64) -> HeartbeatOutcome {
+fn join(m: &ShareService, member: &str, now: i64) -> HeartbeatOutcome {
     m.heartbeat(
         &HeartbeatRequest {
             group_id: "g".into(),
@@ -63,19 +66,14 @@ fn join(m: &SharePartitionManager, member: &str, now: i64) -> HeartbeatOutcome {
     .unwrap()
 }
 
-fn manager() -> SharePartitionManager {
-    let m = SharePartitionManager::open(None, ShareGroupBrokerConfig::default(), T0).unwrap();
+fn manager() -> ShareService {
+    let m = ShareService::open(None, ShareGroupBrokerConfig::default(), T0).unwrap();
     m.alter_group_configs("g", &[("share.auto.offset.reset", Some("earliest"))], false)
         .unwrap();
     m
 }
 
-fn acquire(
-    m: &SharePartitionManager,
-    log: &Mutex<PartitionLog>,
-    member: &str,
-    now: i64,
-) -> ShareFetchData {
+fn acquire(m: &ShareService, log: &Mutex<PartitionLog>, member: &str, now: i64) -> ShareFetchData {
     m.acquire(
         "g",
         member,
@@ -91,7 +89,7 @@ fn acquire(
 }
 
 fn ack(
-    m: &SharePartitionManager,
+    m: &ShareService,
     member: &str,
     first: i64,
     last: i64,
@@ -253,7 +251,7 @@ fn delivery_count_limit_archives() {
     assert_eq!(m.partition_offsets("g", tid(), 0), Some((1, 1)));
 }
 
-fn leave(m: &SharePartitionManager, member: &str, now: i64) {
+fn leave(m: &ShareService, member: &str, now: i64) {
     m.heartbeat(
         &HeartbeatRequest {
             group_id: "g".into(),
@@ -362,7 +360,7 @@ fn the_broker_setting_caps_share_sessions() {
             ("group.share.max.share.sessions", "1"),
         ])
         .unwrap();
-    let m = SharePartitionManager::open(None, broker, T0).unwrap();
+    let m = ShareService::open(None, broker, T0).unwrap();
     m.fetch_session("g", "a", 0, &[(tid(), 0)], &[]).unwrap();
     assert_eq!(
         m.fetch_session("g", "b", 0, &[(tid(), 0)], &[]),
@@ -485,7 +483,7 @@ fn read_uncommitted_delivers_aborted_data_but_not_markers() {
 
 #[test]
 fn latest_starts_at_the_log_end() {
-    let m = SharePartitionManager::open(None, ShareGroupBrokerConfig::default(), T0).unwrap();
+    let m = ShareService::open(None, ShareGroupBrokerConfig::default(), T0).unwrap();
     let log = new_log();
     append(&log, 3, None);
     join(&m, "a", T0);
@@ -534,7 +532,7 @@ fn state_survives_a_restart() {
     let log = new_log();
     append(&log, 6, None);
     {
-        let m = SharePartitionManager::open(Some(dir.path()), Default::default(), T0).unwrap();
+        let m = ShareService::open(Some(dir.path()), Default::default(), T0).unwrap();
         m.alter_group_configs("g", &[("share.auto.offset.reset", Some("earliest"))], false)
             .unwrap();
         join(&m, "a", T0);
@@ -543,7 +541,7 @@ fn state_survives_a_restart() {
         ack(&m, "a", 2, 2, AcknowledgeType::Reject, T0).unwrap();
         // 3..=5 stay ACQUIRED; the manager is dropped without any shutdown.
     }
-    let m = SharePartitionManager::open(Some(dir.path()), Default::default(), T0 + 10).unwrap();
+    let m = ShareService::open(Some(dir.path()), Default::default(), T0 + 10).unwrap();
     assert_eq!(
         m.group_config("g").auto_offset_reset,
         AutoOffsetReset::Earliest,
@@ -567,7 +565,7 @@ fn the_state_log_is_compacted() {
     for _ in 0..50 {
         append(&log, 1, None);
     }
-    let m = SharePartitionManager::open(Some(dir.path()), Default::default(), T0).unwrap();
+    let m = ShareService::open(Some(dir.path()), Default::default(), T0).unwrap();
     m.alter_group_configs("g", &[("share.auto.offset.reset", Some("earliest"))], false)
         .unwrap();
     m.inner.lock().rewrite_min_bytes = 4096;
@@ -589,12 +587,12 @@ fn the_state_log_is_compacted() {
         .unwrap();
         let off = m.partition_offsets("g", tid(), 0).unwrap().0;
         let _ = ack(&m, "a", off, off, AcknowledgeType::Release, T0 + i);
-        if m.inner.lock().store.as_ref().unwrap().size_bytes() > 3 * 4096 {
+        if m.journal_bytes() > 3 * 4096 {
             panic!("state log not compacted");
         }
     }
     drop(m);
-    let m = SharePartitionManager::open(Some(dir.path()), Default::default(), T0).unwrap();
+    let m = ShareService::open(Some(dir.path()), Default::default(), T0).unwrap();
     assert!(m.partition_offsets("g", tid(), 0).is_some());
 }
 
@@ -631,4 +629,113 @@ fn changed_group_configs_reach_existing_share_partitions() {
     let after = m.record_info("g", tid(), 0, 0).unwrap();
     assert_eq!(after.state, RecordState::Acquired);
     assert_eq!(after.lock_deadline_ms, Some(T0 + 1 + 15_000));
+}
+
+#[tokio::test]
+async fn an_acknowledgement_is_on_disk_when_its_answer_may_go_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = new_log();
+    append(&log, 4, None);
+    let m = ShareService::open(Some(dir.path()), Default::default(), T0).unwrap();
+    m.alter_group_configs("g", &[("share.auto.offset.reset", Some("earliest"))], false)
+        .unwrap();
+    join(&m, "a", T0);
+    let (data, durable) = m
+        .acquire_deferred(
+            "g",
+            "a",
+            tid(),
+            0,
+            &log,
+            500,
+            AcquireMode::BatchOptimized,
+            1 << 20,
+            T0,
+        )
+        .split();
+    durable.wait().await.unwrap();
+    assert_eq!(range(&data.unwrap()), vec![(0, 3, 1)]);
+    m.acknowledge_deferred(
+        "g",
+        "a",
+        tid(),
+        0,
+        &[AcknowledgementBatch::uniform(0, 1, AcknowledgeType::Accept)],
+        T0,
+    )
+    .durable()
+    .await
+    .unwrap()
+    .unwrap();
+    // A copy of the log taken now (the service still running) already
+    // holds the acknowledgement.
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::copy(dir.path().join("share.log"), copy.path().join("share.log")).unwrap();
+    let restored = ShareService::open(Some(copy.path()), Default::default(), T0).unwrap();
+    assert_eq!(restored.partition_offsets("g", tid(), 0), Some((2, 4)));
+    assert!(m.journal_batches() >= 1);
+}
+
+#[test]
+fn concurrent_acknowledgements_are_all_durable() {
+    // 8 members acknowledge one record at a time on 8 share partitions,
+    // from 8 threads, through the one journal: every acknowledgement
+    // survives a restart. (That queued records share a flush is
+    // persistence::tests' business.)
+    let dir = tempfile::tempdir().unwrap();
+    let logs: Vec<Mutex<PartitionLog>> = (0..8).map(|_| new_log()).collect();
+    for l in &logs {
+        append(l, 20, None);
+    }
+    let m = ShareService::open(Some(dir.path()), Default::default(), T0).unwrap();
+    m.alter_group_configs("g", &[("share.auto.offset.reset", Some("earliest"))], false)
+        .unwrap();
+    for i in 0..8 {
+        join(&m, &format!("m{i}"), T0);
+    }
+    for (p, l) in logs.iter().enumerate() {
+        m.acquire(
+            "g",
+            &format!("m{p}"),
+            tid(),
+            p as i32,
+            l,
+            20,
+            AcquireMode::BatchOptimized,
+            1 << 20,
+            T0,
+        )
+        .unwrap();
+    }
+    std::thread::scope(|s| {
+        for p in 0..8 {
+            let m = &m;
+            s.spawn(move || {
+                for off in 0..20 {
+                    m.acknowledge(
+                        "g",
+                        &format!("m{p}"),
+                        tid(),
+                        p,
+                        &[AcknowledgementBatch::uniform(
+                            off,
+                            off,
+                            AcknowledgeType::Accept,
+                        )],
+                        T0,
+                    )
+                    .unwrap();
+                }
+            });
+        }
+    });
+    drop(m);
+    let m = ShareService::open(Some(dir.path()), Default::default(), T0).unwrap();
+    for p in 0..8 {
+        assert_eq!(
+            m.partition_offsets("g", tid(), p),
+            Some((20, 20)),
+            "partition {p}"
+        );
+    }
 }
