@@ -47,7 +47,9 @@ use sharestream::client::{
 use sharestream::eos::AcknowledgeType;
 use sharestream::protocol::records::{Compression, RecordHeader};
 use sharestream::runtime::verify::{CommittedRecord, read_committed};
-use sharestream::runtime::{ProcessingGuarantee, Runtime, RuntimeConfig, RuntimeError};
+use sharestream::runtime::{
+    ExactlyOnceMechanism, ProcessingGuarantee, Runtime, RuntimeConfig, RuntimeError,
+};
 use sharestream::topology::{Serdes, StreamsBuilder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -285,7 +287,13 @@ fn scenarios() -> Vec<Scenario> {
             run: |e| Box::pin(runtime_exactly_once(e)),
         },
         Scenario {
-            feature: "runtime exactly_once without apiKey 95: clear start-up error, 95 never sent",
+            feature: "runtime exactly_once through the intent ledger (any broker with share groups and transactions)",
+            needs: &[Need::ShareGroups, Need::Transactions],
+            flavor: Flavor::Full,
+            run: |e| Box::pin(runtime_exactly_once_ledger(e)),
+        },
+        Scenario {
+            feature: "runtime exactly.once.mechanism=kip1289 without apiKey 95: clear start-up error naming the ledger, 95 never sent",
             needs: &[Need::NoKip1289],
             flavor: Flavor::WithoutKip1289,
             run: |e| Box::pin(exactly_once_refused(e)),
@@ -738,6 +746,19 @@ async fn forward_all(
     base: &str,
     guarantee: ProcessingGuarantee,
 ) -> BTreeMap<String, usize> {
+    forward_all_with(e, base, guarantee, ExactlyOnceMechanism::Auto)
+        .await
+        .0
+}
+
+/// [`forward_all`] with `exactly.once.mechanism`; also the mechanism the
+/// runtime settled on.
+async fn forward_all_with(
+    e: &Env,
+    base: &str,
+    guarantee: ProcessingGuarantee,
+    mechanism: ExactlyOnceMechanism,
+) -> (BTreeMap<String, usize>, ExactlyOnceMechanism) {
     let n = 300;
     let input = e.create_topic(&format!("{base}-in"), 2).await;
     let output = e.create_topic(&format!("{base}-out"), 2).await;
@@ -745,11 +766,14 @@ async fn forward_all(
     e.group_config(&group, &[("share.auto.offset.reset", "earliest")])
         .await;
     produce_inputs(e, &input, 2, n).await;
+    let mut config = runtime_config(e, &group, guarantee);
+    config.exactly_once_mechanism = mechanism;
     let handle = Runtime::builder(forward_topology(&group, &input, &output))
-        .config(runtime_config(e, &group, guarantee))
+        .config(config)
         .start()
         .await
         .unwrap_or_else(|err| panic!("runtime start ({guarantee}): {err}"));
+    let used = handle.config().exactly_once_mechanism;
     let md = e.metadata();
     let deadline = Instant::now() + Duration::from_secs(60);
     let counts = loop {
@@ -774,7 +798,7 @@ async fn forward_all(
         .await
         .unwrap_or_else(|err| panic!("runtime stop ({guarantee}): {err}"));
     assert_eq!(counts.len(), n, "no output value that is not an input");
-    counts
+    (counts, used)
 }
 
 async fn runtime_at_least_once(e: Arc<Env>) -> Detail {
@@ -788,6 +812,23 @@ async fn runtime_exactly_once(e: Arc<Env>) -> Detail {
     let dup: Vec<_> = counts.iter().filter(|(_, c)| **c != 1).collect();
     assert!(dup.is_empty(), "exactly_once wrote duplicates: {dup:?}");
     json!({"inputs": counts.len(), "duplicates": 0})
+}
+
+async fn runtime_exactly_once_ledger(e: Arc<Env>) -> Detail {
+    let (counts, used) = forward_all_with(
+        &e,
+        "eos-ledger",
+        ProcessingGuarantee::ExactlyOnce,
+        ExactlyOnceMechanism::Ledger,
+    )
+    .await;
+    assert_eq!(used, ExactlyOnceMechanism::Ledger);
+    let dup: Vec<_> = counts.iter().filter(|(_, c)| **c != 1).collect();
+    assert!(
+        dup.is_empty(),
+        "exactly_once (ledger) wrote duplicates: {dup:?}"
+    );
+    json!({"inputs": counts.len(), "duplicates": 0, "mechanism": "ledger"})
 }
 
 /// A TCP proxy in front of the broker that records the API key of every
@@ -849,6 +890,8 @@ async fn exactly_once_refused(e: Arc<Env>) -> Detail {
     let output = e.create_topic("eos-refused-out", 1).await;
     let mut config = runtime_config(&e, &group, ProcessingGuarantee::ExactlyOnce);
     config.bootstrap_servers = vec![proxy.addr.clone()];
+    // Forced: `auto` would take the intent ledger here.
+    config.exactly_once_mechanism = ExactlyOnceMechanism::Kip1289;
     let started = Runtime::builder(forward_topology(&group, &input, &output))
         .config(config)
         .start()
@@ -858,7 +901,7 @@ async fn exactly_once_refused(e: Arc<Env>) -> Detail {
     let err = match started {
         Ok(h) => {
             let _ = h.stop().await;
-            panic!("exactly_once started against a broker without TxnShareAcknowledge");
+            panic!("exactly_once (kip1289) started against a broker without TxnShareAcknowledge");
         }
         Err(err) => err,
     };
@@ -868,7 +911,7 @@ async fn exactly_once_refused(e: Arc<Env>) -> Detail {
         "expected the start-up capability error, got: {msg}"
     );
     assert!(
-        msg.contains("processing.guarantee=at_least_once") && msg.contains("apiKey 95"),
+        msg.contains("exactly.once.mechanism=ledger") && msg.contains("apiKey 95"),
         "the error must name the fix: {msg}"
     );
     assert!(
