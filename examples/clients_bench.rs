@@ -15,7 +15,8 @@
 //!
 //! - share consume, 100 B and 1 KiB records, topics of 1 and 4 partitions,
 //!   loaded before the runs; one share consumer, explicit ACCEPT of every
-//!   record, max.poll.records 500 (`share_perf --explicit` against
+//!   record, max.poll.records 500, share.acquire.mode record_limit
+//!   (`--acquire-mode`) (`share_perf --explicit` against
 //!   `krafka_perf share-consume`);
 //! - produce, 100 B and 1 KiB, one partition; acks=all, idempotence,
 //!   linger 5 ms, batch 16 KiB (`produce_perf` against `krafka_perf
@@ -67,6 +68,11 @@ struct Args {
     /// Transactions per transactions run (of 1000 x 100 B each).
     #[arg(long, default_value_t = 100)]
     transactions: u64,
+    /// share.acquire.mode of both share consumers: record_limit (at most
+    /// max.poll.records per fetch, the mode of the measurements) or
+    /// batch_optimized.
+    #[arg(long, default_value = "record_limit")]
+    acquire_mode: String,
     /// Phases to run (comma separated: share, produce, txn).
     #[arg(long, default_value = "share,produce,txn")]
     phases: String,
@@ -408,11 +414,15 @@ fn bench_broker(args: &Args, broker: &Broker, rt: &tokio::runtime::Runtime) -> V
                         "sharestream" => {
                             let mut a = common.to_vec();
                             a.push("--explicit".into());
+                            a.push("--consumer-prop".into());
+                            a.push(format!("share.acquire.mode={}", args.acquire_mode));
                             (bin("share_perf"), a)
                         }
                         _ => {
                             let mut a = vec!["share-consume".to_string()];
                             a.extend(common);
+                            a.push("--acquire-mode".into());
+                            a.push(args.acquire_mode.clone());
                             (bin("krafka_perf"), a)
                         }
                     }

@@ -196,7 +196,7 @@ async fn main() {
                     .await
                     .expect("transactional producer");
                 producer.begin().expect("begin");
-                producer
+                let _warm_up = producer
                     .send(krafka::Record::new(topic.clone(), &b"warm-up"[..]))
                     .await
                     .expect("warm-up record");
@@ -219,7 +219,7 @@ async fn main() {
                 producer.close().await.ok();
             } else {
                 let producer = builder.build().await.expect("producer");
-                producer
+                let _warm_up = producer
                     .send(krafka::Record::new(topic.clone(), &b"warm-up"[..]))
                     .await
                     .expect("warm-up record");
@@ -229,7 +229,7 @@ async fn main() {
                     deliveries.push(producer.enqueue(record()).await.expect("enqueue"));
                 }
                 for d in deliveries {
-                    d.await.expect("delivery");
+                    let _metadata = d.await.expect("delivery");
                 }
                 let n = num_records as u64;
                 clock.report(n, n * record_size as u64);

@@ -42,7 +42,9 @@
 //! returns a handle to await. As in Kafka, the results of every
 //! acknowledgement sent (by commits and piggy-backed on fetches) are also
 //! given to the acknowledgement commit callback, which runs on the caller's
-//! task during `poll`, `commit_sync` and `close`.
+//! task during `poll`, `commit_sync` and `close`. Results of
+//! acknowledgements sent before a callback was set are not kept (a consumer
+//! without a callback does no bookkeeping per acknowledged offset).
 //!
 //! # Transactions (KIP-1289)
 //!
@@ -97,7 +99,7 @@ pub mod state;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
 
 use kafka_protocol::messages::share_acknowledge_request::{
@@ -202,7 +204,11 @@ struct Inner {
     lookup: Arc<dyn ClusterLookup>,
     pool: Arc<BrokerPool>,
     metrics: ShareConsumerMetrics,
+    /// Results for the acknowledgement commit callback, kept only while
+    /// one is set (`wants_results`), so that a consumer without a callback
+    /// does not list every acknowledged offset again.
     completed: Mutex<Vec<AcknowledgementCommit>>,
+    wants_results: AtomicBool,
     lock_timeout_ms: AtomicI32,
     request_timeout: Duration,
     acquire_mode: AcquireMode,
@@ -218,6 +224,14 @@ impl std::fmt::Debug for Inner {
 }
 
 impl Inner {
+    /// Keeps `results` for the acknowledgement commit callback, if one is
+    /// set.
+    fn record_results(&self, results: &[AcknowledgementCommit]) {
+        if self.wants_results.load(Ordering::Relaxed) {
+            self.completed.lock().extend(results.iter().cloned());
+        }
+    }
+
     fn publish(&self) {
         let m = self.membership.lock();
         let view = MemberView {
@@ -316,7 +330,8 @@ pub struct ShareConsumer {
     view: watch::Receiver<MemberView>,
     acks: AcknowledgementState,
     sessions: HashMap<i32, SessionCell>,
-    cluster: ClusterView,
+    /// Shared with each fetch round's leader jobs (no copy per poll).
+    cluster: Arc<ClusterView>,
     buffered: VecDeque<ShareRecord>,
     callback: Option<AcknowledgementCommitCallback>,
     task: JoinHandle<()>,
@@ -397,6 +412,7 @@ impl ShareConsumer {
             pool,
             metrics: ShareConsumerMetrics::default(),
             completed: Mutex::new(Vec::new()),
+            wants_results: AtomicBool::new(false),
             lock_timeout_ms: AtomicI32::new(-1),
             request_timeout: config.request_timeout,
             acquire_mode: config.acquire_mode,
@@ -408,7 +424,7 @@ impl ShareConsumer {
             inner,
             view: rx,
             sessions: HashMap::new(),
-            cluster: ClusterView::default(),
+            cluster: Arc::new(ClusterView::default()),
             buffered: VecDeque::new(),
             callback: None,
             task,
@@ -497,9 +513,13 @@ impl ShareConsumer {
         callback: impl FnMut(&AcknowledgementCommit) + Send + 'static,
     ) {
         self.callback = Some(Box::new(callback));
+        self.inner.wants_results.store(true, Ordering::Relaxed);
     }
 
     fn fire_callbacks(&mut self) {
+        if self.callback.is_none() {
+            return;
+        }
         let done = std::mem::take(&mut *self.inner.completed.lock());
         if let Some(cb) = self.callback.as_mut() {
             for c in &done {
@@ -537,8 +557,7 @@ impl ShareConsumer {
         ty: AcknowledgeType,
     ) -> Result<(), ConsumerError> {
         self.ensure_open()?;
-        self.acks
-            .acknowledge(&record.topic_id_partition(), record.offset, ty)
+        self.acks.acknowledge_record(record, ty)
     }
 
     /// Acknowledges a record of the latest poll by topic, partition and
@@ -585,8 +604,7 @@ impl ShareConsumer {
         ty: AcknowledgeType,
     ) -> Result<(), ConsumerError> {
         self.ensure_open()?;
-        self.acks
-            .acknowledge_in_transaction(&record.topic_id_partition(), record.offset, ty)
+        self.acks.acknowledge_in_transaction(record, ty)
     }
 
     /// Seals the acknowledgements taken by `acknowledge_in_transaction`
@@ -671,7 +689,7 @@ impl ShareConsumer {
     async fn refresh_cluster(&mut self, ids: &[Uuid]) -> Result<(), ConsumerError> {
         match self.inner.lookup.describe_topics(ids).await {
             Ok(view) => {
-                self.cluster = view;
+                self.cluster = Arc::new(view);
                 Ok(())
             }
             Err(e) if e.is_retriable() => {
@@ -695,14 +713,14 @@ impl ShareConsumer {
     fn pending_by_leader(&mut self) -> AcksByLeader {
         let pending = self.acks.take_pending();
         let mut out: BTreeMap<i32, (BrokerAddress, Vec<_>)> = BTreeMap::new();
-        for (tp, a) in pending.partitions() {
-            match self.leader_of(tp) {
+        for (tp, a) in pending.into_partitions() {
+            match self.leader_of(&tp) {
                 Some(b) => out
                     .entry(b.node_id)
                     .or_insert_with(|| (b.clone(), Vec::new()))
                     .1
-                    .push((tp.clone(), a.clone())),
-                None => self.acks.restore_pending(tp, a),
+                    .push((tp, a)),
+                None => self.acks.restore_pending(&tp, &a),
             }
         }
         out
@@ -809,7 +827,9 @@ impl ShareConsumer {
                 acks: leader_acks,
                 max_records,
                 max_wait,
-                config: self.config.clone(),
+                max_partition_fetch_bytes: self.config.max_partition_fetch_bytes,
+                fetch_min_bytes: self.config.fetch_min_bytes,
+                fetch_max_bytes: self.config.fetch_max_bytes,
                 cluster: self.cluster.clone(),
             };
             jobs.push(job.run());
@@ -832,7 +852,7 @@ impl ShareConsumer {
             }
         }
         if refresh {
-            self.cluster.topics.clear();
+            Arc::make_mut(&mut self.cluster).topics.clear();
         }
         if let Some(e) = fatal {
             return Err(e);
@@ -882,7 +902,7 @@ impl ShareConsumer {
             results.extend(futures::future::join_all(jobs).await.into_iter().flatten());
         }
         if !close && !unsent.is_empty() {
-            self.inner.completed.lock().extend(unsent.iter().cloned());
+            self.inner.record_results(&unsent);
             results.extend(unsent);
         }
         // Acknowledgements that could not be sent stay pending (no leader).
@@ -921,7 +941,7 @@ impl ShareConsumer {
             ));
         }
         let (renewals, unsent) = self.renewals_by_leader();
-        self.inner.completed.lock().extend(unsent.iter().cloned());
+        self.inner.record_results(&unsent);
         let renew_jobs: Vec<_> = renewals
             .into_iter()
             .map(|(node, (addr, acks))| {
@@ -1042,7 +1062,7 @@ async fn acknowledge_leader(
                 code: ErrorCode::SHARE_SESSION_NOT_FOUND,
             })
         });
-        inner.completed.lock().extend(out.iter().cloned());
+        inner.record_results(&out);
         return out;
     }
     if acks.is_empty() && !close {
@@ -1150,7 +1170,7 @@ async fn acknowledge_leader(
             commits_for(&acks, |_| Some(e.clone()))
         }
     };
-    inner.completed.lock().extend(out.iter().cloned());
+    inner.record_results(&out);
     out
 }
 
@@ -1166,8 +1186,10 @@ struct LeaderFetch {
     acks: Vec<(TopicIdPartition, Acknowledgements)>,
     max_records: usize,
     max_wait: Duration,
-    config: ShareConsumerConfig,
-    cluster: ClusterView,
+    max_partition_fetch_bytes: i32,
+    fetch_min_bytes: i32,
+    fetch_max_bytes: i32,
+    cluster: Arc<ClusterView>,
 }
 
 #[derive(Default)]
@@ -1180,12 +1202,13 @@ struct LeaderFetchResult {
 }
 
 impl LeaderFetch {
-    async fn run(self) -> LeaderFetchResult {
+    async fn run(mut self) -> LeaderFetchResult {
         let mut out = LeaderFetchResult::default();
+        let acks = std::mem::take(&mut self.acks);
         let mut s = self.session.lock().await;
         if !s.session.can_acknowledge() {
             // Acknowledgements ride only on a session already open.
-            out.unsent = self.acks.clone();
+            out.unsent = acks;
             if self.partitions.is_empty() {
                 return out;
             }
@@ -1194,9 +1217,7 @@ impl LeaderFetch {
         }
         // Acknowledgements for partitions this fetch does not cover go first,
         // in a ShareAcknowledge on the same session.
-        let (ride, apart): (Vec<_>, Vec<_>) = self
-            .acks
-            .clone()
+        let (ride, apart): (Vec<_>, Vec<_>) = acks
             .into_iter()
             .partition(|(tp, _)| self.partitions.contains(tp));
         if !apart.is_empty() {
@@ -1256,7 +1277,7 @@ impl LeaderFetch {
             listed.entry(tp.topic_id).or_default().push(
                 FetchPartition::default()
                     .with_partition_index(tp.partition)
-                    .with_partition_max_bytes(self.config.max_partition_fetch_bytes)
+                    .with_partition_max_bytes(self.max_partition_fetch_bytes)
                     .with_acknowledgement_batches(batches),
             );
         }
@@ -1273,8 +1294,8 @@ impl LeaderFetch {
             .with_member_id(Some(StrBytes::from_string(self.inner.member_id.clone())))
             .with_share_session_epoch(epoch)
             .with_max_wait_ms(self.max_wait.as_millis().min(i32::MAX as u128) as i32)
-            .with_min_bytes(self.config.fetch_min_bytes)
-            .with_max_bytes(self.config.fetch_max_bytes)
+            .with_min_bytes(self.fetch_min_bytes)
+            .with_max_bytes(self.fetch_max_bytes)
             .with_max_records(self.max_records.min(i32::MAX as usize) as i32)
             .with_batch_size(self.max_records.min(i32::MAX as usize) as i32)
             .with_topics(
@@ -1420,7 +1441,7 @@ impl LeaderFetch {
         acks: &[(TopicIdPartition, Acknowledgements)],
         error_of: impl Fn(&TopicIdPartition) -> Option<ConsumerError>,
     ) {
-        if acks.is_empty() {
+        if acks.is_empty() || !self.inner.wants_results.load(Ordering::Relaxed) {
             return;
         }
         let done = commits_for(acks, error_of);
