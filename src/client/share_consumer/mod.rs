@@ -34,6 +34,17 @@
 //! most `max.poll.records` minus what the poll already holds, and records
 //! beyond `max.poll.records` wait in a buffer for the next poll.
 //!
+//! A poll that returns a full `max.poll.records` starts the next poll's
+//! fetch before it returns (a *prefetch*, one spawned task): it carries the
+//! acknowledgements pending at that moment and runs while the application
+//! works on the records, so a consumer with a backlog does not wait a round
+//! trip per poll. The next poll takes its records first; the
+//! acknowledgements of the records just returned ride on the fetch after
+//! it. Prefetched records are acquired, and their locks run, from then on.
+//! A poll that is not full starts nothing, and `close` releases prefetched
+//! records that were never handed out (they are still acquired by the
+//! session it closes).
+//!
 //! # Acknowledgement commits
 //!
 //! [`ShareConsumer::commit_sync`] sends the pending acknowledgements with
@@ -333,6 +344,8 @@ pub struct ShareConsumer {
     /// Shared with each fetch round's leader jobs (no copy per poll).
     cluster: Arc<ClusterView>,
     buffered: VecDeque<ShareRecord>,
+    /// The fetch a full poll started for the next one (see [`Self::poll`]).
+    prefetch: Option<JoinHandle<Vec<LeaderFetchResult>>>,
     callback: Option<AcknowledgementCommitCallback>,
     task: JoinHandle<()>,
     closed: bool,
@@ -351,6 +364,9 @@ impl std::fmt::Debug for ShareConsumer {
 impl Drop for ShareConsumer {
     fn drop(&mut self) {
         self.task.abort();
+        if let Some(p) = self.prefetch.take() {
+            p.abort();
+        }
     }
 }
 
@@ -426,6 +442,7 @@ impl ShareConsumer {
             sessions: HashMap::new(),
             cluster: Arc::new(ClusterView::default()),
             buffered: VecDeque::new(),
+            prefetch: None,
             callback: None,
             task,
             closed: false,
@@ -642,11 +659,15 @@ impl ShareConsumer {
                 None => break,
             }
         }
+        for r in self.finish_prefetch().await? {
+            if out.len() < max {
+                out.push(r);
+            } else {
+                self.buffered.push_back(r);
+            }
+        }
         loop {
             if out.len() >= max {
-                if self.acks.has_pending() {
-                    self.flush_acknowledgements(false).await;
-                }
                 break;
             }
             let assignment = self.view.borrow().assignment.clone();
@@ -677,6 +698,16 @@ impl ShareConsumer {
                     _ = tokio::time::sleep_until(deadline) => {}
                 }
                 self.check_membership()?;
+            }
+        }
+        if out.len() >= max {
+            // A full poll: the partitions likely hold more. The next poll's
+            // fetch starts now, carrying the pending acknowledgements, and
+            // runs while the application works on these records (its
+            // records are acquired from now on, so their locks start
+            // earlier; a poll that is not full starts nothing).
+            if !self.start_prefetch().await? && self.acks.has_pending() {
+                self.flush_acknowledgements(false).await;
             }
         }
         self.acks.drop_redelivered(&mut out);
@@ -760,6 +791,59 @@ impl ShareConsumer {
         max_records: usize,
         max_wait: Duration,
     ) -> Result<Option<Vec<ShareRecord>>, ConsumerError> {
+        let Some(jobs) = self.prepare_round(assignment, max_records, max_wait).await? else {
+            return Ok(None);
+        };
+        let results = futures::future::join_all(jobs.into_iter().map(LeaderFetch::run)).await;
+        self.apply_round(results).map(Some)
+    }
+
+    /// Starts the next poll's fetch now, in the background (see
+    /// [`Self::poll`]): it carries the pending acknowledgements and asks
+    /// for what the buffer lacks of `max.poll.records`. Returns `false` when
+    /// there is nothing to fetch from.
+    async fn start_prefetch(&mut self) -> Result<bool, ConsumerError> {
+        let max = self.config.max_poll_records;
+        if self.prefetch.is_some() || self.buffered.len() >= max {
+            return Ok(false);
+        }
+        let assignment = self.view.borrow().assignment.clone();
+        let want = max - self.buffered.len();
+        let Some(jobs) = self
+            .prepare_round(&assignment, want, Duration::ZERO)
+            .await?
+        else {
+            return Ok(false);
+        };
+        self.prefetch = Some(tokio::spawn(futures::future::join_all(
+            jobs.into_iter().map(LeaderFetch::run),
+        )));
+        Ok(true)
+    }
+
+    /// Waits for the fetch started by the previous poll, if any, and takes
+    /// its outcome in (records, gaps, acknowledgements to send again).
+    async fn finish_prefetch(&mut self) -> Result<Vec<ShareRecord>, ConsumerError> {
+        match self.prefetch.take() {
+            Some(handle) => match handle.await {
+                Ok(results) => self.apply_round(results),
+                // Cancelled (close) or panicked: nothing came of it; its
+                // records, if any were acquired, come back when their
+                // locks expire or the session closes.
+                Err(_) => Ok(Vec::new()),
+            },
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The per-leader jobs of one fetch round; `None` when there is nothing
+    /// to fetch from.
+    async fn prepare_round(
+        &mut self,
+        assignment: &Assignment,
+        max_records: usize,
+        max_wait: Duration,
+    ) -> Result<Option<Vec<LeaderFetch>>, ConsumerError> {
         let ids: Vec<Uuid> = assignment.keys().copied().collect();
         let missing = assignment
             .iter()
@@ -810,6 +894,7 @@ impl ShareConsumer {
             }
         }
         if leaders.is_empty() {
+            // Nothing to send: the acknowledgements taken stay pending.
             return Ok(None);
         }
         let mut jobs = Vec::new();
@@ -832,9 +917,16 @@ impl ShareConsumer {
                 fetch_max_bytes: self.config.fetch_max_bytes,
                 cluster: self.cluster.clone(),
             };
-            jobs.push(job.run());
+            jobs.push(job);
         }
-        let results = futures::future::join_all(jobs).await;
+        Ok(Some(jobs))
+    }
+
+    /// Takes the outcome of one fetch round in.
+    fn apply_round(
+        &mut self,
+        results: Vec<LeaderFetchResult>,
+    ) -> Result<Vec<ShareRecord>, ConsumerError> {
         let mut records = Vec::new();
         let mut refresh = false;
         let mut fatal = None;
@@ -857,7 +949,7 @@ impl ShareConsumer {
         if let Some(e) = fatal {
             return Err(e);
         }
-        Ok(Some(records))
+        Ok(records)
     }
 
     /// Sends every pending acknowledgement with ShareAcknowledge (closing
@@ -974,6 +1066,12 @@ impl ShareConsumer {
         self.fire_callbacks();
         self.acks.accept_waiting();
         let deadline = Instant::now() + timeout;
+        // A fetch started for a next poll that will not come: take in its
+        // gaps and unsent acknowledgements; its records were never handed
+        // out, and closing the session releases them.
+        if let Ok(Err(e)) = tokio::time::timeout_at(deadline, self.finish_prefetch()).await {
+            tracing::debug!(error = %e, "the prefetch before close failed");
+        }
         let flushed = tokio::time::timeout_at(deadline, self.flush_acknowledgements(true)).await;
         self.inner.membership.lock().unsubscribe(Instant::now());
         self.inner.publish();
