@@ -172,7 +172,11 @@ impl Broker {
         // field 3, utime 14, stime 15.
         let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
         let f: Vec<&str> = rest.split_whitespace().collect();
-        let ticks = |i: usize| f.get(i - 3).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        let ticks = |i: usize| {
+            f.get(i - 3)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
         // SAFETY: sysconf has no preconditions.
         let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
         (ticks(14) + ticks(15)) / hz
@@ -287,7 +291,8 @@ async fn load_topic(bootstrap: &str, topic: &str, partitions: i32, n: u64, size:
     let value = Bytes::from(vec![b'x'; size]);
     let mut deliveries = Vec::new();
     for i in 0..n {
-        let record = ProducerRecord::new(topic, value.clone()).with_partition((i % partitions as u64) as i32);
+        let record = ProducerRecord::new(topic, value.clone())
+            .with_partition((i % partitions as u64) as i32);
         deliveries.push(producer.send(record).await);
         if deliveries.len() >= 50_000 {
             for d in deliveries.drain(..) {
@@ -331,7 +336,10 @@ fn run_phase(
             if let Some(r) = run_child(broker, &bin, &cargs) {
                 eprintln!(
                     "  {client:<11} {:>10.0} rec/s  {:>6.2} us/rec  {:>6.1} MiB  broker {:>6.2} us/rec",
-                    r.records_per_s, r.cpu_us_per_record, r.peak_rss_mib, r.broker_cpu_us_per_record
+                    r.records_per_s,
+                    r.cpu_us_per_record,
+                    r.peak_rss_mib,
+                    r.broker_cpu_us_per_record
                 );
                 runs.entry(client).or_default().push(r);
             }
@@ -353,7 +361,11 @@ fn table(rows: &[Row]) -> String {
     );
     for row in rows {
         let med = |c: &str, f: fn(&Run) -> f64| {
-            median(row.runs.get(c).map_or(Vec::new(), |v| v.iter().map(f).collect()))
+            median(
+                row.runs
+                    .get(c)
+                    .map_or(Vec::new(), |v| v.iter().map(f).collect()),
+            )
         };
         for c in CLIENTS {
             let n = row.runs.get(c).map_or(0, Vec::len);
@@ -388,7 +400,10 @@ fn bench_broker(args: &Args, broker: &Broker, rt: &tokio::runtime::Runtime) -> V
     let tag = std::process::id();
     let bs = broker.bootstrap.clone();
     let mut rows = Vec::new();
-    let sizes = [(100usize, args.records_100, "100 B"), (1024, args.records_1k, "1 KiB")];
+    let sizes = [
+        (100usize, args.records_100, "100 B"),
+        (1024, args.records_1k, "1 KiB"),
+    ];
     if phases.contains(&"share") {
         for (size, n, label) in sizes {
             for parts in [1, 4] {
@@ -481,16 +496,31 @@ fn bench_broker(args: &Args, broker: &Broker, rt: &tokio::runtime::Runtime) -> V
         for (size, n, label) in sizes {
             let phase = format!("produce {label}, 1 partition, {n} records");
             rows.push(run_phase(args, broker, phase, |client, rep| {
-                produce(client, format!("produce-{size}-{client}-{rep}-{tag}"), n, size, None)
+                produce(
+                    client,
+                    format!("produce-{size}-{client}-{rep}-{tag}"),
+                    n,
+                    size,
+                    None,
+                )
             }));
         }
     }
     if phases.contains(&"txn") {
         let n = args.transactions * 1000;
-        let phase = format!("transactions of 1000 x 100 B, {} transactions", args.transactions);
+        let phase = format!(
+            "transactions of 1000 x 100 B, {} transactions",
+            args.transactions
+        );
         rows.push(run_phase(args, broker, phase, |client, rep| {
             let id = format!("tx-{client}-{rep}-{tag}");
-            produce(client, format!("txn-{client}-{rep}-{tag}"), n, 100, Some(id))
+            produce(
+                client,
+                format!("txn-{client}-{rep}-{tag}"),
+                n,
+                100,
+                Some(id),
+            )
         }));
     }
     eprintln!(

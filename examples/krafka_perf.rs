@@ -139,7 +139,10 @@ async fn main() {
                 .build()
                 .await
                 .expect("share consumer");
-            consumer.subscribe([topic.as_str()]).await.expect("subscribe");
+            consumer
+                .subscribe([topic.as_str()])
+                .await
+                .expect("subscribe");
             let (mut records, mut bytes) = (0u64, 0u64);
             let clock = perf_common::Clock::start();
             let mut last = Instant::now();
@@ -178,10 +181,7 @@ async fn main() {
             let kafka = connect(&bootstrap_server).await;
             let new = NewTopic::new(topic.clone(), partitions, -1).expect("topic");
             // "Already exists" on a rerun; a real failure shows up below.
-            let _ = kafka
-                .admin()
-                .create_topics([new], Default::default())
-                .await;
+            let _ = kafka.admin().create_topics([new], Default::default()).await;
             let builder = kafka
                 .producer()
                 .acks(Acks::All)

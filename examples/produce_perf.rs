@@ -86,7 +86,10 @@ async fn main() {
     let producer = Producer::new(config).await.expect("producer");
     let txn = args.transaction_records;
     if txn > 0 {
-        producer.init_transactions().await.expect("init_transactions");
+        producer
+            .init_transactions()
+            .await
+            .expect("init_transactions");
         producer.begin_transaction().expect("begin");
     }
     producer
@@ -129,7 +132,11 @@ async fn main() {
     } else {
         let mut deliveries = Vec::with_capacity(args.num_records);
         for _ in 0..args.num_records {
-            deliveries.push(producer.send(ProducerRecord::new(&args.topic, value())).await);
+            deliveries.push(
+                producer
+                    .send(ProducerRecord::new(&args.topic, value()))
+                    .await,
+            );
         }
         for d in deliveries {
             d.await.expect("delivery");

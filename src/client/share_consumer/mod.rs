@@ -791,7 +791,10 @@ impl ShareConsumer {
         max_records: usize,
         max_wait: Duration,
     ) -> Result<Option<Vec<ShareRecord>>, ConsumerError> {
-        let Some(jobs) = self.prepare_round(assignment, max_records, max_wait).await? else {
+        let Some(jobs) = self
+            .prepare_round(assignment, max_records, max_wait)
+            .await?
+        else {
             return Ok(None);
         };
         let results = futures::future::join_all(jobs.into_iter().map(LeaderFetch::run)).await;

@@ -160,7 +160,10 @@ pub fn decode_partition(
         }
         ranges.push(*r);
     }
-    if !ranges.windows(2).all(|w| w[0].first_offset < w[1].first_offset) {
+    if !ranges
+        .windows(2)
+        .all(|w| w[0].first_offset < w[1].first_offset)
+    {
         ranges.reverse();
         ranges.sort_by_key(|r| r.first_offset);
         ranges.dedup_by_key(|r| r.first_offset);

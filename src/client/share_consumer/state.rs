@@ -191,7 +191,9 @@ impl AcknowledgementState {
                 },
             };
             at = Some(i);
-            self.delivered[i].offsets.push((r.offset, Delivered::Waiting));
+            self.delivered[i]
+                .offsets
+                .push((r.offset, Delivered::Waiting));
         }
         let mut waiting = 0;
         for pd in &mut self.delivered {
@@ -240,7 +242,9 @@ impl AcknowledgementState {
             if increasing {
                 let mut parts: Vec<(Uuid, i32)> = Vec::new();
                 let mut unique = true;
-                for w in records.chunk_by(|a, b| (a.topic_id, a.partition) == (b.topic_id, b.partition)) {
+                for w in
+                    records.chunk_by(|a, b| (a.topic_id, a.partition) == (b.topic_id, b.partition))
+                {
                     let p = (w[0].topic_id, w[0].partition);
                     if parts.contains(&p) {
                         unique = false;
