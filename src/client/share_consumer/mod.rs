@@ -43,7 +43,7 @@
 //! it. Prefetched records are acquired, and their locks run, from then on.
 //! A poll that is not full starts nothing, and `close` releases prefetched
 //! records that were never handed out (they are still acquired by the
-//! session it closes).
+//! session it closes). See D21 in docs/DESIGN.md.
 //!
 //! # Acknowledgement commits
 //!
@@ -652,6 +652,8 @@ impl ShareConsumer {
         self.acks.begin_poll()?;
         let deadline = Instant::now() + timeout;
         let max = self.config.max_poll_records;
+        // First, so that a failed prefetch loses no record taken below.
+        let prefetched = self.finish_prefetch().await?;
         let mut out = self.acks.take_handed_back(max);
         while out.len() < max {
             match self.buffered.pop_front() {
@@ -659,7 +661,7 @@ impl ShareConsumer {
                 None => break,
             }
         }
-        for r in self.finish_prefetch().await? {
+        for r in prefetched {
             if out.len() < max {
                 out.push(r);
             } else {
@@ -706,7 +708,13 @@ impl ShareConsumer {
             // runs while the application works on these records (its
             // records are acquired from now on, so their locks start
             // earlier; a poll that is not full starts nothing).
-            if !self.start_prefetch().await? && self.acks.has_pending() {
+            let started = self.start_prefetch().await.unwrap_or_else(|e| {
+                // The records of this poll are here; the next poll's own
+                // fetch meets the error again if it lasts.
+                tracing::debug!(error = %e, "no prefetch");
+                false
+            });
+            if !started && self.acks.has_pending() {
                 self.flush_acknowledgements(false).await;
             }
         }
@@ -826,16 +834,20 @@ impl ShareConsumer {
 
     /// Waits for the fetch started by the previous poll, if any, and takes
     /// its outcome in (records, gaps, acknowledgements to send again).
+    /// The handle stays in place until the fetch ended, so a poll dropped
+    /// while it waits leaves it to the next one.
     async fn finish_prefetch(&mut self) -> Result<Vec<ShareRecord>, ConsumerError> {
-        match self.prefetch.take() {
-            Some(handle) => match handle.await {
-                Ok(results) => self.apply_round(results),
-                // Cancelled (close) or panicked: nothing came of it; its
-                // records, if any were acquired, come back when their
-                // locks expire or the session closes.
-                Err(_) => Ok(Vec::new()),
-            },
-            None => Ok(Vec::new()),
+        let Some(handle) = self.prefetch.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let joined = handle.await;
+        self.prefetch = None;
+        match joined {
+            Ok(results) => self.apply_round(results),
+            // Cancelled or panicked: nothing came of it; its records, if
+            // any were acquired, come back when their locks expire or the
+            // session closes.
+            Err(_) => Ok(Vec::new()),
         }
     }
 
