@@ -1,6 +1,6 @@
 //! Producer throughput and memory of sharestream's Rust Producer against a
 //! running broker (Apache Kafka or ours), in a process of its own so that
-//! its peak RSS is the client's alone.
+//! its peak RSS is the client's alone; our side of examples/clients_bench.rs.
 //!
 //! ```sh
 //! cargo run --release --example produce_perf -- \
@@ -14,14 +14,19 @@
 //! only then awaits the N delivery futures. Each record gets its own copy of
 //! the value unless `--shared-value`. Extra producer settings go in
 //! `--producer-prop name=value` (repeatable; the defaults are Java's:
-//! acks=all, idempotence, linger.ms=5, batch.size=16384). It prints one line
-//! `RESULT records=.. seconds=.. records_per_s=.. mb_per_s=.. peak_rss_mib=..`
-//! where the peak RSS is the process's `VmHWM`.
+//! acks=all, idempotence, linger.ms=5, batch.size=16384).
+//!
+//! With `--transaction-records K` (and `--producer-prop
+//! transactional.id=..`) the records go in transactions of K records each:
+//! begin, K sends, commit (which waits for every delivery), N / K times.
+//!
+//! It prints the RESULT line of `perf_common.rs`.
 
 #[global_allocator]
 static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
 
-use std::time::Instant;
+#[path = "perf_common.rs"]
+mod perf_common;
 
 use bytes::Bytes;
 use clap::Parser;
@@ -51,21 +56,13 @@ struct Args {
     /// record (an application usually serializes each record on its own).
     #[arg(long)]
     shared_value: bool,
+    /// Records per transaction (needs `transactional.id`); 0: no
+    /// transactions.
+    #[arg(long, default_value_t = 0)]
+    transaction_records: usize,
     /// A producer setting, `name=value` (repeatable).
     #[arg(long = "producer-prop")]
     producer_props: Vec<String>,
-}
-
-fn status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -84,12 +81,17 @@ async fn main() {
         "bootstrap.servers".to_string(),
         args.bootstrap_server.clone(),
     )];
-    for p in &args.producer_props {
-        let (k, v) = p.split_once('=').expect("--producer-prop name=value");
-        props.push((k.to_string(), v.to_string()));
-    }
+    props.extend(perf_common::parse_props(&args.producer_props));
     let config = ProducerConfig::from_properties(props).expect("producer config");
     let producer = Producer::new(config).await.expect("producer");
+    let txn = args.transaction_records;
+    if txn > 0 {
+        producer
+            .init_transactions()
+            .await
+            .expect("init_transactions");
+        producer.begin_transaction().expect("begin");
+    }
     producer
         .send(ProducerRecord::new(
             &args.topic,
@@ -98,32 +100,49 @@ async fn main() {
         .await
         .await
         .expect("warm-up record");
-    let payload = Bytes::from(
-        (0..args.record_size)
-            .map(|i| (i % 251) as u8)
-            .collect::<Vec<u8>>(),
-    );
-    let start = Instant::now();
-    let mut deliveries = Vec::with_capacity(args.num_records);
-    for _ in 0..args.num_records {
-        let value = if args.shared_value {
+    if txn > 0 {
+        producer.commit_transaction().await.expect("commit warm-up");
+    }
+    let payload = perf_common::payload(args.record_size);
+    let value = || {
+        if args.shared_value {
             payload.clone()
         } else {
             Bytes::copy_from_slice(&payload)
-        };
-        deliveries.push(producer.send(ProducerRecord::new(&args.topic, value)).await);
+        }
+    };
+    let clock = perf_common::Clock::start();
+    if txn > 0 {
+        let mut sent = 0;
+        while sent < args.num_records {
+            producer.begin_transaction().expect("begin");
+            let n = txn.min(args.num_records - sent);
+            for _ in 0..n {
+                // Delivery futures are not awaited: the commit waits for
+                // every record of the transaction and fails if one failed.
+                drop(
+                    producer
+                        .send(ProducerRecord::new(&args.topic, value()))
+                        .await,
+                );
+            }
+            producer.commit_transaction().await.expect("commit");
+            sent += n;
+        }
+    } else {
+        let mut deliveries = Vec::with_capacity(args.num_records);
+        for _ in 0..args.num_records {
+            deliveries.push(
+                producer
+                    .send(ProducerRecord::new(&args.topic, value()))
+                    .await,
+            );
+        }
+        for d in deliveries {
+            d.await.expect("delivery");
+        }
     }
-    for d in deliveries {
-        d.await.expect("delivery");
-    }
-    let secs = start.elapsed().as_secs_f64();
+    let n = args.num_records as u64;
+    clock.report(n, n * args.record_size as u64);
     producer.close().await;
-    let n = args.num_records as f64;
-    println!(
-        "RESULT records={} seconds={secs:.3} records_per_s={:.0} mb_per_s={:.1} peak_rss_mib={:.1}",
-        args.num_records,
-        n / secs,
-        n * args.record_size as f64 / secs / 1e6,
-        status_kib("VmHWM:") as f64 / 1024.0
-    );
 }

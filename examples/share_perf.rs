@@ -1,7 +1,7 @@
 //! Share-consumer throughput of sharestream's Rust ShareConsumer against a
 //! running broker (Apache Kafka or ours), the counterpart of Kafka's
 //! `kafka-share-consumer-perf-test` (org.apache.kafka.tools.ShareConsumerPerformance)
-//! for scripts/bench_vs_kafka.sh.
+//! for scripts/bench_vs_kafka.sh, and our side of examples/clients_bench.rs.
 //!
 //! ```sh
 //! cargo run --release --example share_perf -- \
@@ -9,16 +9,21 @@
 //! ```
 //!
 //! It sets the group's `share.auto.offset.reset` to `earliest`
-//! (IncrementalAlterConfigs), subscribes one consumer in implicit
-//! acknowledgement mode (Java's default: each poll accepts the previous
-//! one's records), polls until N records arrived, commits the last
-//! acknowledgements (`commit_sync`) and prints one line
-//! `RESULT records=.. bytes=.. seconds=.. records_per_s=.. mb_per_s=..`.
-//! The clock starts at the first poll, as in Kafka's tool; the time to join
-//! the group is included there as here.
+//! (IncrementalAlterConfigs), subscribes one consumer, polls until N records
+//! arrived, commits the last acknowledgements (`commit_sync`) and prints the
+//! RESULT line of `perf_common.rs`. By default the acknowledgement mode is
+//! implicit (Java's default: each poll accepts the previous one's records);
+//! `--explicit` acknowledges every record with ACCEPT itself. Other consumer
+//! settings go in `--consumer-prop name=value` (repeatable, e.g.
+//! `share.acquire.mode=record_limit`). The clock starts at the first poll,
+//! as in Kafka's tool; the time to join the group is included there as
+//! here.
 
 #[global_allocator]
 static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
+
+#[path = "perf_common.rs"]
+mod perf_common;
 
 use std::time::{Duration, Instant};
 
@@ -26,6 +31,7 @@ use clap::Parser;
 use sharestream::client::admin::{AdminClient, AlterConfigOp};
 use sharestream::client::share_consumer::{AcknowledgementMode, ShareConsumer};
 use sharestream::client::{ConnectionConfig, ShareConsumerConfig};
+use sharestream::eos::AcknowledgeType;
 
 /// Share-consumer throughput against a running broker.
 #[derive(Parser, Debug)]
@@ -46,6 +52,12 @@ struct Args {
     /// max.poll.records (Java's default is 500).
     #[arg(long, default_value_t = 500)]
     max_poll_records: usize,
+    /// Explicit acknowledgement: ACCEPT every record (default: implicit).
+    #[arg(long)]
+    explicit: bool,
+    /// A consumer setting, `name=value` (repeatable).
+    #[arg(long = "consumer-prop")]
+    consumer_props: Vec<String>,
     /// Give up after this long without a record.
     #[arg(long, default_value_t = 20)]
     idle_timeout_secs: u64,
@@ -68,17 +80,25 @@ async fn main() {
         )
         .await
         .expect("set share.auto.offset.reset=earliest");
-    let config = ShareConsumerConfig::builder(args.group.clone())
+    let mode = if args.explicit {
+        AcknowledgementMode::Explicit
+    } else {
+        AcknowledgementMode::Implicit
+    };
+    let mut config = ShareConsumerConfig::builder(args.group.clone())
         .bootstrap_servers([args.bootstrap_server.clone()])
-        .acknowledgement_mode(AcknowledgementMode::Implicit)
+        .acknowledgement_mode(mode)
         .max_poll_records(args.max_poll_records)
         .build()
         .expect("consumer config");
+    for (k, v) in perf_common::parse_props(&args.consumer_props) {
+        config.set(&k, &v).expect("--consumer-prop");
+    }
     let mut consumer = ShareConsumer::new(config).expect("share consumer");
     consumer.subscribe([args.topic.clone()]).expect("subscribe");
     let (mut records, mut bytes) = (0u64, 0u64);
-    let start = Instant::now();
-    let mut last = start;
+    let clock = perf_common::Clock::start();
+    let mut last = Instant::now();
     while records < args.num_records {
         let polled = consumer
             .poll(Duration::from_millis(500))
@@ -86,8 +106,7 @@ async fn main() {
             .expect("poll");
         if polled.is_empty() {
             if last.elapsed() > Duration::from_secs(args.idle_timeout_secs) {
-                println!("RESULT error=stalled records={records}");
-                std::process::exit(1);
+                perf_common::fail(&format!("stalled after {records} records"));
             }
             continue;
         }
@@ -96,17 +115,17 @@ async fn main() {
             records += 1;
             bytes += r.key.as_ref().map_or(0, |k| k.len()) as u64;
             bytes += r.value.as_ref().map_or(0, |v| v.len()) as u64;
+            if args.explicit {
+                consumer
+                    .acknowledge(r, AcknowledgeType::Accept)
+                    .expect("acknowledge");
+            }
         }
     }
     consumer
         .commit_sync(Duration::from_secs(10))
         .await
         .expect("commit_sync");
-    let secs = start.elapsed().as_secs_f64();
+    clock.report(records, bytes);
     consumer.close(Duration::from_secs(10)).await.ok();
-    println!(
-        "RESULT records={records} bytes={bytes} seconds={secs:.3} records_per_s={:.0} mb_per_s={:.2}",
-        records as f64 / secs,
-        bytes as f64 / secs / (1024.0 * 1024.0)
-    );
 }

@@ -129,14 +129,17 @@ impl Acknowledgements {
         offset: i64,
         ty: AcknowledgeType,
     ) -> Result<(), ConflictingAcknowledgement> {
-        match self.by_offset.get(&offset) {
-            Some(&existing) if existing != ty => Err(ConflictingAcknowledgement {
-                offset,
-                existing,
-                new: ty,
-            }),
-            _ => {
-                self.by_offset.insert(offset, ty);
+        match self.by_offset.entry(offset) {
+            std::collections::btree_map::Entry::Occupied(e) if *e.get() != ty => {
+                Err(ConflictingAcknowledgement {
+                    offset,
+                    existing: *e.get(),
+                    new: ty,
+                })
+            }
+            std::collections::btree_map::Entry::Occupied(_) => Ok(()),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(ty);
                 Ok(())
             }
         }
@@ -377,6 +380,11 @@ impl PartitionAcknowledgements {
     /// Per-partition accumulators.
     pub fn partitions(&self) -> impl Iterator<Item = (&TopicIdPartition, &Acknowledgements)> {
         self.by_partition.iter()
+    }
+
+    /// The per-partition accumulators, by value.
+    pub fn into_partitions(self) -> impl Iterator<Item = (TopicIdPartition, Acknowledgements)> {
+        self.by_partition.into_iter()
     }
 
     /// Batches per partition, the form `send_share_acknowledgements_to_transaction` takes.

@@ -34,6 +34,17 @@
 //! most `max.poll.records` minus what the poll already holds, and records
 //! beyond `max.poll.records` wait in a buffer for the next poll.
 //!
+//! A poll that returns a full `max.poll.records` starts the next poll's
+//! fetch before it returns (a *prefetch*, one spawned task): it carries the
+//! acknowledgements pending at that moment and runs while the application
+//! works on the records, so a consumer with a backlog does not wait a round
+//! trip per poll. The next poll takes its records first; the
+//! acknowledgements of the records just returned ride on the fetch after
+//! it. Prefetched records are acquired, and their locks run, from then on.
+//! A poll that is not full starts nothing, and `close` releases prefetched
+//! records that were never handed out (they are still acquired by the
+//! session it closes). See D21 in docs/DESIGN.md.
+//!
 //! # Acknowledgement commits
 //!
 //! [`ShareConsumer::commit_sync`] sends the pending acknowledgements with
@@ -42,7 +53,9 @@
 //! returns a handle to await. As in Kafka, the results of every
 //! acknowledgement sent (by commits and piggy-backed on fetches) are also
 //! given to the acknowledgement commit callback, which runs on the caller's
-//! task during `poll`, `commit_sync` and `close`.
+//! task during `poll`, `commit_sync` and `close`. Results of
+//! acknowledgements sent before a callback was set are not kept (a consumer
+//! without a callback does no bookkeeping per acknowledged offset).
 //!
 //! # Transactions (KIP-1289)
 //!
@@ -97,7 +110,7 @@ pub mod state;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
 
 use kafka_protocol::messages::share_acknowledge_request::{
@@ -202,7 +215,11 @@ struct Inner {
     lookup: Arc<dyn ClusterLookup>,
     pool: Arc<BrokerPool>,
     metrics: ShareConsumerMetrics,
+    /// Results for the acknowledgement commit callback, kept only while
+    /// one is set (`wants_results`), so that a consumer without a callback
+    /// does not list every acknowledged offset again.
     completed: Mutex<Vec<AcknowledgementCommit>>,
+    wants_results: AtomicBool,
     lock_timeout_ms: AtomicI32,
     request_timeout: Duration,
     acquire_mode: AcquireMode,
@@ -218,6 +235,14 @@ impl std::fmt::Debug for Inner {
 }
 
 impl Inner {
+    /// Keeps `results` for the acknowledgement commit callback, if one is
+    /// set.
+    fn record_results(&self, results: &[AcknowledgementCommit]) {
+        if self.wants_results.load(Ordering::Relaxed) {
+            self.completed.lock().extend(results.iter().cloned());
+        }
+    }
+
     fn publish(&self) {
         let m = self.membership.lock();
         let view = MemberView {
@@ -316,8 +341,11 @@ pub struct ShareConsumer {
     view: watch::Receiver<MemberView>,
     acks: AcknowledgementState,
     sessions: HashMap<i32, SessionCell>,
-    cluster: ClusterView,
+    /// Shared with each fetch round's leader jobs (no copy per poll).
+    cluster: Arc<ClusterView>,
     buffered: VecDeque<ShareRecord>,
+    /// The fetch a full poll started for the next one (see [`Self::poll`]).
+    prefetch: Option<JoinHandle<Vec<LeaderFetchResult>>>,
     callback: Option<AcknowledgementCommitCallback>,
     task: JoinHandle<()>,
     closed: bool,
@@ -336,6 +364,9 @@ impl std::fmt::Debug for ShareConsumer {
 impl Drop for ShareConsumer {
     fn drop(&mut self) {
         self.task.abort();
+        if let Some(p) = self.prefetch.take() {
+            p.abort();
+        }
     }
 }
 
@@ -397,6 +428,7 @@ impl ShareConsumer {
             pool,
             metrics: ShareConsumerMetrics::default(),
             completed: Mutex::new(Vec::new()),
+            wants_results: AtomicBool::new(false),
             lock_timeout_ms: AtomicI32::new(-1),
             request_timeout: config.request_timeout,
             acquire_mode: config.acquire_mode,
@@ -408,8 +440,9 @@ impl ShareConsumer {
             inner,
             view: rx,
             sessions: HashMap::new(),
-            cluster: ClusterView::default(),
+            cluster: Arc::new(ClusterView::default()),
             buffered: VecDeque::new(),
+            prefetch: None,
             callback: None,
             task,
             closed: false,
@@ -497,9 +530,13 @@ impl ShareConsumer {
         callback: impl FnMut(&AcknowledgementCommit) + Send + 'static,
     ) {
         self.callback = Some(Box::new(callback));
+        self.inner.wants_results.store(true, Ordering::Relaxed);
     }
 
     fn fire_callbacks(&mut self) {
+        if self.callback.is_none() {
+            return;
+        }
         let done = std::mem::take(&mut *self.inner.completed.lock());
         if let Some(cb) = self.callback.as_mut() {
             for c in &done {
@@ -537,8 +574,7 @@ impl ShareConsumer {
         ty: AcknowledgeType,
     ) -> Result<(), ConsumerError> {
         self.ensure_open()?;
-        self.acks
-            .acknowledge(&record.topic_id_partition(), record.offset, ty)
+        self.acks.acknowledge_record(record, ty)
     }
 
     /// Acknowledges a record of the latest poll by topic, partition and
@@ -585,8 +621,7 @@ impl ShareConsumer {
         ty: AcknowledgeType,
     ) -> Result<(), ConsumerError> {
         self.ensure_open()?;
-        self.acks
-            .acknowledge_in_transaction(&record.topic_id_partition(), record.offset, ty)
+        self.acks.acknowledge_in_transaction(record, ty)
     }
 
     /// Seals the acknowledgements taken by `acknowledge_in_transaction`
@@ -629,6 +664,8 @@ impl ShareConsumer {
         self.acks.begin_poll()?;
         let deadline = Instant::now() + timeout;
         let max = self.config.max_poll_records;
+        // First, so that a failed prefetch loses no record taken below.
+        let prefetched = self.finish_prefetch().await?;
         let mut out = self.acks.take_handed_back(max);
         while out.len() < max {
             match self.buffered.pop_front() {
@@ -636,11 +673,15 @@ impl ShareConsumer {
                 None => break,
             }
         }
+        for r in prefetched {
+            if out.len() < max {
+                out.push(r);
+            } else {
+                self.buffered.push_back(r);
+            }
+        }
         loop {
             if out.len() >= max {
-                if self.acks.has_pending() {
-                    self.flush_acknowledgements(false).await;
-                }
                 break;
             }
             let assignment = self.view.borrow().assignment.clone();
@@ -673,6 +714,22 @@ impl ShareConsumer {
                 self.check_membership()?;
             }
         }
+        if out.len() >= max {
+            // A full poll: the partitions likely hold more. The next poll's
+            // fetch starts now, carrying the pending acknowledgements, and
+            // runs while the application works on these records (its
+            // records are acquired from now on, so their locks start
+            // earlier; a poll that is not full starts nothing).
+            let started = self.start_prefetch().await.unwrap_or_else(|e| {
+                // The records of this poll are here; the next poll's own
+                // fetch meets the error again if it lasts.
+                tracing::debug!(error = %e, "no prefetch");
+                false
+            });
+            if !started && self.acks.has_pending() {
+                self.flush_acknowledgements(false).await;
+            }
+        }
         self.acks.drop_redelivered(&mut out);
         self.acks.deliver(&out);
         self.inner.metrics.on_records_polled(out.len());
@@ -683,7 +740,7 @@ impl ShareConsumer {
     async fn refresh_cluster(&mut self, ids: &[Uuid]) -> Result<(), ConsumerError> {
         match self.inner.lookup.describe_topics(ids).await {
             Ok(view) => {
-                self.cluster = view;
+                self.cluster = Arc::new(view);
                 Ok(())
             }
             Err(e) if e.is_retriable() => {
@@ -707,14 +764,14 @@ impl ShareConsumer {
     fn pending_by_leader(&mut self) -> AcksByLeader {
         let pending = self.acks.take_pending();
         let mut out: BTreeMap<i32, (BrokerAddress, Vec<_>)> = BTreeMap::new();
-        for (tp, a) in pending.partitions() {
-            match self.leader_of(tp) {
+        for (tp, a) in pending.into_partitions() {
+            match self.leader_of(&tp) {
                 Some(b) => out
                     .entry(b.node_id)
                     .or_insert_with(|| (b.clone(), Vec::new()))
                     .1
-                    .push((tp.clone(), a.clone())),
-                None => self.acks.restore_pending(tp, a),
+                    .push((tp, a)),
+                None => self.acks.restore_pending(&tp, &a),
             }
         }
         out
@@ -754,6 +811,66 @@ impl ShareConsumer {
         max_records: usize,
         max_wait: Duration,
     ) -> Result<Option<Vec<ShareRecord>>, ConsumerError> {
+        let Some(jobs) = self
+            .prepare_round(assignment, max_records, max_wait)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let results = futures::future::join_all(jobs.into_iter().map(LeaderFetch::run)).await;
+        self.apply_round(results).map(Some)
+    }
+
+    /// Starts the next poll's fetch now, in the background (see
+    /// [`Self::poll`]): it carries the pending acknowledgements and asks
+    /// for what the buffer lacks of `max.poll.records`. Returns `false` when
+    /// there is nothing to fetch from.
+    async fn start_prefetch(&mut self) -> Result<bool, ConsumerError> {
+        let max = self.config.max_poll_records;
+        if self.prefetch.is_some() || self.buffered.len() >= max {
+            return Ok(false);
+        }
+        let assignment = self.view.borrow().assignment.clone();
+        let want = max - self.buffered.len();
+        let Some(jobs) = self
+            .prepare_round(&assignment, want, Duration::ZERO)
+            .await?
+        else {
+            return Ok(false);
+        };
+        self.prefetch = Some(tokio::spawn(futures::future::join_all(
+            jobs.into_iter().map(LeaderFetch::run),
+        )));
+        Ok(true)
+    }
+
+    /// Waits for the fetch started by the previous poll, if any, and takes
+    /// its outcome in (records, gaps, acknowledgements to send again).
+    /// The handle stays in place until the fetch ended, so a poll dropped
+    /// while it waits leaves it to the next one.
+    async fn finish_prefetch(&mut self) -> Result<Vec<ShareRecord>, ConsumerError> {
+        let Some(handle) = self.prefetch.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let joined = handle.await;
+        self.prefetch = None;
+        match joined {
+            Ok(results) => self.apply_round(results),
+            // Cancelled or panicked: nothing came of it; its records, if
+            // any were acquired, come back when their locks expire or the
+            // session closes.
+            Err(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// The per-leader jobs of one fetch round; `None` when there is nothing
+    /// to fetch from.
+    async fn prepare_round(
+        &mut self,
+        assignment: &Assignment,
+        max_records: usize,
+        max_wait: Duration,
+    ) -> Result<Option<Vec<LeaderFetch>>, ConsumerError> {
         let ids: Vec<Uuid> = assignment.keys().copied().collect();
         let missing = assignment
             .iter()
@@ -804,6 +921,7 @@ impl ShareConsumer {
             }
         }
         if leaders.is_empty() {
+            // Nothing to send: the acknowledgements taken stay pending.
             return Ok(None);
         }
         let mut jobs = Vec::new();
@@ -821,12 +939,21 @@ impl ShareConsumer {
                 acks: leader_acks,
                 max_records,
                 max_wait,
-                config: self.config.clone(),
+                max_partition_fetch_bytes: self.config.max_partition_fetch_bytes,
+                fetch_min_bytes: self.config.fetch_min_bytes,
+                fetch_max_bytes: self.config.fetch_max_bytes,
                 cluster: self.cluster.clone(),
             };
-            jobs.push(job.run());
+            jobs.push(job);
         }
-        let results = futures::future::join_all(jobs).await;
+        Ok(Some(jobs))
+    }
+
+    /// Takes the outcome of one fetch round in.
+    fn apply_round(
+        &mut self,
+        results: Vec<LeaderFetchResult>,
+    ) -> Result<Vec<ShareRecord>, ConsumerError> {
         let mut records = Vec::new();
         let mut refresh = false;
         let mut fatal = None;
@@ -844,12 +971,12 @@ impl ShareConsumer {
             }
         }
         if refresh {
-            self.cluster.topics.clear();
+            Arc::make_mut(&mut self.cluster).topics.clear();
         }
         if let Some(e) = fatal {
             return Err(e);
         }
-        Ok(Some(records))
+        Ok(records)
     }
 
     /// Sends every pending acknowledgement with ShareAcknowledge (closing
@@ -894,7 +1021,7 @@ impl ShareConsumer {
             results.extend(futures::future::join_all(jobs).await.into_iter().flatten());
         }
         if !close && !unsent.is_empty() {
-            self.inner.completed.lock().extend(unsent.iter().cloned());
+            self.inner.record_results(&unsent);
             results.extend(unsent);
         }
         // Acknowledgements that could not be sent stay pending (no leader).
@@ -933,7 +1060,7 @@ impl ShareConsumer {
             ));
         }
         let (renewals, unsent) = self.renewals_by_leader();
-        self.inner.completed.lock().extend(unsent.iter().cloned());
+        self.inner.record_results(&unsent);
         let renew_jobs: Vec<_> = renewals
             .into_iter()
             .map(|(node, (addr, acks))| {
@@ -966,6 +1093,12 @@ impl ShareConsumer {
         self.fire_callbacks();
         self.acks.accept_waiting();
         let deadline = Instant::now() + timeout;
+        // A fetch started for a next poll that will not come: take in its
+        // gaps and unsent acknowledgements; its records were never handed
+        // out, and closing the session releases them.
+        if let Ok(Err(e)) = tokio::time::timeout_at(deadline, self.finish_prefetch()).await {
+            tracing::debug!(error = %e, "the prefetch before close failed");
+        }
         let flushed = tokio::time::timeout_at(deadline, self.flush_acknowledgements(true)).await;
         self.inner.membership.lock().unsubscribe(Instant::now());
         self.inner.publish();
@@ -1054,7 +1187,7 @@ async fn acknowledge_leader(
                 code: ErrorCode::SHARE_SESSION_NOT_FOUND,
             })
         });
-        inner.completed.lock().extend(out.iter().cloned());
+        inner.record_results(&out);
         return out;
     }
     if acks.is_empty() && !close {
@@ -1162,7 +1295,7 @@ async fn acknowledge_leader(
             commits_for(&acks, |_| Some(e.clone()))
         }
     };
-    inner.completed.lock().extend(out.iter().cloned());
+    inner.record_results(&out);
     out
 }
 
@@ -1178,8 +1311,10 @@ struct LeaderFetch {
     acks: Vec<(TopicIdPartition, Acknowledgements)>,
     max_records: usize,
     max_wait: Duration,
-    config: ShareConsumerConfig,
-    cluster: ClusterView,
+    max_partition_fetch_bytes: i32,
+    fetch_min_bytes: i32,
+    fetch_max_bytes: i32,
+    cluster: Arc<ClusterView>,
 }
 
 #[derive(Default)]
@@ -1192,12 +1327,13 @@ struct LeaderFetchResult {
 }
 
 impl LeaderFetch {
-    async fn run(self) -> LeaderFetchResult {
+    async fn run(mut self) -> LeaderFetchResult {
         let mut out = LeaderFetchResult::default();
+        let acks = std::mem::take(&mut self.acks);
         let mut s = self.session.lock().await;
         if !s.session.can_acknowledge() {
             // Acknowledgements ride only on a session already open.
-            out.unsent = self.acks.clone();
+            out.unsent = acks;
             if self.partitions.is_empty() {
                 return out;
             }
@@ -1206,9 +1342,7 @@ impl LeaderFetch {
         }
         // Acknowledgements for partitions this fetch does not cover go first,
         // in a ShareAcknowledge on the same session.
-        let (ride, apart): (Vec<_>, Vec<_>) = self
-            .acks
-            .clone()
+        let (ride, apart): (Vec<_>, Vec<_>) = acks
             .into_iter()
             .partition(|(tp, _)| self.partitions.contains(tp));
         if !apart.is_empty() {
@@ -1268,7 +1402,7 @@ impl LeaderFetch {
             listed.entry(tp.topic_id).or_default().push(
                 FetchPartition::default()
                     .with_partition_index(tp.partition)
-                    .with_partition_max_bytes(self.config.max_partition_fetch_bytes)
+                    .with_partition_max_bytes(self.max_partition_fetch_bytes)
                     .with_acknowledgement_batches(batches),
             );
         }
@@ -1285,8 +1419,8 @@ impl LeaderFetch {
             .with_member_id(Some(StrBytes::from_string(self.inner.member_id.clone())))
             .with_share_session_epoch(epoch)
             .with_max_wait_ms(self.max_wait.as_millis().min(i32::MAX as u128) as i32)
-            .with_min_bytes(self.config.fetch_min_bytes)
-            .with_max_bytes(self.config.fetch_max_bytes)
+            .with_min_bytes(self.fetch_min_bytes)
+            .with_max_bytes(self.fetch_max_bytes)
             .with_max_records(self.max_records.min(i32::MAX as usize) as i32)
             .with_batch_size(self.max_records.min(i32::MAX as usize) as i32)
             .with_topics(
@@ -1432,7 +1566,7 @@ impl LeaderFetch {
         acks: &[(TopicIdPartition, Acknowledgements)],
         error_of: impl Fn(&TopicIdPartition) -> Option<ConsumerError>,
     ) {
-        if acks.is_empty() {
+        if acks.is_empty() || !self.inner.wants_results.load(Ordering::Relaxed) {
             return;
         }
         let done = commits_for(acks, error_of);

@@ -11,7 +11,7 @@
 //! it as GAP itself (D5). Records in the batches outside the acquired ranges
 //! (a batch is sent whole) are skipped.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use bytes::Bytes;
 use uuid::Uuid;
@@ -140,7 +140,9 @@ pub fn decode_partition(
     acquired: &[AcquiredRange],
     max_decompressed: usize,
 ) -> Result<DecodedPartition, ProtocolError> {
-    let mut ranges: BTreeMap<i64, (i64, i16)> = BTreeMap::new();
+    // Ranges sorted by first offset; a later range with the same first
+    // offset replaces an earlier one.
+    let mut ranges: Vec<AcquiredRange> = Vec::with_capacity(acquired.len());
     let mut total: u64 = 0;
     for r in acquired {
         if r.first_offset > r.last_offset || r.first_offset < 0 {
@@ -156,21 +158,30 @@ pub fn decode_partition(
                 format!("more than {MAX_ACQUIRED_OFFSETS_PER_PARTITION} acquired offsets"),
             ));
         }
-        ranges.insert(r.first_offset, (r.last_offset, r.delivery_count));
+        ranges.push(*r);
     }
+    if !ranges
+        .windows(2)
+        .all(|w| w[0].first_offset < w[1].first_offset)
+    {
+        ranges.reverse();
+        ranges.sort_by_key(|r| r.first_offset);
+        ranges.dedup_by_key(|r| r.first_offset);
+    }
+    // The range holding `offset`: the last one starting at or before it.
     let range_of = |offset: i64| -> Option<i16> {
-        ranges
-            .range(..=offset)
-            .next_back()
-            .filter(|(_, (last, _))| offset <= *last)
-            .map(|(_, (_, dc))| *dc)
+        let i = ranges.partition_point(|r| r.first_offset <= offset);
+        (i > 0 && offset <= ranges[i - 1].last_offset).then(|| ranges[i - 1].delivery_count)
     };
     let mut out = DecodedPartition::default();
-    let mut delivered = BTreeSet::new();
     let batches = match records {
         Some(bytes) if !bytes.is_empty() => RecordBatchView::parse_all(bytes)?,
         _ => Vec::new(),
     };
+    // Records come in increasing offset order from a well-behaved broker;
+    // a repeated or out-of-order offset is handled after the loop.
+    let mut in_order = true;
+    let mut last: Option<i64> = None;
     for batch in &batches {
         if batch.is_control() {
             continue;
@@ -180,14 +191,16 @@ pub fn decode_partition(
         } else {
             TimestampType::CreateTime
         };
-        for rec in batch.records(max_decompressed)? {
+        for rec in batch.record_iter(max_decompressed)? {
+            let rec = rec?;
             let offset = rec.offset(batch.base_offset());
             let Some(delivery_count) = range_of(offset) else {
                 continue;
             };
-            if !delivered.insert(offset) {
-                continue;
+            if last.is_some_and(|l| offset <= l) {
+                in_order = false;
             }
+            last = Some(offset);
             out.records.push(ShareRecord {
                 topic: tp.topic.clone(),
                 topic_id: tp.topic_id,
@@ -202,10 +215,20 @@ pub fn decode_partition(
             });
         }
     }
-    out.records.sort_by_key(|r| r.offset);
-    for (&first, &(last, _)) in &ranges {
-        for offset in first..=last {
-            if !delivered.contains(&offset) {
+    if !in_order {
+        // The first record of an offset stands.
+        out.records.sort_by_key(|r| r.offset);
+        out.records.dedup_by_key(|r| r.offset);
+    }
+    // Gaps: acquired offsets no record was delivered for, by one walk over
+    // the ranges and the (sorted) records.
+    for r in &ranges {
+        let mut next = out.records.partition_point(|x| x.offset < r.first_offset);
+        for offset in r.first_offset..=r.last_offset {
+            while next < out.records.len() && out.records[next].offset < offset {
+                next += 1;
+            }
+            if next >= out.records.len() || out.records[next].offset != offset {
                 out.gaps.push(offset);
             }
         }
@@ -277,6 +300,33 @@ mod tests {
         assert_eq!(d.records[0].value.as_deref(), Some(&b"v2"[..]));
         assert_eq!(d.records[0].headers.len(), 2, "duplicate header keys kept");
         assert_eq!(d.records[0].timestamp, 1002);
+    }
+
+    #[test]
+    fn repeated_records_and_unordered_ranges_give_each_offset_once() {
+        // Offsets 3 and 4 come twice (a broker resending a batch), and the
+        // ranges arrive out of order.
+        let mut wire = BytesMut::new();
+        wire.extend_from_slice(&batch(0, 5));
+        wire.extend_from_slice(&batch(3, 4));
+        let acquired = [
+            AcquiredRange {
+                first_offset: 5,
+                last_offset: 9,
+                delivery_count: 2,
+            },
+            AcquiredRange {
+                first_offset: 0,
+                last_offset: 3,
+                delivery_count: 1,
+            },
+        ];
+        let d = decode_partition(&tp(), Some(wire.freeze()), &acquired, 1 << 20).unwrap();
+        let offsets: Vec<i64> = d.records.iter().map(|r| r.offset).collect();
+        assert_eq!(offsets, [0, 1, 2, 3, 5, 6], "4 is not acquired");
+        let counts: Vec<i16> = d.records.iter().map(|r| r.delivery_count).collect();
+        assert_eq!(counts, [1, 1, 1, 1, 2, 2]);
+        assert_eq!(d.gaps, [7, 8, 9]);
     }
 
     #[test]

@@ -33,6 +33,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use uuid::Uuid;
+
 use super::config::AcknowledgementMode;
 use super::error::ConsumerError;
 use super::record::ShareRecord;
@@ -71,18 +73,33 @@ pub struct TransactionAcknowledgements {
     pub acknowledgements: PartitionAcknowledgements,
 }
 
-#[derive(Debug, Clone)]
+/// What became of one delivered offset. The record itself stays with the
+/// application: the consumer keeps no copy of it (a record taken into a
+/// transaction is cloned then, from the caller's reference).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Delivered {
-    Waiting(ShareRecord),
+    Waiting,
     Acknowledged(AcknowledgeType),
     InTransaction(AcknowledgeType),
+}
+
+/// The offsets of one share partition delivered by the latest poll.
+#[derive(Debug)]
+struct PartitionDelivery {
+    tp: TopicIdPartition,
+    /// Sorted by offset, one entry per offset.
+    offsets: Vec<(i64, Delivered)>,
 }
 
 /// See the module documentation.
 #[derive(Debug)]
 pub struct AcknowledgementState {
     mode: AcknowledgementMode,
-    delivered: BTreeMap<(TopicIdPartition, i64), Delivered>,
+    /// Per share partition (a poll covers few partitions, so a vector
+    /// searched by topic id and partition; no per-record key or copy).
+    delivered: Vec<PartitionDelivery>,
+    /// Delivered offsets still `Waiting`.
+    waiting: usize,
     pending: PartitionAcknowledgements,
     /// Delivered records whose acquisition locks are to be renewed
     /// (KIP-1222); they stay waiting for their final acknowledgement.
@@ -98,7 +115,8 @@ impl AcknowledgementState {
     pub fn new(mode: AcknowledgementMode) -> Self {
         Self {
             mode,
-            delivered: BTreeMap::new(),
+            delivered: Vec::new(),
+            waiting: 0,
             pending: PartitionAcknowledgements::new(),
             renewals: BTreeMap::new(),
             open_transaction: Vec::new(),
@@ -117,11 +135,7 @@ impl AcknowledgementState {
     /// the waiting records in implicit mode, and forgets the previous
     /// delivery.
     pub fn begin_poll(&mut self) -> Result<(), ConsumerError> {
-        let waiting = self
-            .delivered
-            .values()
-            .filter(|d| matches!(d, Delivered::Waiting(_)))
-            .count();
+        let waiting = self.waiting;
         if waiting > 0 && self.mode == AcknowledgementMode::Explicit {
             return Err(ConsumerError::IllegalState(format!(
                 "all records must be acknowledged in explicit acknowledgement mode \
@@ -130,6 +144,7 @@ impl AcknowledgementState {
         }
         self.accept_waiting();
         self.delivered.clear();
+        self.waiting = 0;
         self.renewals.clear();
         Ok(())
     }
@@ -137,26 +152,70 @@ impl AcknowledgementState {
     /// Implicit mode: accepts every record still waiting (a commit does
     /// this, as Java's commitSync does in implicit mode).
     pub fn accept_waiting(&mut self) {
-        if self.mode != AcknowledgementMode::Implicit {
+        if self.mode != AcknowledgementMode::Implicit || self.waiting == 0 {
             return;
         }
-        for ((tp, offset), d) in self.delivered.iter_mut() {
-            if matches!(d, Delivered::Waiting(_)) {
-                // A waiting record has no pending acknowledgement yet.
-                let _ = self.pending.add(tp, *offset, AcknowledgeType::Accept);
-                *d = Delivered::Acknowledged(AcknowledgeType::Accept);
+        for pd in &mut self.delivered {
+            for (offset, d) in &mut pd.offsets {
+                if *d == Delivered::Waiting {
+                    // A waiting record has no pending acknowledgement yet.
+                    let _ = self.pending.add(&pd.tp, *offset, AcknowledgeType::Accept);
+                    *d = Delivered::Acknowledged(AcknowledgeType::Accept);
+                }
             }
         }
+        self.waiting = 0;
     }
 
     /// Registers the records a poll is about to return.
     pub fn deliver(&mut self, records: &[ShareRecord]) {
+        // Records come grouped by partition: remember the last one found.
+        let mut at: Option<usize> = None;
         for r in records {
-            self.delivered.insert(
-                (r.topic_id_partition(), r.offset),
-                Delivered::Waiting(r.clone()),
-            );
+            let i = match at {
+                Some(i)
+                    if self.delivered[i].tp.topic_id == r.topic_id
+                        && self.delivered[i].tp.partition == r.partition =>
+                {
+                    i
+                }
+                _ => match self.position(r.topic_id, r.partition) {
+                    Some(i) => i,
+                    None => {
+                        self.delivered.push(PartitionDelivery {
+                            tp: r.topic_id_partition(),
+                            offsets: Vec::new(),
+                        });
+                        self.delivered.len() - 1
+                    }
+                },
+            };
+            at = Some(i);
+            self.delivered[i]
+                .offsets
+                .push((r.offset, Delivered::Waiting));
         }
+        let mut waiting = 0;
+        for pd in &mut self.delivered {
+            if !pd.offsets.windows(2).all(|w| w[0].0 < w[1].0) {
+                // A later delivery of an offset replaces the earlier one.
+                pd.offsets.reverse();
+                pd.offsets.sort_by_key(|(o, _)| *o);
+                pd.offsets.dedup_by_key(|(o, _)| *o);
+            }
+            waiting += pd
+                .offsets
+                .iter()
+                .filter(|(_, d)| *d == Delivered::Waiting)
+                .count();
+        }
+        self.waiting = waiting;
+    }
+
+    fn position(&self, topic_id: Uuid, partition: i32) -> Option<usize> {
+        self.delivered
+            .iter()
+            .position(|pd| pd.tp.topic_id == topic_id && pd.tp.partition == partition)
     }
 
     /// Drops from a poll's records every second copy of one offset, and
@@ -172,34 +231,68 @@ impl AcknowledgementState {
         if records.is_empty() {
             return;
         }
-        let mut seen: std::collections::HashSet<(TopicIdPartition, i64)> = self
+        let key = |r: &ShareRecord| (r.topic_id, r.partition, r.offset);
+        if self.open_transaction.is_empty() && self.sealed.is_empty() {
+            // The usual case: nothing in a transaction, and every offset
+            // once (each partition's records in increasing offset order).
+            let increasing = records.windows(2).all(|w| {
+                (w[0].topic_id, w[0].partition) != (w[1].topic_id, w[1].partition)
+                    || w[0].offset < w[1].offset
+            });
+            if increasing {
+                let mut parts: Vec<(Uuid, i32)> = Vec::new();
+                let mut unique = true;
+                for w in
+                    records.chunk_by(|a, b| (a.topic_id, a.partition) == (b.topic_id, b.partition))
+                {
+                    let p = (w[0].topic_id, w[0].partition);
+                    if parts.contains(&p) {
+                        unique = false;
+                        break;
+                    }
+                    parts.push(p);
+                }
+                if unique {
+                    return;
+                }
+            }
+        }
+        let mut seen: std::collections::HashSet<(Uuid, i32, i64)> = self
             .open_transaction
             .iter()
             .map(|(r, _)| r)
             .chain(self.sealed.values().flatten())
-            .map(|r| (r.topic_id_partition(), r.offset))
+            .map(key)
             .collect();
-        records.retain(|r| seen.insert((r.topic_id_partition(), r.offset)));
+        records.retain(|r| seen.insert(key(r)));
     }
 
     /// Records delivered by the latest poll that are still waiting.
     pub fn waiting(&self) -> usize {
-        self.delivered
-            .values()
-            .filter(|d| matches!(d, Delivered::Waiting(_)))
-            .count()
+        self.waiting
     }
 
-    fn delivered_mut(
+    /// The delivered offset of `topic_id`/`partition`; `describe` names the
+    /// partition in the error when it was not delivered.
+    fn slot(
         &mut self,
-        tp: &TopicIdPartition,
+        topic_id: Uuid,
+        partition: i32,
         offset: i64,
-    ) -> Result<&mut Delivered, ConsumerError> {
-        self.delivered
-            .get_mut(&(tp.clone(), offset))
+        describe: impl FnOnce() -> String,
+    ) -> Result<(usize, usize), ConsumerError> {
+        self.position(topic_id, partition)
+            .and_then(|i| {
+                self.delivered[i]
+                    .offsets
+                    .binary_search_by_key(&offset, |(o, _)| *o)
+                    .ok()
+                    .map(|j| (i, j))
+            })
             .ok_or_else(|| {
                 ConsumerError::IllegalState(format!(
-                    "offset {offset} of {tp} was not delivered by the latest poll"
+                    "offset {offset} of {} was not delivered by the latest poll",
+                    describe()
                 ))
             })
     }
@@ -211,6 +304,29 @@ impl AcknowledgementState {
         offset: i64,
         ty: AcknowledgeType,
     ) -> Result<(), ConsumerError> {
+        self.acknowledge_at(tp.topic_id, tp.partition, offset, ty, || tp.to_string())
+    }
+
+    /// [`Self::acknowledge`] for a record of the latest poll, without
+    /// building its [`TopicIdPartition`].
+    pub fn acknowledge_record(
+        &mut self,
+        record: &ShareRecord,
+        ty: AcknowledgeType,
+    ) -> Result<(), ConsumerError> {
+        self.acknowledge_at(record.topic_id, record.partition, record.offset, ty, || {
+            record.topic_id_partition().to_string()
+        })
+    }
+
+    fn acknowledge_at(
+        &mut self,
+        topic_id: Uuid,
+        partition: i32,
+        offset: i64,
+        ty: AcknowledgeType,
+        describe: impl FnOnce() -> String,
+    ) -> Result<(), ConsumerError> {
         if self.mode == AcknowledgementMode::Implicit {
             return Err(ConsumerError::IllegalState(
                 "acknowledge is not allowed in implicit acknowledgement mode \
@@ -219,32 +335,42 @@ impl AcknowledgementState {
             ));
         }
         if ty == AcknowledgeType::Renew {
-            return self.renew(tp, offset);
+            let (i, _) = self.slot(topic_id, partition, offset, describe)?;
+            let tp = self.delivered[i].tp.clone();
+            return self.renew(&tp, offset);
         }
         if ty == AcknowledgeType::Gap {
             return Err(ConsumerError::InvalidArgument(format!(
                 "{ty:?} cannot be given to a delivered record"
             )));
         }
-        match self.delivered_mut(tp, offset)? {
-            Delivered::Waiting(_) => {}
-            Delivered::Acknowledged(t) if *t == ty => return Ok(()),
+        let (i, j) = self.slot(topic_id, partition, offset, describe)?;
+        let pd = &mut self.delivered[i];
+        match pd.offsets[j].1 {
+            Delivered::Waiting => {}
+            Delivered::Acknowledged(t) if t == ty => return Ok(()),
             Delivered::Acknowledged(t) => {
                 return Err(ConsumerError::IllegalState(format!(
-                    "offset {offset} of {tp} is already acknowledged as {t:?}"
+                    "offset {offset} of {} is already acknowledged as {t:?}",
+                    pd.tp
                 )));
             }
             Delivered::InTransaction(_) => {
                 return Err(ConsumerError::IllegalState(format!(
-                    "offset {offset} of {tp} is acknowledged in a transaction"
+                    "offset {offset} of {} is acknowledged in a transaction",
+                    pd.tp
                 )));
             }
         }
         self.pending
-            .add(tp, offset, ty)
+            .add(&pd.tp, offset, ty)
             .map_err(|e| ConsumerError::IllegalState(e.to_string()))?;
-        *self.delivered_mut(tp, offset)? = Delivered::Acknowledged(ty);
-        self.forget_renewal(tp, offset);
+        pd.offsets[j].1 = Delivered::Acknowledged(ty);
+        self.waiting -= 1;
+        if !self.renewals.is_empty() {
+            let tp = pd.tp.clone();
+            self.forget_renewal(&tp, offset);
+        }
         Ok(())
     }
 
@@ -259,8 +385,9 @@ impl AcknowledgementState {
                     .into(),
             ));
         }
-        match self.delivered_mut(tp, offset)? {
-            Delivered::Waiting(_) => {}
+        let (i, j) = self.slot(tp.topic_id, tp.partition, offset, || tp.to_string())?;
+        match self.delivered[i].offsets[j].1 {
+            Delivered::Waiting => {}
             other => {
                 return Err(ConsumerError::IllegalState(format!(
                     "offset {offset} of {tp} is already acknowledged ({other:?}); \
@@ -298,11 +425,12 @@ impl AcknowledgementState {
     }
 
     /// Takes a delivered record out of the consumer's acknowledgement path
-    /// into the open transaction set (explicit mode, ACCEPT or REJECT).
+    /// into the open transaction set (explicit mode, ACCEPT or REJECT). The
+    /// set keeps a clone of `record`, to hand it out again if the
+    /// transaction aborts.
     pub fn acknowledge_in_transaction(
         &mut self,
-        tp: &TopicIdPartition,
-        offset: i64,
+        record: &ShareRecord,
         ty: AcknowledgeType,
     ) -> Result<(), ConsumerError> {
         if self.mode != AcknowledgementMode::Explicit {
@@ -318,19 +446,26 @@ impl AcknowledgementState {
                 "only ACCEPT and REJECT can be staged in a transaction for a delivered record, not {ty:?}"
             )));
         }
-        let d = self.delivered_mut(tp, offset)?;
-        let record = match d {
-            Delivered::Waiting(r) => r.clone(),
-            Delivered::InTransaction(t) if *t == ty => return Ok(()),
+        let offset = record.offset;
+        let (i, j) = self.slot(record.topic_id, record.partition, offset, || {
+            record.topic_id_partition().to_string()
+        })?;
+        let pd = &mut self.delivered[i];
+        match pd.offsets[j].1 {
+            Delivered::Waiting => {}
+            Delivered::InTransaction(t) if t == ty => return Ok(()),
             other => {
                 return Err(ConsumerError::IllegalState(format!(
-                    "offset {offset} of {tp} is already acknowledged ({other:?})"
+                    "offset {offset} of {} is already acknowledged ({other:?})",
+                    pd.tp
                 )));
             }
-        };
-        *d = Delivered::InTransaction(ty);
-        self.open_transaction.push((record, ty));
-        self.forget_renewal(tp, offset);
+        }
+        pd.offsets[j].1 = Delivered::InTransaction(ty);
+        self.waiting -= 1;
+        let tp = pd.tp.clone();
+        self.open_transaction.push((record.clone(), ty));
+        self.forget_renewal(&tp, offset);
         Ok(())
     }
 
@@ -567,6 +702,51 @@ mod tests {
     }
 
     #[test]
+    fn records_of_interleaved_partitions_are_tracked_per_offset() {
+        // Handed-back and fetched records may mix partitions and offsets.
+        let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
+        st.deliver(&[rec(1, 5), rec(0, 2), rec(1, 3), rec(0, 1), rec(1, 5)]);
+        assert_eq!(st.waiting(), 4, "offset 5 of partition 1 counts once");
+        st.acknowledge_record(&rec(1, 3), AcknowledgeType::Accept)
+            .unwrap();
+        assert_eq!(st.waiting(), 3);
+        let err = st.begin_poll().unwrap_err().to_string();
+        assert!(err.contains("3 of the previous poll"), "{err}");
+        assert!(
+            st.acknowledge_record(&rec(0, 3), AcknowledgeType::Accept)
+                .is_err(),
+            "offset 3 of partition 0 was not delivered"
+        );
+        for (p, o) in [(0, 1), (0, 2), (1, 5)] {
+            st.acknowledge_record(&rec(p, o), AcknowledgeType::Reject)
+                .unwrap();
+        }
+        assert_eq!(st.waiting(), 0);
+        st.begin_poll().unwrap();
+        assert_eq!(
+            pending(&mut st),
+            [
+                (0, 1, AcknowledgeType::Reject),
+                (0, 2, AcknowledgeType::Reject),
+                (1, 3, AcknowledgeType::Accept),
+                (1, 5, AcknowledgeType::Reject)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_poll_with_a_repeated_offset_keeps_one_copy() {
+        let st = AcknowledgementState::new(AcknowledgementMode::Explicit);
+        let mut polled = vec![rec(0, 1), rec(1, 1), rec(0, 2), rec(0, 1)];
+        st.drop_redelivered(&mut polled);
+        let kept: Vec<(i32, i64)> = polled.iter().map(|r| (r.partition, r.offset)).collect();
+        assert_eq!(kept, [(0, 1), (1, 1), (0, 2)]);
+        let mut in_order = vec![rec(0, 1), rec(0, 2), rec(1, 1)];
+        st.drop_redelivered(&mut in_order);
+        assert_eq!(in_order.len(), 3, "nothing repeated, nothing dropped");
+    }
+
+    #[test]
     fn a_renewed_record_stays_waiting_and_its_renewal_goes_with_the_final_ack() {
         let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
         st.deliver(&[rec(0, 5), rec(0, 6)]);
@@ -617,13 +797,13 @@ mod tests {
     fn transactional_acknowledgements_leave_the_consumer_path_and_come_back_on_abort() {
         let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
         st.deliver(&[rec(0, 1), rec(0, 2), rec(0, 3)]);
-        st.acknowledge_in_transaction(&tp(0), 1, AcknowledgeType::Accept)
+        st.acknowledge_in_transaction(&rec(0, 1), AcknowledgeType::Accept)
             .unwrap();
-        st.acknowledge_in_transaction(&tp(0), 2, AcknowledgeType::Reject)
+        st.acknowledge_in_transaction(&rec(0, 2), AcknowledgeType::Reject)
             .unwrap();
         // D5: other types are not transactional.
         assert!(matches!(
-            st.acknowledge_in_transaction(&tp(0), 3, AcknowledgeType::Release),
+            st.acknowledge_in_transaction(&rec(0, 3), AcknowledgeType::Release),
             Err(ConsumerError::InvalidArgument(_))
         ));
         // A record in a transaction cannot also be acknowledged normally (D8).
@@ -671,9 +851,9 @@ mod tests {
     fn records_of_the_transactions_are_not_delivered_twice() {
         let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
         st.deliver(&[rec(0, 1), rec(0, 2)]);
-        st.acknowledge_in_transaction(&tp(0), 1, AcknowledgeType::Accept)
+        st.acknowledge_in_transaction(&rec(0, 1), AcknowledgeType::Accept)
             .unwrap();
-        st.acknowledge_in_transaction(&tp(0), 2, AcknowledgeType::Accept)
+        st.acknowledge_in_transaction(&rec(0, 2), AcknowledgeType::Accept)
             .unwrap();
         let txn = st.take_transaction().unwrap();
         st.begin_poll().unwrap();
@@ -689,7 +869,7 @@ mod tests {
         st.drop_redelivered(&mut polled);
         assert_eq!(polled, [rec(0, 1), rec(0, 2), rec(0, 4)]);
         st.deliver(&polled);
-        st.acknowledge_in_transaction(&tp(0), 4, AcknowledgeType::Accept)
+        st.acknowledge_in_transaction(&rec(0, 4), AcknowledgeType::Accept)
             .unwrap();
         st.acknowledge(&tp(0), 1, AcknowledgeType::Accept).unwrap();
         st.acknowledge(&tp(0), 2, AcknowledgeType::Accept).unwrap();
@@ -705,7 +885,7 @@ mod tests {
         let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
         st.deliver(&[rec(0, 1), rec(0, 2)]);
         for o in [1, 2] {
-            st.acknowledge_in_transaction(&tp(0), o, AcknowledgeType::Accept)
+            st.acknowledge_in_transaction(&rec(0, o), AcknowledgeType::Accept)
                 .unwrap();
         }
         let txn = st.take_transaction().unwrap();
@@ -728,7 +908,7 @@ mod tests {
     fn committed_transaction_is_forgotten() {
         let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
         st.deliver(&[rec(0, 1)]);
-        st.acknowledge_in_transaction(&tp(0), 1, AcknowledgeType::Accept)
+        st.acknowledge_in_transaction(&rec(0, 1), AcknowledgeType::Accept)
             .unwrap();
         let txn = st.take_transaction().unwrap();
         st.begin_poll().unwrap();
@@ -746,7 +926,7 @@ mod tests {
         let mut st = AcknowledgementState::new(AcknowledgementMode::Implicit);
         st.deliver(&[rec(0, 1)]);
         assert!(
-            st.acknowledge_in_transaction(&tp(0), 1, AcknowledgeType::Accept)
+            st.acknowledge_in_transaction(&rec(0, 1), AcknowledgeType::Accept)
                 .is_err()
         );
     }

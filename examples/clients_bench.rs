@@ -1,0 +1,575 @@
+//! Side-by-side client benchmark (issue #20): sharestream's Rust clients
+//! against krafka's, each client in a process of its own, on the embedded
+//! broker (`target/release/sharestream broker`) and, with `--kafka`, on
+//! Apache Kafka too (started by scripts/kafka/start.sh).
+//!
+//! ```sh
+//! cargo build --release -p sharestream-cli
+//! cargo build --release --example clients_bench --example share_perf \
+//!   --example produce_perf --example krafka_perf
+//! target/release/examples/clients_bench            # embedded broker only
+//! target/release/examples/clients_bench --kafka    # and Apache Kafka 4.4
+//! ```
+//!
+//! Phases (each a fresh share group, topic or transactional id per run):
+//!
+//! - share consume, 100 B and 1 KiB records, topics of 1 and 4 partitions,
+//!   loaded before the runs; one share consumer, explicit ACCEPT of every
+//!   record, max.poll.records 500, share.acquire.mode record_limit
+//!   (`--acquire-mode`) (`share_perf --explicit` against
+//!   `krafka_perf share-consume`);
+//! - produce, 100 B and 1 KiB, one partition; acks=all, idempotence,
+//!   linger 5 ms, batch 16 KiB (`produce_perf` against `krafka_perf
+//!   produce`);
+//! - transactions of 1000 records of 100 B, committed one after the other.
+//!
+//! Each phase runs `--reps` rounds; within a round the two clients run one
+//! after the other, the order alternating between rounds. Per run: the
+//! child's RESULT line (records/s, its CPU per record over the measured part
+//! from getrusage, its peak RSS from VmHWM) and the broker's CPU over the
+//! whole child run (utime + stime from /proc/<pid>/stat, 10 ms ticks)
+//! divided by the records. The table holds medians and the ratio
+//! sharestream / krafka; the load average is printed before and after each
+//! phase. The table goes to stdout and, with `--out FILE`, to FILE.
+
+#[global_allocator]
+static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use bytes::Bytes;
+use clap::Parser;
+use sharestream::client::admin::{AdminClient, NewTopic};
+use sharestream::client::{ConnectionConfig, Producer, ProducerConfig, ProducerRecord};
+
+/// Side-by-side benchmark of sharestream's and krafka's clients.
+#[derive(Parser, Debug)]
+#[command(about)]
+struct Args {
+    /// The `sharestream` binary (the embedded broker).
+    #[arg(long, default_value = "target/release/sharestream")]
+    broker_bin: PathBuf,
+    /// Where share_perf, produce_perf and krafka_perf are.
+    #[arg(long, default_value = "target/release/examples")]
+    bin_dir: PathBuf,
+    /// Rounds per phase (the table holds medians).
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Records per share-consume and produce run at 100 B.
+    #[arg(long, default_value_t = 500_000)]
+    records_100: u64,
+    /// Records per share-consume and produce run at 1 KiB.
+    #[arg(long, default_value_t = 200_000)]
+    records_1k: u64,
+    /// Transactions per transactions run (of 1000 x 100 B each).
+    #[arg(long, default_value_t = 100)]
+    transactions: u64,
+    /// share.acquire.mode of both share consumers: record_limit (at most
+    /// max.poll.records per fetch, the mode of the issue's measurements) or
+    /// batch_optimized.
+    #[arg(long, default_value = "record_limit")]
+    acquire_mode: String,
+    /// Phases to run (comma separated: share, produce, txn).
+    #[arg(long, default_value = "share,produce,txn")]
+    phases: String,
+    /// Keep the embedded broker's data in memory instead of a temporary
+    /// `--data-dir` with `--fsync never`.
+    #[arg(long)]
+    memory: bool,
+    /// Also run every phase against Apache Kafka (scripts/kafka/start.sh;
+    /// also when BENCH_KAFKA=1).
+    #[arg(long)]
+    kafka: bool,
+    /// Skip the embedded broker (with --kafka: Kafka only).
+    #[arg(long)]
+    no_embedded: bool,
+    /// Write the markdown table here too.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// A broker under test.
+struct Broker {
+    name: &'static str,
+    bootstrap: String,
+    pid: u32,
+    child: Option<Child>,
+    kafka_dir: Option<String>,
+    _data: Option<tempfile::TempDir>,
+}
+
+impl Broker {
+    fn embedded(args: &Args) -> Self {
+        let data = (!args.memory).then(|| tempfile::tempdir().expect("temporary data dir"));
+        let mut cmd = Command::new(&args.broker_bin);
+        cmd.args(["broker", "--listen", "127.0.0.1:0"]);
+        match &data {
+            Some(d) => {
+                cmd.arg("--data-dir")
+                    .arg(d.path())
+                    .args(["--fsync", "never"]);
+            }
+            None => {
+                cmd.arg("--memory");
+            }
+        }
+        let mut child = cmd
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", args.broker_bin.display()));
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped stdout"))
+            .read_line(&mut line)
+            .expect("the broker's first line");
+        let addr = line
+            .trim()
+            .strip_prefix("sharestream broker listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line from the broker: {line:?}"))
+            .to_string();
+        Self {
+            name: "sharestream broker",
+            bootstrap: addr,
+            pid: child.id(),
+            child: Some(child),
+            kafka_dir: None,
+            _data: data,
+        }
+    }
+
+    fn kafka() -> Self {
+        let out = Command::new("scripts/kafka/start.sh")
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run scripts/kafka/start.sh (from the repository root)");
+        assert!(out.status.success(), "scripts/kafka/start.sh failed");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let get = |name: &str| {
+            text.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{name}=")))
+                .map(|v| v.trim_matches(['"', '\'']).to_string())
+                .unwrap_or_else(|| panic!("start.sh printed no {name}: {text}"))
+        };
+        Self {
+            name: "Apache Kafka 4.4",
+            bootstrap: get("KAFKA_BOOTSTRAP"),
+            pid: get("KAFKA_PID").parse().expect("KAFKA_PID"),
+            child: None,
+            kafka_dir: Some(get("KAFKA_DIR")),
+            _data: None,
+        }
+    }
+
+    /// utime + stime of the broker in seconds.
+    fn cpu_seconds(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default();
+        // Fields after the command name (which may hold spaces): state is
+        // field 3, utime 14, stime 15.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| {
+            f.get(i - 3)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        (ticks(14) + ticks(15)) / hz
+    }
+
+    fn status_mib(&self, field: &str) -> f64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.pid))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with(field))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse::<f64>().ok())
+            })
+            .unwrap_or(0.0)
+            / 1024.0
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if let Some(dir) = &self.kafka_dir {
+            let _ = Command::new("scripts/kafka/stop.sh").arg(dir).status();
+        }
+    }
+}
+
+/// One client run's figures.
+#[derive(Debug, Clone, Copy, Default)]
+struct Run {
+    records_per_s: f64,
+    cpu_us_per_record: f64,
+    peak_rss_mib: f64,
+    broker_cpu_us_per_record: f64,
+}
+
+fn field(line: &str, name: &str) -> Option<f64> {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{name}=")))
+        .and_then(|v| v.parse().ok())
+}
+
+/// Runs one child to completion and measures it.
+fn run_child(broker: &Broker, bin: &Path, args: &[String]) -> Option<Run> {
+    let before = broker.cpu_seconds();
+    let out = Command::new(bin)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", bin.display()));
+    let broker_cpu = broker.cpu_seconds() - before;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().rev().find(|l| l.starts_with("RESULT"));
+    let Some(line) = line.filter(|l| !l.contains("error=")) else {
+        eprintln!(
+            "  {} {:?} failed ({}): {}",
+            bin.display(),
+            args,
+            out.status,
+            text.trim()
+        );
+        return None;
+    };
+    let records = field(line, "records")?;
+    Some(Run {
+        records_per_s: field(line, "records_per_s")?,
+        cpu_us_per_record: field(line, "cpu_us_per_record")?,
+        peak_rss_mib: field(line, "peak_rss_mib")?,
+        broker_cpu_us_per_record: broker_cpu * 1e6 / records.max(1.0),
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// Loads `n` records of `size` bytes into a new topic of `partitions`
+/// partitions with our producer (before any measured run).
+async fn load_topic(bootstrap: &str, topic: &str, partitions: i32, n: u64, size: usize) {
+    let admin = AdminClient::new(vec![bootstrap.to_string()], ConnectionConfig::default());
+    admin
+        .create_topic(NewTopic::new(topic, partitions))
+        .await
+        .unwrap_or_else(|e| panic!("create {topic}: {e}"));
+    let config = ProducerConfig::from_properties([
+        ("bootstrap.servers", bootstrap),
+        ("linger.ms", "5"),
+        ("batch.size", "16384"),
+        // Setup, not measured. With idempotence, loading a topic Apache
+        // Kafka had just created failed once with OUT_OF_ORDER_SEQUENCE_NUMBER
+        // (4 partitions, explicit partitions); not investigated here.
+        ("enable.idempotence", "false"),
+    ])
+    .expect("producer config");
+    let producer = Producer::new(config).await.expect("producer");
+    let value = Bytes::from(vec![b'x'; size]);
+    let mut deliveries = Vec::new();
+    for i in 0..n {
+        let record = ProducerRecord::new(topic, value.clone())
+            .with_partition((i % partitions as u64) as i32);
+        deliveries.push(producer.send(record).await);
+        if deliveries.len() >= 50_000 {
+            for d in deliveries.drain(..) {
+                d.await.expect("load delivery");
+            }
+        }
+    }
+    for d in deliveries {
+        d.await.expect("load delivery");
+    }
+    producer.close().await;
+}
+
+/// One row of the table.
+struct Row {
+    broker: &'static str,
+    phase: String,
+    runs: BTreeMap<&'static str, Vec<Run>>,
+    load: String,
+}
+
+const CLIENTS: [&str; 2] = ["sharestream", "krafka"];
+
+fn run_phase(
+    args: &Args,
+    broker: &Broker,
+    phase: String,
+    mut command: impl FnMut(&'static str, usize) -> (PathBuf, Vec<String>),
+) -> Row {
+    let load_before = loadavg();
+    eprintln!("{} / {phase} (load {load_before})", broker.name);
+    let mut runs: BTreeMap<&'static str, Vec<Run>> = BTreeMap::new();
+    for rep in 0..args.reps {
+        let order: Vec<&'static str> = if rep % 2 == 0 {
+            CLIENTS.to_vec()
+        } else {
+            CLIENTS.iter().rev().copied().collect()
+        };
+        for client in order {
+            let (bin, cargs) = command(client, rep);
+            if let Some(r) = run_child(broker, &bin, &cargs) {
+                eprintln!(
+                    "  {client:<11} {:>10.0} rec/s  {:>6.2} us/rec  {:>6.1} MiB  broker {:>6.2} us/rec",
+                    r.records_per_s,
+                    r.cpu_us_per_record,
+                    r.peak_rss_mib,
+                    r.broker_cpu_us_per_record
+                );
+                runs.entry(client).or_default().push(r);
+            }
+        }
+    }
+    Row {
+        broker: broker.name,
+        phase,
+        runs,
+        load: format!("{load_before} → {}", loadavg()),
+    }
+}
+
+fn table(rows: &[Row]) -> String {
+    let mut s = String::new();
+    s.push_str(
+        "| broker | phase | client | records/s | client CPU µs/record | peak RSS MiB | broker CPU µs/record | runs | load avg (1/5/15 min) before → after |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
+    );
+    for row in rows {
+        let med = |c: &str, f: fn(&Run) -> f64| {
+            median(
+                row.runs
+                    .get(c)
+                    .map_or(Vec::new(), |v| v.iter().map(f).collect()),
+            )
+        };
+        for c in CLIENTS {
+            let n = row.runs.get(c).map_or(0, Vec::len);
+            s.push_str(&format!(
+                "| {} | {} | {c} | {:.0} | {:.2} | {:.1} | {:.2} | {n} | {} |\n",
+                row.broker,
+                row.phase,
+                med(c, |r| r.records_per_s),
+                med(c, |r| r.cpu_us_per_record),
+                med(c, |r| r.peak_rss_mib),
+                med(c, |r| r.broker_cpu_us_per_record),
+                row.load
+            ));
+        }
+        let ratio = |f: fn(&Run) -> f64| med("sharestream", f) / med("krafka", f);
+        s.push_str(&format!(
+            "| {} | {} | **ratio sharestream / krafka** | **{:.2}** | **{:.2}** | **{:.2}** | {:.2} | | |\n",
+            row.broker,
+            row.phase,
+            ratio(|r| r.records_per_s),
+            ratio(|r| r.cpu_us_per_record),
+            ratio(|r| r.peak_rss_mib),
+            ratio(|r| r.broker_cpu_us_per_record),
+        ));
+    }
+    s
+}
+
+fn bench_broker(args: &Args, broker: &Broker, rt: &tokio::runtime::Runtime) -> Vec<Row> {
+    let phases: Vec<&str> = args.phases.split(',').map(str::trim).collect();
+    let bin = |name: &str| args.bin_dir.join(name);
+    let tag = std::process::id();
+    let bs = broker.bootstrap.clone();
+    let mut rows = Vec::new();
+    let sizes = [
+        (100usize, args.records_100, "100 B"),
+        (1024, args.records_1k, "1 KiB"),
+    ];
+    if phases.contains(&"share") {
+        for (size, n, label) in sizes {
+            for parts in [1, 4] {
+                let topic = format!("share-{size}-{parts}-{tag}");
+                eprintln!("loading {n} x {label} into {topic} ({parts} partitions)");
+                rt.block_on(load_topic(&bs, &topic, parts, n, size));
+                let phase = format!("share consume {label}, {parts} partition(s), {n} records");
+                rows.push(run_phase(args, broker, phase, |client, rep| {
+                    let group = format!("g-{client}-{topic}-{rep}");
+                    let common = [
+                        "--bootstrap-server".to_string(),
+                        bs.clone(),
+                        "--topic".into(),
+                        topic.clone(),
+                        "--group".into(),
+                        group,
+                        "--num-records".into(),
+                        n.to_string(),
+                        "--max-poll-records".into(),
+                        "500".into(),
+                    ];
+                    match client {
+                        "sharestream" => {
+                            let mut a = common.to_vec();
+                            a.push("--explicit".into());
+                            a.push("--consumer-prop".into());
+                            a.push(format!("share.acquire.mode={}", args.acquire_mode));
+                            (bin("share_perf"), a)
+                        }
+                        _ => {
+                            let mut a = vec!["share-consume".to_string()];
+                            a.extend(common);
+                            a.push("--acquire-mode".into());
+                            a.push(args.acquire_mode.clone());
+                            (bin("krafka_perf"), a)
+                        }
+                    }
+                }));
+            }
+        }
+    }
+    let produce = |client: &str, topic: String, n: u64, size: usize, txn: Option<String>| {
+        let mut a = vec![
+            "--bootstrap-server".to_string(),
+            bs.clone(),
+            "--topic".into(),
+            topic,
+            "--num-records".into(),
+            n.to_string(),
+            "--record-size".into(),
+            size.to_string(),
+        ];
+        match client {
+            "sharestream" => {
+                for p in [
+                    "acks=all",
+                    "enable.idempotence=true",
+                    "linger.ms=5",
+                    "batch.size=16384",
+                ] {
+                    a.push("--producer-prop".into());
+                    a.push(p.into());
+                }
+                if let Some(id) = txn {
+                    a.extend([
+                        "--transaction-records".into(),
+                        "1000".into(),
+                        "--producer-prop".into(),
+                        format!("transactional.id={id}"),
+                    ]);
+                }
+                (bin("produce_perf"), a)
+            }
+            _ => {
+                let mut k = vec!["produce".to_string()];
+                k.extend(a);
+                if let Some(id) = txn {
+                    k.extend([
+                        "--transaction-records".into(),
+                        "1000".into(),
+                        "--transactional-id".into(),
+                        id,
+                    ]);
+                }
+                (bin("krafka_perf"), k)
+            }
+        }
+    };
+    if phases.contains(&"produce") {
+        for (size, n, label) in sizes {
+            let phase = format!("produce {label}, 1 partition, {n} records");
+            rows.push(run_phase(args, broker, phase, |client, rep| {
+                produce(
+                    client,
+                    format!("produce-{size}-{client}-{rep}-{tag}"),
+                    n,
+                    size,
+                    None,
+                )
+            }));
+        }
+    }
+    if phases.contains(&"txn") {
+        let n = args.transactions * 1000;
+        let phase = format!(
+            "transactions of 1000 x 100 B, {} transactions",
+            args.transactions
+        );
+        rows.push(run_phase(args, broker, phase, |client, rep| {
+            let id = format!("tx-{client}-{rep}-{tag}");
+            produce(
+                client,
+                format!("txn-{client}-{rep}-{tag}"),
+                n,
+                100,
+                Some(id),
+            )
+        }));
+    }
+    eprintln!(
+        "{}: RSS now {:.1} MiB, peak {:.1} MiB",
+        broker.name,
+        broker.status_mib("VmRSS:"),
+        broker.status_mib("VmHWM:")
+    );
+    rows
+}
+
+fn main() {
+    let args = Args::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    for name in ["share_perf", "produce_perf", "krafka_perf"] {
+        let p = args.bin_dir.join(name);
+        assert!(
+            p.exists(),
+            "{} is missing: cargo build --release --example {name}",
+            p.display()
+        );
+    }
+    let started = format!("load average at start: {}", loadavg());
+    let mut rows = Vec::new();
+    if !args.no_embedded {
+        let broker = Broker::embedded(&args);
+        rows.extend(bench_broker(&args, &broker, &rt));
+    }
+    if args.kafka || std::env::var("BENCH_KAFKA").is_ok_and(|v| v == "1") {
+        let broker = Broker::kafka();
+        std::thread::sleep(Duration::from_secs(2));
+        rows.extend(bench_broker(&args, &broker, &rt));
+    }
+    let md = format!(
+        "{started}; at the end: {}; `nproc` = {}\n\n{}",
+        loadavg(),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        table(&rows)
+    );
+    println!("{md}");
+    if let Some(path) = &args.out {
+        std::fs::write(path, &md).expect("write --out");
+    }
+}
