@@ -905,6 +905,31 @@ mod tests {
     }
 
     #[test]
+    fn a_transaction_committed_elsewhere_sends_its_acknowledgements_after() {
+        // The intent ledger: the transaction carried no acknowledgement;
+        // once it committed they become ordinary pending ones.
+        let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
+        st.deliver(&[rec(0, 1), rec(0, 2)]);
+        st.acknowledge_in_transaction(&rec(0, 1), AcknowledgeType::Accept)
+            .unwrap();
+        st.acknowledge_in_transaction(&rec(0, 2), AcknowledgeType::Reject)
+            .unwrap();
+        let txn = st.take_transaction().unwrap();
+        assert!(!st.has_pending(), "nothing before the commit");
+        assert_eq!(st.acknowledge_after_transaction(&txn).unwrap(), 2);
+        assert_eq!(st.transactions_in_doubt(), 0);
+        assert_eq!(st.handed_back_len(), 0);
+        let pending = st.take_pending();
+        let (_, acks) = pending.partitions().next().unwrap();
+        assert_eq!(
+            acks.iter().collect::<Vec<_>>(),
+            [(1, AcknowledgeType::Accept), (2, AcknowledgeType::Reject)]
+        );
+        // Once only.
+        assert!(st.acknowledge_after_transaction(&txn).is_err());
+    }
+
+    #[test]
     fn committed_transaction_is_forgotten() {
         let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
         st.deliver(&[rec(0, 1)]);
