@@ -203,18 +203,34 @@ pub struct ShareStateReport {
     pub archived: u64,
     /// Share partitions found for the group and topic.
     pub share_partitions: usize,
+    /// Read through the API (Apache Kafka): committed input records at or
+    /// after the share-partition start offset. Kafka moves that offset
+    /// lazily, so they may well be terminal: `non_terminal` is what a probe
+    /// member of the group could still acquire.
+    pub committed_after_start: u64,
+    /// Read through the API (Apache Kafka): offsets from the share-partition
+    /// start offset to the log end that hold no committed record (aborted
+    /// transactions' records, markers). Kafka archives those only when a
+    /// fetch covers them, so after the last fetch they can hold the start
+    /// offset back; they are not counted as non-terminal.
+    pub uncommitted_after_start: u64,
 }
 
 /// The share state of `group` on a cluster read through its API (Apache
 /// Kafka): the share-partition start offset of each input partition
-/// (DescribeShareGroupOffsets) against its log end. Every record below the
-/// start offset is terminal (ACKNOWLEDGED or ARCHIVED); everything from it
-/// to the log end counts as not terminal. ARCHIVED and TX_PENDING cannot be
-/// told apart this way and are reported as 0.
+/// (DescribeShareGroupOffsets). Every record below it is terminal
+/// (ACKNOWLEDGED or ARCHIVED); every committed input record (`committed`:
+/// partition, offset, value, from the checker's own read_committed read)
+/// at or after it may not be terminal; when there is any, a probe member
+/// ([`probe_deliverable`]) counts those the group can still deliver.
+/// ARCHIVED and TX_PENDING cannot be told apart this way and are reported
+/// as 0.
 pub async fn online_share_state(
     bootstrap: &str,
     group: &str,
     log_ends: &[i64],
+    committed: &[(i32, i64, Bytes)],
+    lock: Duration,
 ) -> Result<ShareStateReport, String> {
     use sharestream::client::ConnectionConfig;
     use sharestream::client::admin::AdminClient;
@@ -226,15 +242,60 @@ pub async fn online_share_state(
         .map_err(|e| format!("DescribeShareGroupOffsets: {e}"))?;
     let mut r = ShareStateReport::default();
     for (p, &end) in log_ends.iter().enumerate() {
-        match offsets.get(&("chaos-in".to_string(), p as i32)) {
+        let start = match offsets.get(&("chaos-in".to_string(), p as i32)) {
             Some(Ok(start)) if *start >= 0 => {
                 r.share_partitions += 1;
-                r.non_terminal += (end - start).max(0) as u64;
+                *start
             }
-            _ => r.non_terminal += end.max(0) as u64,
-        }
+            _ => 0,
+        };
+        // A committed input record at or after the start offset may not be
+        // terminal: counted as such (the API cannot say record by record).
+        let at_or_after = committed
+            .iter()
+            .filter(|(cp, o, _)| *cp == p as i32 && *o >= start)
+            .count() as u64;
+        r.committed_after_start += at_or_after;
+        r.uncommitted_after_start += ((end - start).max(0) as u64).saturating_sub(at_or_after);
+    }
+    if r.committed_after_start > 0 {
+        r.non_terminal = probe_deliverable(bootstrap, group, lock).await?;
     }
     Ok(r)
+}
+
+/// Joins `group` as one more member and counts what it can still acquire of
+/// `chaos-in` during `lock` + 5 s (a record a dead member held comes back
+/// once its lock expires): every record delivered was not terminal. They
+/// are released again.
+async fn probe_deliverable(bootstrap: &str, group: &str, lock: Duration) -> Result<u64, String> {
+    use sharestream::client::share_consumer::{
+        AcknowledgementMode, ShareConsumer, ShareConsumerConfig,
+    };
+    use sharestream::eos::AcknowledgeType;
+    let config = ShareConsumerConfig::builder(group)
+        .bootstrap_servers([bootstrap.to_string()])
+        .client_id("chaos-checker-probe")
+        .acknowledgement_mode(AcknowledgementMode::Explicit)
+        .build()
+        .map_err(|e| format!("probe consumer: {e}"))?;
+    let mut c = ShareConsumer::new(config).map_err(|e| format!("probe consumer: {e}"))?;
+    c.subscribe(["chaos-in".to_string()])
+        .map_err(|e| format!("probe subscribe: {e}"))?;
+    let deadline = tokio::time::Instant::now() + lock + Duration::from_secs(5);
+    let mut seen = std::collections::BTreeSet::new();
+    while tokio::time::Instant::now() < deadline {
+        let records = c
+            .poll(Duration::from_millis(500))
+            .await
+            .map_err(|e| format!("probe poll: {e}"))?;
+        for r in records.iter() {
+            seen.insert((r.partition, r.offset));
+            let _ = c.acknowledge(r, AcknowledgeType::Release);
+        }
+    }
+    let _ = c.close(Duration::from_secs(10)).await;
+    Ok(seen.len() as u64)
 }
 
 /// Reads the persisted share state of `group` over the input partitions

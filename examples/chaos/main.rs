@@ -335,7 +335,6 @@ impl Node {
                 .arg("--wait")
                 .arg("180")
                 .env("KAFKA_EXTRA_PROPERTIES", KAFKA_EXTRA_PROPERTIES)
-                .env("KAFKA_BROKER_LOG_LEVEL", "WARN")
                 .stdin(Stdio::null())
                 .stderr(log_file(
                     &args.workdir.join(format!("kafka-{name}-start.log")),
@@ -1417,7 +1416,14 @@ async fn finish(
     let share_state = if args.kafka_scripts.is_some() {
         // Apache Kafka's share state is read through its API: the
         // share-partition start offset passes only terminal records.
-        let s = check::online_share_state(&source, GROUP, &log_ends).await?;
+        let s = check::online_share_state(
+            &source,
+            GROUP,
+            &log_ends,
+            &input.records,
+            Duration::from_millis(args.lock_ms),
+        )
+        .await?;
         broker.stop().await;
         s
     } else {
