@@ -6,7 +6,9 @@
 //! (key, value, headers, timestamp) to the output partition with the input
 //! record's number. The runtime runs it with `processing.guarantee`
 //! `exactly_once` (KIP-1289: outputs and share acknowledgements in one
-//! transaction, staged with TxnShareAcknowledge before EndTxn) or
+//! transaction, staged with TxnShareAcknowledge before EndTxn; or the intent
+//! ledger, `--mechanism ledger`, which `auto` takes on Apache Kafka and
+//! across two clusters, `--source-bootstrap`) or
 //! `at_least_once` (deliveries awaited, then acknowledgements committed),
 //! `--workers` share-group members per process (default 1).
 //!
