@@ -207,6 +207,14 @@ pub struct RuntimeConfig {
     /// the dead-letter headers and `__dlq.reason: delivery-count-limit`).
     /// `None` (the default): it is rejected.
     pub delivery_limit_dead_letter_topic: Option<String>,
+    /// `buffer.memory` of the workers' producers (bytes; `None`: the
+    /// producer's default, 32 MiB as in Java): outputs waiting to be sent.
+    pub buffer_memory: Option<u64>,
+    /// `max.block.ms` of the workers' producers (`None`: the producer's
+    /// default, 60 s): how long a send waits for room in `buffer.memory`
+    /// (and for metadata) before it fails; under exactly_once the failure
+    /// aborts the transaction.
+    pub max_block: Option<Duration>,
     /// `exactly.once.mechanism` (default `auto`): see
     /// [`ExactlyOnceMechanism`]. The handle's config shows the one in use.
     pub exactly_once_mechanism: ExactlyOnceMechanism,
@@ -251,6 +259,8 @@ impl Default for RuntimeConfig {
             commit_aligned: true,
             delivery_count_limit: None,
             delivery_limit_dead_letter_topic: None,
+            buffer_memory: None,
+            max_block: None,
             exactly_once_mechanism: ExactlyOnceMechanism::Auto,
             ledger_topic: None,
             ledger_partitions: None,
@@ -415,6 +425,8 @@ impl RuntimeConfig {
                 let v = value.trim();
                 self.delivery_limit_dead_letter_topic = (!v.is_empty()).then(|| v.to_string());
             }
+            "buffer.memory" => self.buffer_memory = Some(positive(name, value)?),
+            "max.block.ms" => self.max_block = Some(Duration::from_millis(positive(name, value)?)),
             "exactly.once.mechanism" => {
                 self.exactly_once_mechanism =
                     ExactlyOnceMechanism::parse(value).ok_or_else(|| {
@@ -714,7 +726,14 @@ mod tests {
         assert_eq!(c.ledger_partitions, Some(12));
         assert_eq!(c.ledger_replication_factor, Some(3));
         assert_eq!(c.ledger_fence_wait(), Duration::from_millis(750));
+        let c =
+            RuntimeConfig::from_properties([("buffer.memory", "1048576"), ("max.block.ms", "500")])
+                .unwrap();
+        assert_eq!(c.buffer_memory, Some(1 << 20));
+        assert_eq!(c.max_block, Some(Duration::from_millis(500)));
         for (k, v) in [
+            ("buffer.memory", "0"),
+            ("max.block.ms", "soon"),
             ("exactly.once.mechanism", "twice"),
             ("exactly.once.ledger.partitions", "0"),
             ("exactly.once.ledger.topic", "a/b"),

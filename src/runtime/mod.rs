@@ -875,6 +875,12 @@ async fn start_producer(
         .linger(config.linger)
         .request_timeout(config.request_timeout)
         .transaction_timeout(config.transaction_timeout);
+    if let Some(bytes) = config.buffer_memory {
+        b = b.buffer_memory(bytes);
+    }
+    if let Some(t) = config.max_block {
+        b = b.max_block(t);
+    }
     if config.processing_guarantee == ProcessingGuarantee::ExactlyOnce {
         b = b.transactional_id(instance.transactional_id(&config.application_id, index));
     }

@@ -400,6 +400,27 @@ impl Worker {
     }
 }
 
+impl Worker {
+    /// Processes `records` (polled at `polled_at`), renewing their locks
+    /// should it take long (see [`while_renewing`]).
+    async fn process_renewing(
+        &mut self,
+        records: &ShareRecords,
+        polled_at: Instant,
+    ) -> Result<Vec<crate::topology::ProcessResult>, RuntimeError> {
+        let processing = self.process(records);
+        while_renewing(
+            &mut self.consumer,
+            &self.metrics,
+            self.index,
+            records,
+            polled_at,
+            processing,
+        )
+        .await
+    }
+}
+
 /// A poll batch, the result of processing it, and when it was polled (a
 /// transaction's interval runs from its first record's arrival).
 pub(crate) type Polled = (
@@ -601,16 +622,7 @@ impl Worker {
                         Ok(Vec::new())
                     } else {
                         let t0 = Instant::now();
-                        let processing = self.process(&records);
-                        let p = while_renewing(
-                            &mut self.consumer,
-                            &self.metrics,
-                            self.index,
-                            &records,
-                            polled_at,
-                            processing,
-                        )
-                        .await;
+                        let p = self.process_renewing(&records, polled_at).await;
                         WorkerTime::add(&self.metrics.worker_time.process_ns, t0.elapsed());
                         p
                     };
@@ -941,16 +953,7 @@ impl Worker {
                 continue;
             }
             let polled_at = Instant::now();
-            let processing = self.process(&records);
-            let results = while_renewing(
-                &mut self.consumer,
-                &self.metrics,
-                self.index,
-                &records,
-                polled_at,
-                processing,
-            )
-            .await?;
+            let results = self.process_renewing(&records, polled_at).await?;
             let b = open.get_or_insert_with(|| OpenBatch::new(Instant::now() + interval));
             let mut deliveries: Vec<(usize, DeliveryFuture)> = Vec::new();
             let mut types = Vec::with_capacity(records.len());
