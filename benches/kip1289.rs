@@ -13,7 +13,8 @@
 use std::time::{Duration, Instant};
 
 use sharestream::broker::share::{
-    AcknowledgementBatch, AcquireMode, FetchedBatch, LogView, SharePartition, SharePartitionConfig,
+    AcquireMode, FetchedBatch, LogView, RawAcknowledgementBatch, SharePartition,
+    SharePartitionConfig,
 };
 
 #[global_allocator]
@@ -50,10 +51,10 @@ fn acquired(records: i64) -> SharePartition {
 
 /// `batches` acknowledgement batches covering `records` offsets: every
 /// other batch ACCEPT / REJECT so that they stay separate runs.
-fn ack_batches(records: i64, batches: i64) -> Vec<AcknowledgementBatch> {
+fn ack_batches(records: i64, batches: i64) -> Vec<RawAcknowledgementBatch> {
     let per = records / batches;
     (0..batches)
-        .map(|b| AcknowledgementBatch {
+        .map(|b| RawAcknowledgementBatch {
             first_offset: b * per,
             last_offset: if b == batches - 1 {
                 records - 1

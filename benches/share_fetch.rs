@@ -17,7 +17,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use sharestream::broker::group::{HeartbeatRequest, ShareGroupBrokerConfig, TopicInfo};
 use sharestream::broker::log::{AppendOptions, LogConfig, PartitionLog};
-use sharestream::broker::share::{AcknowledgeType, AcknowledgementBatch, AcquireMode};
+use sharestream::broker::share::{AcknowledgeType, AcquireMode, RawAcknowledgementBatch};
 use sharestream::broker::share_service::ShareService;
 use sharestream::protocol::records::{BatchSpec, Record, RecordBatchView, encode_batch};
 use uuid::Uuid;
@@ -101,7 +101,7 @@ fn run(members: usize, records: usize, size: usize) -> f64 {
                 id,
                 TOPIC,
                 0,
-                &[AcknowledgementBatch::uniform(
+                &[RawAcknowledgementBatch::uniform(
                     r.first_offset,
                     r.last_offset,
                     AcknowledgeType::Accept,
@@ -181,7 +181,7 @@ fn main() {
             "a",
             TOPIC,
             0,
-            &[AcknowledgementBatch::uniform(
+            &[RawAcknowledgementBatch::uniform(
                 o,
                 o,
                 AcknowledgeType::Release,

@@ -92,32 +92,10 @@ use std::collections::BTreeMap;
 
 use crate::protocol::records::Compression;
 
-/// A setting that is unknown or whose value does not parse. The message
-/// always names the setting.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct ConfigError {
-    /// The setting's name as given.
-    pub setting: String,
-    /// The full message, e.g. `linger.ms: expected a non-negative integer, got "x"`.
-    pub message: String,
-}
-
-impl ConfigError {
-    fn invalid(setting: &str, expected: &str, got: &str) -> Self {
-        Self {
-            setting: setting.to_string(),
-            message: format!("{setting}: expected {expected}, got {got:?}"),
-        }
-    }
-
-    fn unknown(setting: &str) -> Self {
-        Self {
-            setting: setting.to_string(),
-            message: format!("unknown setting '{setting}'"),
-        }
-    }
-}
+/// A setting that is unknown or whose value does not parse, defined once
+/// in the protocol crate (the share consumer and the broker's group
+/// configs report the same shape). The message always names the setting.
+pub use crate::protocol::ConfigError;
 
 /// What values a setting accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -355,10 +333,7 @@ impl ClientConfig {
             let (k, v) = line
                 .split_once('=')
                 .or_else(|| line.split_once(':'))
-                .ok_or_else(|| ConfigError {
-                    setting: line.to_string(),
-                    message: format!("{line}: expected name=value"),
-                })?;
+                .ok_or_else(|| ConfigError::new(line, format!("{line}: expected name=value")))?;
             pairs.push((k.trim().to_string(), v.trim().to_string()));
         }
         Self::from_properties(pairs)
@@ -571,27 +546,25 @@ impl ProducerConfig {
             enable_idempotence = false;
         }
         if enable_idempotence && acks != Acks::All {
-            return Err(ConfigError {
-                setting: "acks".into(),
-                message: "acks: must be all (-1) when enable.idempotence=true".into(),
-            });
+            return Err(ConfigError::new(
+                "acks",
+                "acks: must be all (-1) when enable.idempotence=true",
+            ));
         }
         if transactional_id.is_some() && !enable_idempotence {
-            return Err(ConfigError {
-                setting: "enable.idempotence".into(),
-                message: "enable.idempotence: cannot be false when transactional.id is set".into(),
-            });
+            return Err(ConfigError::new(
+                "enable.idempotence",
+                "enable.idempotence: cannot be false when transactional.id is set",
+            ));
         }
         let max_in_flight = c
             .get_i64("max.in.flight.requests.per.connection")
             .unwrap_or(5) as usize;
         if enable_idempotence && max_in_flight > 5 {
-            return Err(ConfigError {
-                setting: "max.in.flight.requests.per.connection".into(),
-                message:
-                    "max.in.flight.requests.per.connection: must be at most 5 with idempotence"
-                        .into(),
-            });
+            return Err(ConfigError::new(
+                "max.in.flight.requests.per.connection",
+                "max.in.flight.requests.per.connection: must be at most 5 with idempotence",
+            ));
         }
         Ok(Self {
             bootstrap_servers: c.bootstrap_servers(),
@@ -739,16 +712,16 @@ impl ProducerConfigBuilder {
     pub fn build(self) -> Result<ProducerConfig, ConfigError> {
         let c = self.config;
         if c.bootstrap_servers.is_empty() {
-            return Err(ConfigError {
-                setting: "bootstrap.servers".into(),
-                message: "bootstrap.servers: must be set".into(),
-            });
+            return Err(ConfigError::new(
+                "bootstrap.servers",
+                "bootstrap.servers: must be set",
+            ));
         }
         if c.enable_idempotence && c.acks != Acks::All {
-            return Err(ConfigError {
-                setting: "acks".into(),
-                message: "acks: must be all (-1) when enable.idempotence=true".into(),
-            });
+            return Err(ConfigError::new(
+                "acks",
+                "acks: must be all (-1) when enable.idempotence=true",
+            ));
         }
         Ok(c)
     }

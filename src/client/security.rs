@@ -270,10 +270,7 @@ impl SecuritySettings {
 // ---------------------------------------------------------------------------
 
 fn config_error(setting: &str, message: impl Into<String>) -> ConfigError {
-    ConfigError {
-        setting: setting.to_string(),
-        message: format!("{setting}: {}", message.into()),
-    }
+    ConfigError::new(setting, format!("{setting}: {}", message.into()))
 }
 
 /// Reads user name and password from a `sasl.jaas.config` value such as

@@ -18,82 +18,13 @@
 //! `R` runs (a range-minimum tree per varint size class).
 
 use std::collections::BTreeMap;
-use std::fmt;
 
-use uuid::Uuid;
-
-use crate::protocol::txn_share_ack::TxnShareAcknowledgementBatch;
-use crate::protocol::wire::uvarint_size;
-
-/// How a record was handled, defined once in the protocol crate.
-pub use crate::protocol::share::AcknowledgeType;
-
-/// A topic partition named by topic id (and name, for people).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TopicIdPartition {
-    /// Topic id.
-    pub topic_id: Uuid,
-    /// Topic name.
-    pub topic: String,
-    /// Partition index.
-    pub partition: i32,
-}
-
-impl fmt::Display for TopicIdPartition {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{} ({})", self.topic, self.partition, self.topic_id)
-    }
-}
-
-/// One range of acknowledged offsets.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AcknowledgementBatch {
-    /// First offset, inclusive.
-    pub first_offset: i64,
-    /// Last offset, inclusive.
-    pub last_offset: i64,
-    /// One type for the whole range, or one per offset.
-    pub acknowledge_types: Vec<AcknowledgeType>,
-}
-
-impl AcknowledgementBatch {
-    /// The type of `offset`, if the batch covers it.
-    pub fn type_of(&self, offset: i64) -> Option<AcknowledgeType> {
-        if offset < self.first_offset || offset > self.last_offset {
-            return None;
-        }
-        if self.acknowledge_types.len() == 1 {
-            Some(self.acknowledge_types[0])
-        } else {
-            self.acknowledge_types
-                .get((offset - self.first_offset) as usize)
-                .copied()
-        }
-    }
-
-    /// Every (offset, type) the batch stands for.
-    pub fn expand(&self) -> impl Iterator<Item = (i64, AcknowledgeType)> + '_ {
-        (self.first_offset..=self.last_offset).map(|o| (o, self.type_of(o).expect("in range")))
-    }
-
-    /// Bytes this batch takes on the wire.
-    pub fn encoded_size(&self) -> usize {
-        batch_cost(self.acknowledge_types.len())
-    }
-
-    /// The wire form.
-    pub fn to_wire(&self) -> TxnShareAcknowledgementBatch {
-        TxnShareAcknowledgementBatch {
-            first_offset: self.first_offset,
-            last_offset: self.last_offset,
-            acknowledge_types: self.acknowledge_types.iter().map(|t| t.code()).collect(),
-        }
-    }
-}
+/// The share vocabulary, defined once in the protocol crate.
+pub use crate::protocol::share::{AcknowledgeType, AcknowledgementBatch, TopicIdPartition};
 
 /// Wire cost of a batch with `n` type bytes.
 fn batch_cost(n: usize) -> usize {
-    16 + uvarint_size(n as u32 + 1) + n + 1
+    AcknowledgementBatch::<AcknowledgeType>::encoded_size_for(n)
 }
 
 /// A second acknowledgement of one offset with another type.

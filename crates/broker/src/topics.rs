@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::group::{TopicInfo, TopicLookup};
 use sharestream_protocol::ErrorCode;
 
 /// Kafka's internal topic of the group coordinator.
@@ -337,6 +338,18 @@ pub fn validate_topic_name(name: &str) -> Result<(), TopicError> {
         ));
     }
     Ok(())
+}
+
+/// The registry as the share group coordinator sees it. The coordinator
+/// is a pure state machine that knows topics only through
+/// [`TopicLookup`]; the registry implements it here, on its side.
+impl TopicLookup for TopicRegistry {
+    fn topic(&self, name: &str) -> Option<TopicInfo> {
+        self.get(name).map(|t| TopicInfo {
+            id: t.id,
+            partitions: t.partitions,
+        })
+    }
 }
 
 impl TopicRegistry {

@@ -13,6 +13,7 @@
 //!   plus the added fields.
 //! - [`share`]: the share-group vocabulary (acknowledge types, acquire
 //!   mode, isolation level), defined once for broker, client and eos.
+//! - [`config`]: [`ConfigError`], a refused setting, for client and broker.
 //! - [`versions`]: version negotiation from ApiVersions.
 //! - [`error_code`]: Kafka's error codes with names and retriable flags.
 //! - [`records`]: magic v2 record batches.
@@ -24,6 +25,7 @@ pub mod alloc;
 
 pub mod api;
 pub mod api_versions_v5;
+pub mod config;
 pub mod error;
 pub mod error_code;
 pub mod frame;
@@ -35,6 +37,7 @@ pub mod txn_share_ack;
 pub mod versions;
 pub mod wire;
 
+pub use config::ConfigError;
 pub use error::ProtocolError;
 pub use error_code::ErrorCode;
 

@@ -112,16 +112,16 @@ impl Default for ShareConsumerConfig {
     }
 }
 
-/// A problem with a setting.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid value {value:?} for configuration {name}: {reason}")]
-pub struct ConfigError {
-    /// Kafka's name of the setting.
-    pub name: &'static str,
-    /// The value given.
-    pub value: String,
-    /// Why it is refused.
-    pub reason: &'static str,
+/// A problem with a setting: the client's [`ConfigError`](crate::client::ConfigError),
+/// defined once in the protocol crate.
+pub use crate::protocol::ConfigError;
+
+/// `invalid value "<value>" for configuration <name>: <reason>`.
+fn refused(name: &str, value: &str, reason: &str) -> ConfigError {
+    ConfigError::new(
+        name,
+        format!("invalid value {value:?} for configuration {name}: {reason}"),
+    )
 }
 
 impl ShareConsumerConfig {
@@ -138,11 +138,7 @@ impl ShareConsumerConfig {
     /// Sets one setting by Kafka's name from its string form (e.g. from a
     /// properties file). Unknown names are refused.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
-        let bad = |name: &'static str, reason: &'static str| ConfigError {
-            name,
-            value: value.to_string(),
-            reason,
-        };
+        let bad = |name: &'static str, reason: &'static str| refused(name, value, reason);
         let ms = |name: &'static str| {
             value
                 .trim()
@@ -211,11 +207,10 @@ impl ShareConsumerConfig {
             "default.api.timeout.ms" => self.default_api_timeout = ms("default.api.timeout.ms")?,
             "request.timeout.ms" => self.request_timeout = ms("request.timeout.ms")?,
             _ => {
-                return Err(ConfigError {
-                    name: "unknown",
-                    value: name.to_string(),
-                    reason: "not a share consumer configuration",
-                });
+                return Err(ConfigError::new(
+                    name,
+                    format!("unknown setting '{name}': not a share consumer configuration"),
+                ));
             }
         }
         Ok(())
@@ -225,35 +220,23 @@ impl ShareConsumerConfig {
     /// settings given by name.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !self.security_properties.is_empty() {
-            let given = self
-                .security_properties
-                .settings()
-                .map_err(|e| ConfigError {
-                    name: setting_def(&e.setting).map_or("security.protocol", |d| d.name),
-                    value: e.message,
-                    reason: "invalid security settings",
-                })?;
+            let given = self.security_properties.settings().map_err(|e| {
+                let name = setting_def(&e.setting).map_or("security.protocol", |d| d.name);
+                refused(name, &e.message, "invalid security settings")
+            })?;
             if given != self.connection.security {
-                return Err(ConfigError {
-                    name: "security.protocol",
-                    value: String::new(),
-                    reason: "security settings given both by name and in `connection`",
-                });
+                return Err(refused(
+                    "security.protocol",
+                    "",
+                    "security settings given both by name and in `connection`",
+                ));
             }
         }
         if self.group_id.is_empty() {
-            return Err(ConfigError {
-                name: "group.id",
-                value: String::new(),
-                reason: "a share consumer needs a group id",
-            });
+            return Err(refused("group.id", "", "a share consumer needs a group id"));
         }
         if self.max_poll_records == 0 {
-            return Err(ConfigError {
-                name: "max.poll.records",
-                value: "0".into(),
-                reason: "must be at least 1",
-            });
+            return Err(refused("max.poll.records", "0", "must be at least 1"));
         }
         Ok(())
     }
@@ -389,7 +372,7 @@ mod tests {
         c.set("share.acquire.mode", "record_limit").unwrap();
         assert_eq!(c.acquire_mode, AcquireMode::RecordLimit);
         let e = c.set("share.acquire.mode", "some").unwrap_err();
-        assert_eq!(e.name, "share.acquire.mode");
+        assert_eq!(e.setting, "share.acquire.mode");
         assert!(c.set("no.such.config", "1").is_err());
         assert!(ShareConsumerConfig::builder("").build().is_err());
     }

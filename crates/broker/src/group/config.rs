@@ -35,9 +35,6 @@
 //! `share.auto.offset.reset`, and the consumer/streams group configs.
 
 use std::collections::BTreeMap;
-use std::fmt;
-
-use sharestream_protocol::ErrorCode;
 
 /// `share.session.timeout.ms`.
 pub const SHARE_SESSION_TIMEOUT_MS: &str = "share.session.timeout.ms";
@@ -718,15 +715,17 @@ pub(crate) fn apply_ops(
     let mut next = overrides.clone();
     for (name, value) in ops {
         if !GROUP_CONFIG_NAMES.contains(name) {
-            return Err(ConfigError::invalid(format!(
-                "Unknown group config name: {name}"
-            )));
+            return Err(ConfigError::new(
+                *name,
+                format!("Unknown group config name: {name}"),
+            ));
         }
         match value {
             Some(v) => {
                 let mut probe = GroupConfig::defaults(broker);
-                probe.apply(name, v).map_err(ConfigError::invalid)?;
-                check_static_minimum(name, v).map_err(ConfigError::invalid)?;
+                let refused = |m: String| ConfigError::new(*name, m);
+                probe.apply(name, v).map_err(refused)?;
+                check_static_minimum(name, v).map_err(refused)?;
                 // Store the normalized form.
                 let normalized = probe.value_of(name).expect("known name");
                 next.insert((*name).to_string(), normalized);
@@ -738,39 +737,22 @@ pub(crate) fn apply_ops(
     }
     let mut effective = GroupConfig::defaults(broker);
     for (name, value) in &next {
-        effective.apply(name, value).map_err(ConfigError::invalid)?;
+        effective
+            .apply(name, value)
+            .map_err(|m| ConfigError::new(name, m))?;
     }
+    // The bounds relate settings to each other: no one setting is at fault.
     effective
         .check_bounds(broker)
-        .map_err(ConfigError::invalid)?;
+        .map_err(|m| ConfigError::new("", m))?;
     Ok(next)
 }
 
-/// Why a group config change was refused: a Kafka error code and a message
-/// naming the setting.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// `INVALID_CONFIG` for bad names or values, `INVALID_REQUEST` for an
-    /// empty group id.
-    pub code: ErrorCode,
-    /// Human explanation, naming the setting.
-    pub message: String,
-}
-
-impl ConfigError {
-    fn invalid(message: String) -> Self {
-        Self {
-            code: ErrorCode::INVALID_CONFIG,
-            message,
-        }
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.code.name(), self.message)
-    }
-}
+/// Why a group config change was refused: a Kafka error code
+/// (`INVALID_CONFIG` for bad names or values, `INVALID_REQUEST` for an
+/// empty group id) and a message naming the setting. Defined once in the
+/// protocol crate, shared with the client.
+pub use sharestream_protocol::ConfigError;
 
 /// Where a described config value comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -796,6 +778,7 @@ pub struct GroupConfigEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sharestream_protocol::ErrorCode;
 
     fn set(ops: &[(&str, Option<&str>)]) -> Result<BTreeMap<String, String>, ConfigError> {
         apply_ops(&ShareGroupBrokerConfig::default(), &BTreeMap::new(), ops)

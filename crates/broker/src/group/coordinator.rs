@@ -45,7 +45,6 @@ use super::config::{
     self, ConfigError, ConfigSource, GROUP_CONFIG_NAMES, GroupConfig, GroupConfigEntry,
     ShareGroupBrokerConfig,
 };
-use crate::topics::TopicRegistry;
 use sharestream_protocol::ErrorCode;
 
 /// Kafka's longest member id accepted here: a client-generated UUID in its
@@ -69,15 +68,6 @@ pub struct TopicInfo {
 pub trait TopicLookup {
     /// The topic of that name, if it exists.
     fn topic(&self, name: &str) -> Option<TopicInfo>;
-}
-
-impl TopicLookup for TopicRegistry {
-    fn topic(&self, name: &str) -> Option<TopicInfo> {
-        self.get(name).map(|t| TopicInfo {
-            id: t.id,
-            partitions: t.partitions,
-        })
-    }
 }
 
 impl<F> TopicLookup for F
@@ -813,10 +803,8 @@ impl ShareGroupCoordinator {
         validate_only: bool,
     ) -> Result<(), ConfigError> {
         if group_id.trim().is_empty() {
-            return Err(ConfigError {
-                code: ErrorCode::INVALID_REQUEST,
-                message: "Group id can't be empty.".to_string(),
-            });
+            return Err(ConfigError::new("group.id", "Group id can't be empty.")
+                .with_code(ErrorCode::INVALID_REQUEST));
         }
         let current = self.configs.get(group_id).cloned().unwrap_or_default();
         let next = config::apply_ops(&self.broker, &current, ops)?;

@@ -58,9 +58,9 @@ use crate::acl::{AUTHORIZED_OPERATIONS_OMITTED, AclOperation, Resource};
 use crate::core::BrokerCore;
 use crate::group::coordinator::MAX_MEMBER_ID_LENGTH;
 use crate::group::{ConfigSource, HeartbeatRequest};
-use crate::share::AcknowledgementBatch;
+use crate::share::RawAcknowledgementBatch;
 use crate::share_service::{
-    Durable, FINAL_SHARE_SESSION_EPOCH, INITIAL_SHARE_SESSION_EPOCH, TopicIdPartition,
+    Durable, FINAL_SHARE_SESSION_EPOCH, INITIAL_SHARE_SESSION_EPOCH, TopicIdKey,
 };
 use sharestream_protocol::ErrorCode;
 use sharestream_protocol::share_v2::{
@@ -321,10 +321,10 @@ fn check_request(
 /// Merges repeated (topic, partition) entries in request order; batches of
 /// merged entries are sorted by first offset.
 fn merge_entries(
-    entries: impl Iterator<Item = (Uuid, i32, Option<i32>, Vec<AcknowledgementBatch>)>,
-) -> Vec<(TopicIdPartition, Option<i32>, Vec<AcknowledgementBatch>)> {
-    let mut out: Vec<(TopicIdPartition, Option<i32>, Vec<AcknowledgementBatch>)> = Vec::new();
-    let mut index: HashMap<TopicIdPartition, usize> = HashMap::new();
+    entries: impl Iterator<Item = (Uuid, i32, Option<i32>, Vec<RawAcknowledgementBatch>)>,
+) -> Vec<(TopicIdKey, Option<i32>, Vec<RawAcknowledgementBatch>)> {
+    let mut out: Vec<(TopicIdKey, Option<i32>, Vec<RawAcknowledgementBatch>)> = Vec::new();
+    let mut index: HashMap<TopicIdKey, usize> = HashMap::new();
     for (topic, partition, max_bytes, batches) in entries {
         let tp = (topic, partition);
         match index.get(&tp) {
@@ -358,8 +358,8 @@ fn acknowledge_one(
     core: &BrokerCore,
     group: &str,
     member: &str,
-    (topic_id, partition): TopicIdPartition,
-    batches: &[AcknowledgementBatch],
+    (topic_id, partition): TopicIdKey,
+    batches: &[RawAcknowledgementBatch],
     now: i64,
     waits: &mut Waits,
 ) -> ErrorCode {
@@ -384,15 +384,15 @@ fn acknowledge_one(
 /// write is reported where it happened) and of the rest of the request.
 #[derive(Debug, Default)]
 struct Waits {
-    acks: Vec<(TopicIdPartition, Durable)>,
-    acquisitions: Vec<(TopicIdPartition, Durable)>,
+    acks: Vec<(TopicIdKey, Durable)>,
+    acquisitions: Vec<(TopicIdKey, Durable)>,
     rest: Durable,
 }
 
 impl Waits {
     /// Waits for every write; returns the partitions whose
     /// acknowledgements, and those whose acquisitions, were not written.
-    async fn settle(self) -> (Vec<TopicIdPartition>, Vec<TopicIdPartition>) {
+    async fn settle(self) -> (Vec<TopicIdKey>, Vec<TopicIdKey>) {
         let mut failed_acks = Vec::new();
         for (tp, d) in self.acks {
             if d.wait().await.is_err() {
@@ -417,12 +417,12 @@ impl Waits {
 /// Response rows in first-seen order.
 #[derive(Default)]
 struct Rows {
-    rows: Vec<(TopicIdPartition, PartitionData)>,
-    index: HashMap<TopicIdPartition, usize>,
+    rows: Vec<(TopicIdKey, PartitionData)>,
+    index: HashMap<TopicIdKey, usize>,
 }
 
 impl Rows {
-    fn get(&mut self, tp: TopicIdPartition, leader: i32) -> &mut PartitionData {
+    fn get(&mut self, tp: TopicIdKey, leader: i32) -> &mut PartitionData {
         let i = *self.index.entry(tp).or_insert_with(|| {
             self.rows.push((
                 tp,
@@ -592,7 +592,7 @@ async fn share_fetch_unsettled(
                 (p.partition_max_bytes > 0).then_some(p.partition_max_bytes),
                 p.acknowledgement_batches
                     .iter()
-                    .map(|b| AcknowledgementBatch {
+                    .map(|b| RawAcknowledgementBatch {
                         first_offset: b.first_offset,
                         last_offset: b.last_offset,
                         acknowledge_types: b.acknowledge_types.clone(),
@@ -601,8 +601,8 @@ async fn share_fetch_unsettled(
             )
         })
     }));
-    let add: Vec<TopicIdPartition> = entries.iter().map(|e| e.0).collect();
-    let forget: Vec<TopicIdPartition> = req
+    let add: Vec<TopicIdKey> = entries.iter().map(|e| e.0).collect();
+    let forget: Vec<TopicIdKey> = req
         .forgotten_topics_data
         .iter()
         .flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, *p)))
@@ -655,7 +655,7 @@ async fn share_fetch_unsettled(
             .with_responses(rows.into_topics());
     }
 
-    let partition_max: HashMap<TopicIdPartition, usize> = entries
+    let partition_max: HashMap<TopicIdKey, usize> = entries
         .iter()
         .filter_map(|(tp, mb, _)| mb.map(|m| (*tp, m.max(0) as usize)))
         .collect();
@@ -832,7 +832,7 @@ pub(crate) async fn share_acknowledge(
                 None,
                 p.acknowledgement_batches
                     .iter()
-                    .map(|b| AcknowledgementBatch {
+                    .map(|b| RawAcknowledgementBatch {
                         first_offset: b.first_offset,
                         last_offset: b.last_offset,
                         acknowledge_types: b.acknowledge_types.clone(),

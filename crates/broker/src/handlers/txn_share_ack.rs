@@ -30,7 +30,7 @@ use super::RequestContext;
 use super::txn::blocking;
 use crate::acl::{AclOperation, Resource};
 use crate::core::BrokerCore;
-use crate::share::AcknowledgementBatch;
+use crate::share::RawAcknowledgementBatch;
 use crate::txn::Participant;
 use sharestream_protocol::ErrorCode;
 use sharestream_protocol::txn_share_ack::{
@@ -126,7 +126,7 @@ fn stage(
         partition_index: i32,
         error: Option<(ErrorCode, String)>,
         topic_id: uuid::Uuid,
-        batches: Vec<AcknowledgementBatch>,
+        batches: Vec<RawAcknowledgementBatch>,
     }
     let mut targets = Vec::new();
     let mut participants = Vec::new();

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use super::runs::RunMap;
 use super::state::{PersistedRecordState, PersistedRun, SharePartitionState};
 use super::types::{
-    AcknowledgeType, AcknowledgementBatch, AcquireMode, AcquiredRange, Acquisition, Effects,
-    IsolationLevel, LogView, MarkerOutcome, OffsetRange, RecordState, RecoveredTxn, ShareError,
+    AcknowledgeType, AcquireMode, AcquiredRange, Acquisition, Effects, IsolationLevel, LogView,
+    MarkerOutcome, OffsetRange, RawAcknowledgementBatch, RecordState, RecoveredTxn, ShareError,
     SharePartitionConfig, SharePartitionMetrics, StateError, TickOutcome, TxnAckType,
 };
 
@@ -190,7 +190,7 @@ type Segment = (i64, i64, AcknowledgeType);
 /// negative, batches sorted and non-overlapping, AcknowledgeTypes of length 1
 /// or the range length, known types. Returns maximal single-type segments.
 pub(crate) fn validate_batches(
-    batches: &[AcknowledgementBatch],
+    batches: &[RawAcknowledgementBatch],
 ) -> Result<Vec<Segment>, ShareError> {
     let mut out: Vec<Segment> = Vec::new();
     let mut prev_last: Option<i64> = None;
@@ -762,7 +762,7 @@ impl SharePartition {
     pub fn acknowledge(
         &mut self,
         member_id: &str,
-        batches: &[AcknowledgementBatch],
+        batches: &[RawAcknowledgementBatch],
         now_ms: i64,
     ) -> Result<Effects, ShareError> {
         let mut effects = Effects {
@@ -862,7 +862,7 @@ impl SharePartition {
         member_id: &str,
         producer_id: i64,
         producer_epoch: i16,
-        batches: &[AcknowledgementBatch],
+        batches: &[RawAcknowledgementBatch],
         now_ms: i64,
     ) -> Result<Effects, ShareError> {
         let effects = Effects {

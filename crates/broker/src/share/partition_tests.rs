@@ -61,8 +61,8 @@ fn range(first: i64, last: i64, dc: u16) -> AcquiredRange {
     }
 }
 
-fn ack(first: i64, last: i64, ty: AcknowledgeType) -> AcknowledgementBatch {
-    AcknowledgementBatch::uniform(first, last, ty)
+fn ack(first: i64, last: i64, ty: AcknowledgeType) -> RawAcknowledgementBatch {
+    RawAcknowledgementBatch::uniform(first, last, ty)
 }
 
 fn st(sp: &SharePartition, offset: i64) -> Option<RecordState> {
@@ -513,7 +513,7 @@ fn renew_is_refused_when_the_group_disables_it() {
     let e = sp
         .acknowledge(
             "m1",
-            &[AcknowledgementBatch {
+            &[RawAcknowledgementBatch {
                 first_offset: 0,
                 last_offset: 1,
                 acknowledge_types: vec![1, 4],
@@ -535,7 +535,7 @@ fn per_offset_acknowledge_types_apply_offset_by_offset() {
     acq(&mut sp, "m1", 10, 0, &data(&[(0, 3)]));
     sp.acknowledge(
         "m1",
-        &[AcknowledgementBatch {
+        &[RawAcknowledgementBatch {
             first_offset: 0,
             last_offset: 3,
             acknowledge_types: vec![1, 2, 3, 1],
@@ -555,7 +555,7 @@ fn malformed_acknowledgement_batches_are_invalid_request() {
     let mut sp = SharePartition::new(cfg(), 0);
     acq(&mut sp, "m1", 10, 0, &data(&[(0, 9)]));
     let before = sp.snapshot();
-    let bad: Vec<Vec<AcknowledgementBatch>> = vec![
+    let bad: Vec<Vec<RawAcknowledgementBatch>> = vec![
         vec![ack(5, 4, AcknowledgeType::Accept)],
         vec![ack(-1, 0, AcknowledgeType::Accept)],
         vec![
@@ -566,22 +566,22 @@ fn malformed_acknowledgement_batches_are_invalid_request() {
             ack(0, 3, AcknowledgeType::Accept),
             ack(3, 4, AcknowledgeType::Accept),
         ],
-        vec![AcknowledgementBatch {
+        vec![RawAcknowledgementBatch {
             first_offset: 0,
             last_offset: 3,
             acknowledge_types: vec![1, 1],
         }],
-        vec![AcknowledgementBatch {
+        vec![RawAcknowledgementBatch {
             first_offset: 0,
             last_offset: 0,
             acknowledge_types: vec![],
         }],
-        vec![AcknowledgementBatch {
+        vec![RawAcknowledgementBatch {
             first_offset: 0,
             last_offset: 0,
             acknowledge_types: vec![5],
         }],
-        vec![AcknowledgementBatch {
+        vec![RawAcknowledgementBatch {
             first_offset: 0,
             last_offset: 1,
             acknowledge_types: vec![1, -1],
@@ -782,7 +782,7 @@ fn corner_case_10_invalid_ack_type_in_a_transaction() {
             "m1",
             PID,
             EPOCH,
-            &[AcknowledgementBatch {
+            &[RawAcknowledgementBatch {
                 first_offset: 0,
                 last_offset: 1,
                 acknowledge_types: vec![1, 2],
@@ -816,7 +816,7 @@ fn staging_malformed_batches_is_invalid_request() {
             "m1",
             PID,
             EPOCH,
-            &[AcknowledgementBatch {
+            &[RawAcknowledgementBatch {
                 first_offset: 0,
                 last_offset: 0,
                 acknowledge_types: vec![9],
@@ -920,7 +920,7 @@ fn commit_turns_accept_into_acknowledged_and_reject_into_archived() {
         "m1",
         PID,
         EPOCH,
-        &[AcknowledgementBatch {
+        &[RawAcknowledgementBatch {
             first_offset: 0,
             last_offset: 4,
             acknowledge_types: vec![1, 3, 1, 1, 3],
@@ -1500,7 +1500,7 @@ fn memory_is_proportional_to_runs_not_records() {
     assert_eq!(sp.run_count(), 3, "a renewed lock differs from the others");
     sp.acknowledge(
         "m1",
-        &[AcknowledgementBatch {
+        &[RawAcknowledgementBatch {
             first_offset: 0,
             last_offset: 9,
             acknowledge_types: vec![1, 3, 1, 3, 1, 3, 1, 3, 1, 3],
@@ -1652,9 +1652,9 @@ mod random_ops {
         })
     }
 
-    fn to_batches(start: i64, raw: &[(i64, i64, Vec<i8>)]) -> Vec<AcknowledgementBatch> {
+    fn to_batches(start: i64, raw: &[(i64, i64, Vec<i8>)]) -> Vec<RawAcknowledgementBatch> {
         raw.iter()
-            .map(|(rel, len, types)| AcknowledgementBatch {
+            .map(|(rel, len, types)| RawAcknowledgementBatch {
                 first_offset: start + rel,
                 last_offset: start + rel + len,
                 acknowledge_types: types.clone(),
@@ -1751,7 +1751,7 @@ mod random_ops {
                 Op::AckOwned { member, runs, ty } => {
                     let b: Vec<_> = held_runs(&time_only, MEMBERS[*member], *runs)
                         .into_iter()
-                        .map(|(f, l)| AcknowledgementBatch {
+                        .map(|(f, l)| RawAcknowledgementBatch {
                             first_offset: f,
                             last_offset: l,
                             acknowledge_types: vec![*ty],
@@ -1786,7 +1786,7 @@ mod random_ops {
                     };
                     let b: Vec<_> = held_runs(&time_only, MEMBERS[*member], *runs)
                         .into_iter()
-                        .map(|(f, l)| AcknowledgementBatch::uniform(f, l, ty))
+                        .map(|(f, l)| RawAcknowledgementBatch::uniform(f, l, ty))
                         .collect();
                     boundaries += 2 * b.len();
                     let (p, e) = pids[*pid];
@@ -1827,7 +1827,7 @@ mod random_ops {
                         })
                         .nth(*which);
                     if let Some((f, l, _)) = target {
-                        let b = [AcknowledgementBatch {
+                        let b = [RawAcknowledgementBatch {
                             first_offset: f,
                             last_offset: l,
                             acknowledge_types: vec![*ty],

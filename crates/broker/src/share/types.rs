@@ -5,10 +5,14 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use sharestream_protocol::ErrorCode;
-use sharestream_protocol::txn_share_ack::TxnShareAcknowledgementBatch;
 
-/// The share vocabulary, defined once in the protocol crate.
-pub use sharestream_protocol::share::{AcknowledgeType, AcquireMode, IsolationLevel};
+/// The share vocabulary, defined once in the protocol crate. The broker
+/// takes acknowledgement batches as [`RawAcknowledgementBatch`]: codes as
+/// sent, judged by the share partition (an unknown code fails its
+/// partition with INVALID_REQUEST).
+pub use sharestream_protocol::share::{
+    AcknowledgeType, AcknowledgementBatch, AcquireMode, IsolationLevel, RawAcknowledgementBatch,
+};
 
 /// Default acquisition lock duration (`group.share.record.lock.duration.ms`).
 pub const DEFAULT_RECORD_LOCK_DURATION_MS: i64 = 30_000;
@@ -91,38 +95,6 @@ pub enum TxnAckType {
     Accept,
     /// Commit makes the record ARCHIVED.
     Reject,
-}
-
-/// One acknowledgement batch as carried on the wire.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AcknowledgementBatch {
-    /// First offset, inclusive.
-    pub first_offset: i64,
-    /// Last offset, inclusive.
-    pub last_offset: i64,
-    /// One type for the whole range, or one per offset.
-    pub acknowledge_types: Vec<i8>,
-}
-
-impl AcknowledgementBatch {
-    /// A batch with one type for all of `first..=last`.
-    pub fn uniform(first_offset: i64, last_offset: i64, ty: AcknowledgeType) -> Self {
-        AcknowledgementBatch {
-            first_offset,
-            last_offset,
-            acknowledge_types: vec![ty.code()],
-        }
-    }
-}
-
-impl From<&TxnShareAcknowledgementBatch> for AcknowledgementBatch {
-    fn from(b: &TxnShareAcknowledgementBatch) -> Self {
-        AcknowledgementBatch {
-            first_offset: b.first_offset,
-            last_offset: b.last_offset,
-            acknowledge_types: b.acknowledge_types.clone(),
-        }
-    }
 }
 
 /// One record batch that the caller read from the log for this fetch.

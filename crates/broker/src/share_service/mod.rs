@@ -62,7 +62,7 @@ use super::group::{
 };
 use super::log::{PartitionLog, StateLog};
 use super::share::{
-    AcknowledgementBatch, SharePartition, SharePartitionConfig, SharePartitionState,
+    RawAcknowledgementBatch, SharePartition, SharePartitionConfig, SharePartitionState,
 };
 use persistence::{Journal, StoredRecord};
 use sessions::Session;
@@ -72,7 +72,7 @@ pub use fetch::{ParkedFetch, ShareFetchData};
 pub use persistence::Durable;
 pub use sessions::{
     DEFAULT_MAX_SHARE_SESSIONS, FINAL_SHARE_SESSION_EPOCH, INITIAL_SHARE_SESSION_EPOCH,
-    SessionStep, TopicIdPartition,
+    SessionStep, TopicIdKey,
 };
 
 /// The state log is rewritten once it is this large and more than four
@@ -437,7 +437,7 @@ impl ShareService {
         member_id: &str,
         topic_id: Uuid,
         partition: i32,
-        batches: &[AcknowledgementBatch],
+        batches: &[RawAcknowledgementBatch],
         now_ms: i64,
     ) -> Pending<Result<(), ErrorCode>> {
         let mut inner = self.inner.lock();
@@ -466,7 +466,7 @@ impl ShareService {
         member_id: &str,
         topic_id: Uuid,
         partition: i32,
-        batches: &[AcknowledgementBatch],
+        batches: &[RawAcknowledgementBatch],
         now_ms: i64,
     ) -> Result<(), ErrorCode> {
         self.acknowledge_deferred(group_id, member_id, topic_id, partition, batches, now_ms)
@@ -487,7 +487,7 @@ impl ShareService {
         partition: i32,
         producer_id: i64,
         producer_epoch: i16,
-        batches: &[AcknowledgementBatch],
+        batches: &[RawAcknowledgementBatch],
         now_ms: i64,
     ) -> Result<(), ErrorCode> {
         let durable = {
@@ -576,7 +576,7 @@ impl ShareService {
         &self,
         group_id: &str,
         member_id: &str,
-        partitions: &[TopicIdPartition],
+        partitions: &[TopicIdKey],
         now_ms: i64,
     ) -> Pending<()> {
         let mut inner = self.inner.lock();
@@ -610,7 +610,7 @@ impl ShareService {
         &self,
         group_id: &str,
         member_id: &str,
-        partitions: &[TopicIdPartition],
+        partitions: &[TopicIdKey],
         now_ms: i64,
     ) {
         if self

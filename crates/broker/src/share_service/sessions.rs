@@ -19,15 +19,21 @@ pub const INITIAL_SHARE_SESSION_EPOCH: i32 = 0;
 /// Share session epoch that closes a session.
 pub const FINAL_SHARE_SESSION_EPOCH: i32 = -1;
 
-/// A topic-partition by id.
-pub type TopicIdPartition = (Uuid, i32);
+/// A partition named by topic id and index, without the topic name: how
+/// ShareFetch, ShareAcknowledge and TxnShareAcknowledge name partitions,
+/// and the key of share sessions. Not the vocabulary's
+/// [`TopicIdPartition`](sharestream_protocol::share::TopicIdPartition),
+/// which also carries the name (the broker has none at hand on this path);
+/// its [`key`](sharestream_protocol::share::TopicIdPartition::key) gives
+/// this form.
+pub type TopicIdKey = (Uuid, i32);
 
 /// The result of opening, continuing or closing a share session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionStep {
     /// The partitions the session covers after the request (for a closed
     /// session: the ones it covered).
-    pub partitions: Vec<TopicIdPartition>,
+    pub partitions: Vec<TopicIdKey>,
     /// Whether the request closed the session (epoch -1).
     pub closed: bool,
 }
@@ -35,7 +41,7 @@ pub struct SessionStep {
 #[derive(Debug)]
 pub(super) struct Session {
     next_epoch: i32,
-    partitions: Vec<TopicIdPartition>,
+    partitions: Vec<TopicIdKey>,
     /// Set when the member left the group (heartbeat epoch -1) while this
     /// session was open: the session outlives the departure, as Kafka's
     /// does, so that the member's final acknowledgements still count
@@ -77,8 +83,8 @@ impl ShareService {
         group_id: &str,
         member_id: &str,
         epoch: i32,
-        add: &[TopicIdPartition],
-        forget: &[TopicIdPartition],
+        add: &[TopicIdKey],
+        forget: &[TopicIdKey],
     ) -> Result<SessionStep, ErrorCode> {
         let mut inner = self.inner.lock();
         let k = (group_id.to_string(), member_id.to_string());

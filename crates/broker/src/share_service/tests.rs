@@ -101,7 +101,7 @@ fn ack(
         member,
         tid(),
         0,
-        &[AcknowledgementBatch::uniform(first, last, ty)],
+        &[RawAcknowledgementBatch::uniform(first, last, ty)],
         now,
     )
 }
@@ -499,14 +499,22 @@ fn staged_acknowledgements_resolve_by_marker() {
     append(&log, 4, None);
     let epoch = join(&m, "a", T0).member_epoch;
     acquire(&m, &log, "a", T0);
-    let batches = [AcknowledgementBatch::uniform(0, 1, AcknowledgeType::Accept)];
+    let batches = [RawAcknowledgementBatch::uniform(
+        0,
+        1,
+        AcknowledgeType::Accept,
+    )];
     assert_eq!(
         m.stage("g", "a", epoch + 1, tid(), 0, 9, 0, &batches, T0),
         Err(ErrorCode::FENCED_MEMBER_EPOCH)
     );
     m.stage("g", "a", epoch, tid(), 0, 9, 0, &batches, T0)
         .unwrap();
-    let later = [AcknowledgementBatch::uniform(2, 3, AcknowledgeType::Accept)];
+    let later = [RawAcknowledgementBatch::uniform(
+        2,
+        3,
+        AcknowledgeType::Accept,
+    )];
     m.stage("g", "a", epoch, tid(), 0, 10, 0, &later, T0)
         .unwrap();
     assert_eq!(m.txn_pending_records(), 4);
@@ -611,7 +619,7 @@ fn changed_group_configs_reach_existing_share_partitions() {
         "m1",
         tid(),
         0,
-        &[crate::share::AcknowledgementBatch {
+        &[crate::share::RawAcknowledgementBatch {
             first_offset: 0,
             last_offset: 3,
             acknowledge_types: vec![AcknowledgeType::Release as i8],
@@ -660,7 +668,11 @@ async fn an_acknowledgement_is_on_disk_when_its_answer_may_go_out() {
         "a",
         tid(),
         0,
-        &[AcknowledgementBatch::uniform(0, 1, AcknowledgeType::Accept)],
+        &[RawAcknowledgementBatch::uniform(
+            0,
+            1,
+            AcknowledgeType::Accept,
+        )],
         T0,
     )
     .durable()
@@ -717,7 +729,7 @@ fn concurrent_acknowledgements_are_all_durable() {
                         &format!("m{p}"),
                         tid(),
                         p,
-                        &[AcknowledgementBatch::uniform(
+                        &[RawAcknowledgementBatch::uniform(
                             off,
                             off,
                             AcknowledgeType::Accept,
