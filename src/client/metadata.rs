@@ -459,30 +459,6 @@ impl Metadata {
         }
     }
 
-    /// One FindCoordinator exchange; v4+ carries the key in
-    /// `coordinatorKeys`, older versions in `key`.
-    async fn find_coordinator_once(
-        &self,
-        key_type: i8,
-        key: &str,
-    ) -> Result<kafka_protocol::messages::FindCoordinatorResponse, ClientError> {
-        let conn = self.any_broker()?.connection().await?;
-        let version = conn
-            .versions()
-            .version_for(FindCoordinatorRequest::API_KEY)?;
-        let key = StrBytes::from_string(key.to_string());
-        let req = if version >= 4 {
-            FindCoordinatorRequest::default()
-                .with_key_type(key_type)
-                .with_coordinator_keys(vec![key])
-        } else {
-            FindCoordinatorRequest::default()
-                .with_key(key)
-                .with_key_type(key_type)
-        };
-        conn.send_with_version(&req, version).await
-    }
-
     /// Finds the coordinator for `key` (`key_type` 0 = group, 1 =
     /// transaction, 2 = share group) with FindCoordinator, retrying
     /// COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS until
@@ -496,30 +472,12 @@ impl Metadata {
         let deadline = Instant::now() + timeout;
         let mut backoff = Backoff::new(self.retry_backoff);
         loop {
-            let result = self
-                .find_coordinator_once(key_type, key)
-                .await
-                .and_then(|resp| {
-                    // v4+ answers in `coordinators`, older versions at top level.
-                    let (code, msg, node, host, port) = match resp.coordinators.first() {
-                        Some(c) => (
-                            c.error_code,
-                            c.error_message.clone(),
-                            c.node_id.0,
-                            c.host.clone(),
-                            c.port,
-                        ),
-                        None => (
-                            resp.error_code,
-                            resp.error_message.clone(),
-                            resp.node_id.0,
-                            resp.host.clone(),
-                            resp.port,
-                        ),
-                    };
-                    ClientError::check("FindCoordinator", code, msg.map(|m| m.to_string()))?;
-                    Ok(self.pool.broker(node, &format!("{host}:{port}")))
-                });
+            let result = match self.any_broker() {
+                Ok(b) => find_coordinator_on(&b, key_type, key)
+                    .await
+                    .map(|(node, address)| self.pool.broker(node, &address)),
+                Err(e) => Err(e),
+            };
             match result {
                 Ok(b) => return Ok(b),
                 Err(e) if e.is_retriable() && Instant::now() < deadline => {
@@ -533,6 +491,54 @@ impl Metadata {
             }
         }
     }
+}
+
+/// One FindCoordinator exchange with `broker`, the client's only one (the
+/// metadata cache and the share consumer's own lookup both use it):
+/// `key_type` 0 = group (share groups too), 1 = transaction, 2 = share
+/// state. Versions 4 and later carry the key in `coordinatorKeys` and the
+/// answer in `coordinators`, older ones at the top level. Returns the
+/// coordinator's node id and `host:port`; an error code in the answer is
+/// returned as [`ClientError::check`] judges it.
+pub(crate) async fn find_coordinator_on(
+    broker: &BrokerConnection,
+    key_type: i8,
+    key: &str,
+) -> Result<(i32, String), ClientError> {
+    let conn = broker.connection().await?;
+    let version = conn
+        .versions()
+        .version_for(FindCoordinatorRequest::API_KEY)?;
+    let key = StrBytes::from_string(key.to_string());
+    let req = FindCoordinatorRequest::default().with_key_type(key_type);
+    let req = if version >= 4 {
+        req.with_coordinator_keys(vec![key])
+    } else {
+        req.with_key(key)
+    };
+    let resp = conn.send_with_version(&req, version).await?;
+    let (code, msg, node, host, port) = if version >= 4 {
+        let c = resp.coordinators.first().ok_or_else(|| {
+            ClientError::Poisoned("FindCoordinator answered no coordinator".into())
+        })?;
+        (
+            c.error_code,
+            c.error_message.clone(),
+            c.node_id.0,
+            c.host.clone(),
+            c.port,
+        )
+    } else {
+        (
+            resp.error_code,
+            resp.error_message.clone(),
+            resp.node_id.0,
+            resp.host.clone(),
+            resp.port,
+        )
+    };
+    ClientError::check("FindCoordinator", code, msg.map(|m| m.to_string()))?;
+    Ok((node, format!("{}:{}", host.as_str(), port)))
 }
 
 #[cfg(test)]

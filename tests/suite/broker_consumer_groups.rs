@@ -6,6 +6,7 @@ use crate::common;
 
 use bytes::Bytes;
 use common::RawClient;
+use common::broker::TestBroker;
 use common::kip::{create_topic, s};
 use common::sasl::*;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -18,24 +19,39 @@ use kafka_protocol::messages::offset_fetch_request::{
 };
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
-use sharestream::broker::consumer_group::ClassicGroupConfig;
-use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
+use sharestream::broker::consumer_group::{ClassicGroupConfig, GroupState};
+use sharestream::broker::{BrokerConfig, BrokerHandle};
 use sharestream::protocol::ErrorCode;
 
 const GROUP_ID: &str = "cg";
 const TOPIC_NAME: &str = "orders";
 
+/// A join phase of 300 ms, on the broker's clock: the tests that wait for
+/// it run the broker on a manual clock and move it (no wall-clock wait).
 fn quick_groups(c: &mut BrokerConfig) {
-    // Long enough for both members to join in the first phase.
     c.consumer_groups = ClassicGroupConfig {
         initial_rebalance_delay_ms: 300,
         ..ClassicGroupConfig::default()
     };
 }
 
-async fn start(config: BrokerConfig) -> BrokerHandle {
-    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
-    Broker::start(config).await.unwrap()
+/// Waits until the broker has taken `n` members into group `GROUP_ID`
+/// (their JoinGroups are parked in the join phase): a wait for requests to
+/// arrive, not for a timer.
+async fn joined(b: &BrokerHandle, n: usize) {
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while b
+            .core()
+            .consumer_groups()
+            .with_coordinator(|c| c.member_ids(GROUP_ID).len())
+            < n
+        {
+            tokio::task::yield_now().await;
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("both JoinGroups reach the coordinator");
 }
 
 fn join_req(member_id: &str) -> JoinGroupRequest {
@@ -126,11 +142,13 @@ async fn fetch_v8(c: &mut RawClient, groups: &[&str]) -> Vec<(String, i16, Vec<(
 
 #[tokio::test]
 async fn two_members_join_sync_commit_fetch_and_leave() {
-    let mut config = BrokerConfig::in_memory();
-    quick_groups(&mut config);
-    let b = start(config).await;
-    let mut admin = RawClient::connect(b.local_addr()).await;
-    create_topic(&mut admin, TOPIC_NAME, 2).await;
+    let t = TestBroker::in_memory()
+        .configure(quick_groups)
+        .manual_clock()
+        .topic(TOPIC_NAME, 2)
+        .start()
+        .await;
+    let (b, mut admin) = (&t.b, RawClient::connect(t.b.local_addr()).await);
 
     // The coordinator for a group (key type 0) is this broker.
     let fc = admin
@@ -148,9 +166,25 @@ async fn two_members_join_sync_commit_fetch_and_leave() {
     let mut cb = RawClient::connect(b.local_addr()).await;
     let a = member_id(&mut ca).await;
     let bid = member_id(&mut cb).await;
-    // Both JoinGroups park until the join phase ends.
+    // Both JoinGroups park until the join phase ends: 300 ms after the
+    // first on the broker's clock, extended once by another 300 ms because
+    // a second member arrived during the delay (Kafka's initial delay).
     let ja = ca.send_only(&join_req(&a), 9).await;
     let jb = cb.send_only(&join_req(&bid), 9).await;
+    joined(b, 2).await;
+    let state = || {
+        b.core()
+            .consumer_groups()
+            .with_coordinator(|c| c.group_state(GROUP_ID))
+    };
+    t.advance(299);
+    assert_eq!(state(), Some(GroupState::PreparingRebalance));
+    t.advance(1);
+    assert_eq!(state(), Some(GroupState::PreparingRebalance), "extended");
+    t.advance(299);
+    assert_eq!(state(), Some(GroupState::PreparingRebalance));
+    t.advance(1);
+    assert_eq!(state(), Some(GroupState::CompletingRebalance));
     let ra = ca.recv::<JoinGroupRequest>(9, ja).await;
     let rb = cb.recv::<JoinGroupRequest>(9, jb).await;
     assert_eq!((ra.error_code, rb.error_code), (0, 0));
@@ -355,15 +389,16 @@ async fn two_members_join_sync_commit_fetch_and_leave() {
     // An Empty group takes commits from outside (generation -1).
     let r = admin.send(&commit_req("", -1, 50), 8).await;
     assert_eq!(commit_codes(&r)[0], 0);
-    b.shutdown().await;
+    t.b.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_parked_join_is_answered_at_shutdown() {
-    let mut config = BrokerConfig::in_memory();
-    config.consumer_groups.initial_rebalance_delay_ms = 60_000;
-    let b = start(config).await;
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::in_memory()
+        .configure(|c| c.consumer_groups.initial_rebalance_delay_ms = 60_000)
+        .start()
+        .await;
+    let (b, mut c) = (t.b, t.c);
     let id = member_id(&mut c).await;
     let cid = c.send_only(&join_req(&id), 9).await;
     let stopping = tokio::spawn(b.shutdown());
@@ -400,18 +435,17 @@ async fn a_parked_join_is_answered_at_shutdown() {
 #[tokio::test]
 async fn committed_offsets_survive_kill_9() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = BrokerConfig::with_data_dir(dir.path());
-    quick_groups(&mut config);
-    let b = start(config.clone()).await;
-    let mut c = RawClient::connect(b.local_addr()).await;
-    create_topic(&mut c, TOPIC_NAME, 2).await;
+    let t = TestBroker::on_disk(dir.path())
+        .topic(TOPIC_NAME, 2)
+        .start()
+        .await;
+    let (b, mut c) = (t.b, t.c);
     let r = c.send(&commit_req("", -1, 1234), 8).await;
     assert_eq!(commit_codes(&r)[0], 0);
     b.kill().await;
 
-    config.listen = "127.0.0.1:0".parse().unwrap();
-    let b = start(config).await;
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::on_disk(dir.path()).start().await;
+    let (b, mut c) = (t.b, t.c);
     let got = fetch_v8(&mut c, &[GROUP_ID]).await;
     assert_eq!(got[0].2[0], (0, 1234, 0));
     b.shutdown().await;
@@ -529,9 +563,8 @@ async fn fetch_stable(c: &mut RawClient) -> (i64, i16) {
 #[tokio::test]
 async fn txn_offset_commit_is_settled_by_the_transaction() {
     use common::kip::{end_txn, init_pid};
-    let b = start(BrokerConfig::in_memory()).await;
-    let mut c = RawClient::connect(b.local_addr()).await;
-    create_topic(&mut c, TOPIC_NAME, 1).await;
+    let t = TestBroker::in_memory().topic(TOPIC_NAME, 1).start().await;
+    let (b, mut c) = (t.b, t.c);
 
     // Transactions v1: AddOffsetsToTxn first, else the commit is refused.
     let (pid, epoch) = init_pid(&mut c, "t1", 60_000).await;

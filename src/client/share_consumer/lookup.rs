@@ -12,14 +12,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
-use kafka_protocol::messages::{ApiKey, MetadataRequest};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::MetadataRequest;
 use uuid::Uuid;
 
 use crate::client::broker_connection::{BrokerConnection, BrokerPool};
 use crate::client::error::ClientError;
-use crate::client::metadata::{Cluster, Metadata};
+use crate::client::metadata::{Cluster, Metadata, TopicMetadata, find_coordinator_on};
 
 /// A broker's node id and `host:port`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -30,20 +28,12 @@ pub struct BrokerAddress {
     pub address: String,
 }
 
-/// What the consumer needs to know of one topic.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TopicInfo {
-    /// Topic name.
-    pub name: String,
-    /// Leader node id per partition (-1: none).
-    pub leaders: HashMap<i32, i32>,
-}
-
 /// Topics by id, and the brokers they live on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClusterView {
-    /// Known topics by id.
-    pub topics: HashMap<Uuid, TopicInfo>,
+    /// Known topics by id: names and partition leaders, as the metadata
+    /// cache holds them.
+    pub topics: HashMap<Uuid, Arc<TopicMetadata>>,
     /// Brokers by node id.
     pub brokers: HashMap<i32, String>,
 }
@@ -51,7 +41,7 @@ pub struct ClusterView {
 impl ClusterView {
     /// The leader of `partition` of `topic_id`, if it is a known broker.
     pub fn leader(&self, topic_id: Uuid, partition: i32) -> Option<BrokerAddress> {
-        let node_id = *self.topics.get(&topic_id)?.leaders.get(&partition)?;
+        let node_id = self.topics.get(&topic_id)?.partition(partition)?.leader_id;
         let address = self.brokers.get(&node_id)?.clone();
         Some(BrokerAddress { node_id, address })
     }
@@ -141,46 +131,8 @@ impl ClusterLookup for BootstrapLookup {
             self.any_broker(move |b| {
                 let group = group.clone();
                 Box::pin(async move {
-                    let conn = b.connection().await?;
-                    let v = conn
-                        .versions()
-                        .version_for(ApiKey::FindCoordinator as i16)?;
-                    let key = StrBytes::from_string(group);
-                    let req = if v >= 4 {
-                        FindCoordinatorRequest::default()
-                            .with_key_type(0)
-                            .with_coordinator_keys(vec![key])
-                    } else {
-                        FindCoordinatorRequest::default()
-                            .with_key_type(0)
-                            .with_key(key)
-                    };
-                    let resp = conn.send_with_version(&req, v).await?;
-                    let (code, msg, node_id, host, port) = if v >= 4 {
-                        let c = resp.coordinators.first().ok_or_else(|| {
-                            ClientError::Poisoned("FindCoordinator answered no coordinator".into())
-                        })?;
-                        (
-                            c.error_code,
-                            c.error_message.clone(),
-                            c.node_id.0,
-                            c.host.clone(),
-                            c.port,
-                        )
-                    } else {
-                        (
-                            resp.error_code,
-                            resp.error_message.clone(),
-                            resp.node_id.0,
-                            resp.host.clone(),
-                            resp.port,
-                        )
-                    };
-                    ClientError::check("FindCoordinator", code, msg.map(|m| m.to_string()))?;
-                    Ok(BrokerAddress {
-                        node_id,
-                        address: format!("{}:{}", host.as_str(), port),
-                    })
+                    let (node_id, address) = find_coordinator_on(&b, 0, &group).await?;
+                    Ok(BrokerAddress { node_id, address })
                 })
             })
             .await
@@ -202,29 +154,9 @@ impl ClusterLookup for BootstrapLookup {
                     })
                 })
                 .await?;
-            let mut view = ClusterView::default();
-            for b in &resp.brokers {
-                view.brokers
-                    .insert(b.node_id.0, format!("{}:{}", b.host.as_str(), b.port));
-            }
+            let cluster = Cluster::default().apply(&resp, None);
+            let (view, _) = view_of(&cluster, topic_ids);
             *self.known.lock() = view.brokers.clone();
-            for t in &resp.topics {
-                if t.error_code != 0 || !topic_ids.contains(&t.topic_id) {
-                    continue;
-                }
-                let Some(name) = &t.name else { continue };
-                view.topics.insert(
-                    t.topic_id,
-                    TopicInfo {
-                        name: name.0.to_string(),
-                        leaders: t
-                            .partitions
-                            .iter()
-                            .map(|p| (p.partition_index, p.leader_id.0))
-                            .collect(),
-                    },
-                );
-            }
             Ok(view)
         })
     }
@@ -246,17 +178,7 @@ fn view_of(cluster: &Cluster, topic_ids: &[Uuid]) -> (ClusterView, bool) {
         match cluster.topic_by_id(*id) {
             Some(t) if t.error.is_ok() => {
                 complete &= t.partitions.iter().all(|p| p.leader_id >= 0);
-                view.topics.insert(
-                    *id,
-                    TopicInfo {
-                        name: t.name.clone(),
-                        leaders: t
-                            .partitions
-                            .iter()
-                            .map(|p| (p.partition, p.leader_id))
-                            .collect(),
-                    },
-                );
+                view.topics.insert(*id, t.clone());
             }
             _ => complete = false,
         }

@@ -134,7 +134,7 @@ pub use config::{
     AcknowledgementMode, ConfigError, ShareConsumerConfig, ShareConsumerConfigBuilder,
 };
 pub use error::ConsumerError;
-pub use lookup::{BootstrapLookup, BrokerAddress, ClusterLookup, ClusterView, TopicInfo};
+pub use lookup::{BootstrapLookup, BrokerAddress, ClusterLookup, ClusterView};
 pub use membership::{Assignment, MemberState};
 pub use metrics::ShareConsumerMetrics;
 pub use record::{ShareRecord, ShareRecords};

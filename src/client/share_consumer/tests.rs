@@ -5,6 +5,7 @@ use super::*;
 use crate::client::broker_connection::{Connector, ConnectorFactory};
 use crate::client::config::ConnectionConfig;
 use crate::client::connection::Connection;
+use crate::client::metadata::{PartitionMetadata, TopicMetadata};
 use crate::client::test_peer::{Received, ScriptedPeer, all_apis_except};
 use crate::protocol::api::{AnyRequest, encode_response_frame};
 use crate::protocol::records::{BatchSpec, Record, encode_batch};
@@ -65,10 +66,19 @@ impl ClusterLookup for FakeLookup {
             if ids.contains(&topic_id()) {
                 v.topics.insert(
                     topic_id(),
-                    TopicInfo {
+                    Arc::new(TopicMetadata {
                         name: "in".into(),
-                        leaders: (0..4).map(|p| (p, 1 + p % 2)).collect(),
-                    },
+                        topic_id: topic_id(),
+                        error: ErrorCode::NONE,
+                        partitions: (0..4)
+                            .map(|p| PartitionMetadata {
+                                partition: p,
+                                leader_id: 1 + p % 2,
+                                leader_epoch: 0,
+                                error: ErrorCode::NONE,
+                            })
+                            .collect(),
+                    }),
                 );
             }
             Ok(v)
