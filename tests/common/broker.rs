@@ -1,20 +1,24 @@
 //! [`TestBroker`]: the one way an integration test starts an embedded
-//! broker: its configuration, its clock, the topics it starts with and the
-//! share groups that read from the earliest offset, and a raw client
-//! connected to it.
+//! broker: its configuration, its clock, its SASL listener and users, the
+//! topics it starts with and the share groups that read from the earliest
+//! offset, and a raw client connected to it (logged in as the super user
+//! on a SASL listener).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
 use sharestream::broker::clock::{ManualClock, wall_clock_ms};
+use sharestream::broker::security::{ListenerProtocol, SecurityConfig};
 use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
 use sharestream::protocol::ErrorCode;
 use uuid::Uuid;
 
 use super::RawClient;
 use super::kip::{earliest, s};
+use super::sasl::{ADMIN, DELAY, plain};
 
 /// A broker to start. See the module docs.
 #[must_use]
@@ -72,6 +76,29 @@ impl TestBroker {
         })
     }
 
+    /// A SASL_PLAINTEXT listener with the super user
+    /// [`ADMIN`](super::sasl::ADMIN) and `users` (name, password), the
+    /// authorizer on with `acl`, failed logins delayed by
+    /// [`DELAY`](super::sasl::DELAY). The started broker's raw client is
+    /// logged in as the super user (PLAIN).
+    pub fn sasl(self, acl: bool, users: &[(&str, &str)]) -> Self {
+        let mut all = BTreeMap::new();
+        all.insert(ADMIN.0.to_string(), ADMIN.1.to_string());
+        for (u, p) in users {
+            all.insert(u.to_string(), p.to_string());
+        }
+        self.configure(|c| {
+            c.security = SecurityConfig {
+                protocol: ListenerProtocol::SaslPlaintext,
+                users: all,
+                super_users: vec![format!("User:{}", ADMIN.0)],
+                acl_enabled: acl,
+                auth_failure_delay: DELAY,
+                ..SecurityConfig::default()
+            }
+        })
+    }
+
     /// Runs the broker on a manual clock (starting at the wall-clock time
     /// now), moved by [`Started::advance`]: lock, session and transaction
     /// deadlines then pass without real waiting.
@@ -97,8 +124,14 @@ impl TestBroker {
 
     /// Starts the broker, creates the topics, sets the groups.
     pub async fn start(self) -> Started {
+        let _ = tracing_subscriber::fmt().with_test_writer().try_init();
+        let sasl = self.config.security.protocol == ListenerProtocol::SaslPlaintext;
         let b = Broker::start(self.config).await.expect("start the broker");
-        let mut c = RawClient::connect(b.local_addr()).await;
+        let mut c = if sasl {
+            plain(&b, ADMIN.0, ADMIN.1).await
+        } else {
+            RawClient::connect(b.local_addr()).await
+        };
         let mut topics = Vec::new();
         for (name, partitions) in &self.topics {
             let r = c

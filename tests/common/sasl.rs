@@ -2,19 +2,18 @@
 //! over raw sockets, grant ACLs as the super user.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use sharestream::broker::security::{ListenerProtocol, SecurityConfig};
-use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
+use sharestream::broker::{BrokerConfig, BrokerHandle};
 use sharestream::protocol::ErrorCode;
 use sharestream::protocol::sasl::{SaslMechanism, ScramClient, plain_client_message};
 
 use super::RawClient;
+use super::broker::TestBroker;
 
 /// The failure delay the test brokers are configured with.
 pub const DELAY: Duration = Duration::from_millis(200);
@@ -48,31 +47,19 @@ fn s(x: &str) -> StrBytes {
 }
 
 /// A SASL_PLAINTEXT broker (in memory) with `admin` as super user and the
-/// given extra users; `acl` turns the authorizer on.
+/// given extra users; `acl` turns the authorizer on. Shorthand for
+/// [`TestBroker::sasl`].
 pub async fn start_with(
     acl: bool,
     users: &[(&str, &str)],
     tweak: impl FnOnce(&mut BrokerConfig),
 ) -> BrokerHandle {
-    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
-    let mut all = BTreeMap::new();
-    all.insert(ADMIN.0.to_string(), ADMIN.1.to_string());
-    for (u, p) in users {
-        all.insert(u.to_string(), p.to_string());
-    }
-    let mut config = BrokerConfig {
-        security: SecurityConfig {
-            protocol: ListenerProtocol::SaslPlaintext,
-            users: all,
-            super_users: vec![format!("User:{}", ADMIN.0)],
-            acl_enabled: acl,
-            auth_failure_delay: DELAY,
-            ..SecurityConfig::default()
-        },
-        ..BrokerConfig::in_memory()
-    };
-    tweak(&mut config);
-    Broker::start(config).await.unwrap()
+    TestBroker::in_memory()
+        .sasl(acl, users)
+        .configure(tweak)
+        .start()
+        .await
+        .b
 }
 
 /// Authenticates a new connection; `Err` carries the SaslAuthenticate error.

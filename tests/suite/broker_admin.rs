@@ -4,13 +4,13 @@
 use crate::common;
 
 use common::RawClient;
+use common::broker::TestBroker;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
 use sharestream::protocol::ErrorCode;
 
 fn name(s: &str) -> TopicName {
@@ -22,10 +22,6 @@ fn creatable(n: &str, partitions: i32) -> CreatableTopic {
         .with_name(name(n))
         .with_num_partitions(partitions)
         .with_replication_factor(-1)
-}
-
-async fn broker() -> BrokerHandle {
-    Broker::start(BrokerConfig::in_memory()).await.unwrap()
 }
 
 async fn create(c: &mut RawClient, topics: Vec<CreatableTopic>) -> CreateTopicsResponse {
@@ -44,8 +40,8 @@ async fn metadata(c: &mut RawClient, topics: Option<&[&str]>) -> MetadataRespons
 
 #[tokio::test]
 async fn api_versions_lists_served_apis_and_features() {
-    let b = broker().await;
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::in_memory().start().await;
+    let (b, mut c) = (t.b, t.c);
     let resp = c
         .send(
             &ApiVersionsRequest::default()
@@ -75,8 +71,8 @@ async fn api_versions_lists_served_apis_and_features() {
 
 #[tokio::test]
 async fn api_versions_at_unknown_version_gets_v0_unsupported_answer() {
-    let b = broker().await;
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::in_memory().start().await;
+    let (b, mut c) = (t.b, t.c);
     // Hand-build an ApiVersions v99 request header: key 18, version 99.
     // Header v2: key, version, correlation id, client id "x", no tagged fields.
     let mut frame = vec![0, 0, 0, 0, 0, 18, 0, 99, 0, 0, 0, 42, 0, 1, b'x', 0];
@@ -101,8 +97,8 @@ async fn api_versions_at_unknown_version_gets_v0_unsupported_answer() {
 
 #[tokio::test]
 async fn api_versions_refuses_bad_software_name() {
-    let b = broker().await;
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::in_memory().start().await;
+    let (b, mut c) = (t.b, t.c);
     let resp = c
         .send(
             &ApiVersionsRequest::default()
@@ -117,8 +113,8 @@ async fn api_versions_refuses_bad_software_name() {
 
 #[tokio::test]
 async fn create_describe_and_delete_topics() {
-    let b = broker().await;
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::in_memory().start().await;
+    let (b, mut c) = (t.b, t.c);
     let resp = create(
         &mut c,
         vec![
@@ -230,8 +226,8 @@ async fn create_describe_and_delete_topics() {
 
 #[tokio::test]
 async fn auto_creation_is_off_by_default_and_configurable() {
-    let b = broker().await;
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::in_memory().start().await;
+    let (b, mut c) = (t.b, t.c);
     let md = metadata(&mut c, Some(&["auto"])).await;
     assert_eq!(
         md.topics[0].error_code,
@@ -239,14 +235,14 @@ async fn auto_creation_is_off_by_default_and_configurable() {
     );
     b.shutdown().await;
 
-    let b = Broker::start(BrokerConfig {
-        auto_create_topics: true,
-        default_partitions: 2,
-        ..BrokerConfig::in_memory()
-    })
-    .await
-    .unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::in_memory()
+        .configure(|c| {
+            c.auto_create_topics = true;
+            c.default_partitions = 2;
+        })
+        .start()
+        .await;
+    let (b, mut c) = (t.b, t.c);
     let md = metadata(&mut c, Some(&["auto"])).await;
     assert_eq!(md.topics[0].error_code, 0);
     assert_eq!(md.topics[0].partitions.len(), 2);
@@ -266,8 +262,8 @@ async fn auto_creation_is_off_by_default_and_configurable() {
 
 #[tokio::test]
 async fn describe_configs_and_cluster() {
-    let b = broker().await;
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::in_memory().start().await;
+    let (b, mut c) = (t.b, t.c);
     let resp = create(
         &mut c,
         vec![creatable("cfg", 1).with_configs(vec![
@@ -325,8 +321,8 @@ async fn describe_configs_and_cluster() {
 
 #[tokio::test]
 async fn find_coordinator_single_and_batched() {
-    let b = broker().await;
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::in_memory().start().await;
+    let (b, mut c) = (t.b, t.c);
     let single = c
         .send(
             &FindCoordinatorRequest::default()
@@ -359,8 +355,8 @@ async fn find_coordinator_single_and_batched() {
 
 #[tokio::test]
 async fn malformed_input_closes_only_that_connection() {
-    let b = broker().await;
-    let mut good = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::in_memory().start().await;
+    let (b, mut good) = (t.b, t.c);
     create(&mut good, vec![creatable("keep", 1)]).await;
 
     // Negative length prefix.
@@ -393,8 +389,8 @@ async fn malformed_input_closes_only_that_connection() {
 
 #[tokio::test]
 async fn pipelined_requests_are_answered_in_order() {
-    let b = broker().await;
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::in_memory().start().await;
+    let (b, mut c) = (t.b, t.c);
     let mut ids = Vec::new();
     for _ in 0..50 {
         ids.push(c.send_only(&MetadataRequest::default(), 12).await);
@@ -409,18 +405,14 @@ async fn pipelined_requests_are_answered_in_order() {
 #[tokio::test]
 async fn topics_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let b = Broker::start(BrokerConfig::with_data_dir(dir.path()))
-        .await
-        .unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::on_disk(dir.path()).start().await;
+    let (b, mut c) = (t.b, t.c);
     let id = create(&mut c, vec![creatable("durable", 4)]).await.topics[0].topic_id;
     drop(c);
     b.shutdown().await;
 
-    let b = Broker::start(BrokerConfig::with_data_dir(dir.path()))
-        .await
-        .unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::on_disk(dir.path()).start().await;
+    let (b, mut c) = (t.b, t.c);
     let md = metadata(&mut c, Some(&["durable"])).await;
     assert_eq!(md.topics[0].error_code, 0);
     assert_eq!(md.topics[0].topic_id, id);
@@ -431,13 +423,11 @@ async fn topics_survive_a_restart() {
 #[tokio::test]
 async fn metrics_endpoint_serves_prometheus_text() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let b = Broker::start(BrokerConfig {
-        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
-        ..BrokerConfig::in_memory()
-    })
-    .await
-    .unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::in_memory()
+        .configure(|c| c.metrics_listen = Some("127.0.0.1:0".parse().unwrap()))
+        .start()
+        .await;
+    let (b, mut c) = (t.b, t.c);
     metadata(&mut c, None).await;
     let mut s = tokio::net::TcpStream::connect(b.metrics_addr().unwrap())
         .await
@@ -462,8 +452,8 @@ async fn metrics_endpoint_serves_prometheus_text() {
 
 #[tokio::test]
 async fn metadata_by_topic_id_before_v12_is_refused_with_a_decodable_name() {
-    let b = broker().await;
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::in_memory().start().await;
+    let (b, mut c) = (t.b, t.c);
     let id = create(&mut c, vec![creatable("by-id", 1)]).await.topics[0].topic_id;
     let by_id = |v: uuid::Uuid| {
         MetadataRequest::default().with_topics(Some(vec![

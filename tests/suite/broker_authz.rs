@@ -10,6 +10,7 @@ use crate::common;
 use std::collections::HashMap;
 
 use common::RawClient;
+use common::broker::TestBroker;
 use common::kip::{self, GROUP as SHARE_GROUP, INPUT};
 use common::sasl::*;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
@@ -50,9 +51,8 @@ const GAF: i16 = ErrorCode::GROUP_AUTHORIZATION_FAILED.0;
 const CAF: i16 = ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0;
 const TIAF: i16 = ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0;
 
-/// A broker with ACLs, `users` (password [`PW`]), the topic INPUT (2
-/// partitions, 3 records in partition 0) and GROUP reading from the
-/// earliest offset.
+/// The broker of a test with what the test holds of it: the super user's
+/// connection, the topic INPUT's id, and the share sessions it opened.
 struct Env {
     b: BrokerHandle,
     admin: RawClient,
@@ -61,22 +61,27 @@ struct Env {
     sessions: HashMap<String, i32>,
 }
 
+/// A broker with ACLs, `users` (password [`PW`]), the topic INPUT (2
+/// partitions, 3 records in partition 0) and GROUP reading from the
+/// earliest offset.
 async fn env(users: &[&str]) -> Env {
     let users: Vec<(&str, &str)> = users.iter().map(|u| (*u, PW)).collect();
-    // PLAIN only: no SCRAM credentials to derive for the many users.
-    let b = start_with(true, &users, |c| {
-        c.auto_create_topics = true;
-        c.security.sasl_mechanisms = vec![SaslMechanism::Plain];
-    })
-    .await;
-    let mut admin = plain(&b, ADMIN.0, ADMIN.1).await;
-    let input = kip::create_topic(&mut admin, INPUT, 2).await;
-    kip::produce_plain(&mut admin, INPUT, 0, 3).await;
-    kip::earliest(&mut admin, SHARE_GROUP).await;
+    let mut t = TestBroker::in_memory()
+        .sasl(true, &users)
+        .configure(|c| {
+            c.auto_create_topics = true;
+            // PLAIN only: no SCRAM credentials to derive for the many users.
+            c.security.sasl_mechanisms = vec![SaslMechanism::Plain];
+        })
+        .topic(INPUT, 2)
+        .earliest(SHARE_GROUP)
+        .start()
+        .await;
+    kip::produce_plain(&mut t.c, INPUT, 0, 3).await;
     Env {
-        b,
-        admin,
-        input,
+        input: t.topic(),
+        b: t.b,
+        admin: t.c,
         sessions: HashMap::new(),
     }
 }

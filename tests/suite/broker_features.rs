@@ -5,10 +5,11 @@ use crate::common;
 
 use bytes::BytesMut;
 use common::RawClient;
+use common::broker::TestBroker;
 use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
+use sharestream::broker::BrokerHandle;
 use sharestream::protocol::ErrorCode;
 use sharestream::protocol::api::{ApiRequest, decode_response_header};
 use sharestream::protocol::api_versions_v5::ApiVersionsV5Request;
@@ -49,14 +50,14 @@ fn update(name: &str, level: i16, upgrade_type: i8) -> UpdateFeaturesRequest {
 
 #[tokio::test]
 async fn upgrade_and_downgrade_online() {
-    let b = Broker::start(BrokerConfig {
-        share_version: 2,
-        transaction_version: 2,
-        ..BrokerConfig::in_memory()
-    })
-    .await
-    .unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::in_memory()
+        .configure(|c| {
+            c.share_version = 2;
+            c.transaction_version = 2;
+        })
+        .start()
+        .await;
+    let (b, mut c) = (t.b, t.c);
     let before = versions(&mut c).await;
     assert_eq!(level(&before, "share.version"), Some(2));
     assert_eq!(
@@ -112,19 +113,15 @@ async fn upgrade_and_downgrade_online() {
 #[tokio::test]
 async fn feature_levels_persist() {
     let dir = tempfile::tempdir().unwrap();
-    let b = Broker::start(BrokerConfig::with_data_dir(dir.path()))
-        .await
-        .unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::on_disk(dir.path()).start().await;
+    let (b, mut c) = (t.b, t.c);
     let r = c.send(&update("share.version", 1, 2), 1).await;
     assert_eq!(r.error_code, 0);
     let epoch = versions(&mut c).await.finalized_features_epoch;
     drop(c);
     b.shutdown().await;
-    let b = Broker::start(BrokerConfig::with_data_dir(dir.path()))
-        .await
-        .unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::on_disk(dir.path()).start().await;
+    let (b, mut c) = (t.b, t.c);
     let v = versions(&mut c).await;
     assert_eq!(level(&v, "share.version"), Some(1));
     assert!(v.finalized_features_epoch >= epoch, "epochs never go down");
@@ -151,7 +148,7 @@ fn api_versions_count(b: &BrokerHandle) -> u64 {
 /// it names this broker or nothing (a bootstrap connection).
 #[tokio::test]
 async fn api_versions_v5_is_answered_in_one_round_trip() {
-    let b = Broker::start(BrokerConfig::in_memory()).await.unwrap();
+    let b = TestBroker::in_memory().start().await.b;
     let cluster = b.core().config().cluster_id.clone();
     let node = b.core().node_id();
     assert_eq!(node, 0);
@@ -181,9 +178,9 @@ async fn api_versions_v5_is_answered_in_one_round_trip() {
 /// cluster (or the reverse) gets INVALID_REQUEST.
 #[tokio::test]
 async fn api_versions_v5_target_mismatch() {
-    let b = Broker::start(BrokerConfig::in_memory()).await.unwrap();
+    let t = TestBroker::in_memory().start().await;
+    let (b, mut c) = (t.b, t.c);
     let cluster = b.core().config().cluster_id.clone();
-    let mut c = RawClient::connect(b.local_addr()).await;
     for req in [
         java_v5(Some(&cluster), 1),
         java_v5(Some("other-cluster"), 0),
@@ -206,8 +203,8 @@ async fn api_versions_v5_target_mismatch() {
 /// now names 5 as the version to retry with.
 #[tokio::test]
 async fn api_versions_above_v5_names_v5_for_the_retry() {
-    let b = Broker::start(BrokerConfig::in_memory()).await.unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::in_memory().start().await;
+    let (_b, mut c) = (t.b, t.c);
     let mut body = BytesMut::new();
     // Header v2: key, version 6, correlation id, null client id, no tags;
     // then an empty body.
@@ -233,7 +230,7 @@ async fn api_versions_above_v5_names_v5_for_the_retry() {
 #[tokio::test]
 async fn our_client_negotiates_in_one_api_versions() {
     use sharestream::client::{Connection, ConnectionConfig};
-    let b = Broker::start(BrokerConfig::in_memory()).await.unwrap();
+    let b = TestBroker::in_memory().start().await.b;
     let conn = Connection::connect_tcp(b.local_addr(), &ConnectionConfig::default())
         .await
         .unwrap();

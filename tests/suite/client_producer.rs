@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::RawClient;
+use common::broker::TestBroker;
 use common::records::committed_values;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
+use sharestream::broker::BrokerHandle;
 use sharestream::client::admin::{AdminClient, FeatureUpgradeType, NewTopic, RESOURCE_TYPE_TOPIC};
 use sharestream::client::producer::TransactionState;
 use sharestream::client::producer::partitioner::partition_for_key;
@@ -28,11 +29,9 @@ use sharestream::eos::{
 use sharestream::protocol::ErrorCode;
 use sharestream::protocol::records::{Compression, RecordBatchView};
 
-async fn broker(config: BrokerConfig) -> (BrokerHandle, AdminClient) {
-    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
-    let b = Broker::start(config).await.unwrap();
-    let admin = AdminClient::new(vec![b.bootstrap_servers()], ConnectionConfig::default());
-    (b, admin)
+/// An admin client of `b`.
+fn admin_of(b: &BrokerHandle) -> AdminClient {
+    AdminClient::new(vec![b.bootstrap_servers()], ConnectionConfig::default())
 }
 
 fn producer_config(b: &BrokerHandle) -> sharestream::client::config::ProducerConfigBuilder {
@@ -66,7 +65,8 @@ async fn fetch(b: &BrokerHandle, topic: &str, partition: i32, isolation: i8) -> 
 
 #[tokio::test]
 async fn admin_metadata_and_features() {
-    let (b, admin) = broker(BrokerConfig::in_memory()).await;
+    let b = TestBroker::in_memory().start().await.b;
+    let admin = admin_of(&b);
     let id = admin
         .create_topic(NewTopic::new("orders", 3))
         .await
@@ -205,7 +205,8 @@ async fn admin_metadata_and_features() {
 
 #[tokio::test]
 async fn idempotent_producer_places_keys_like_java_and_never_duplicates() {
-    let (b, admin) = broker(BrokerConfig::in_memory()).await;
+    let b = TestBroker::in_memory().start().await.b;
+    let admin = admin_of(&b);
     admin.create_topic(NewTopic::new("keyed", 3)).await.unwrap();
     let p = Producer::new(
         producer_config(&b)
@@ -285,7 +286,8 @@ async fn idempotent_producer_places_keys_like_java_and_never_duplicates() {
 
 #[tokio::test]
 async fn transactions_commit_abort_and_fencing() {
-    let (b, admin) = broker(BrokerConfig::in_memory()).await;
+    let b = TestBroker::in_memory().start().await.b;
+    let admin = admin_of(&b);
     admin.create_topic(NewTopic::new("tx", 1)).await.unwrap();
     let cfg = producer_config(&b)
         .transactional_id("app-1")
@@ -378,11 +380,12 @@ fn acks(
 #[tokio::test]
 async fn staging_share_acks_checks_before_sending() {
     // share.version 2: the broker does not offer TxnShareAcknowledge (key 95).
-    let (b, admin) = broker(BrokerConfig {
-        share_version: 2,
-        ..BrokerConfig::in_memory()
-    })
-    .await;
+    let b = TestBroker::in_memory()
+        .configure(|c| c.share_version = 2)
+        .start()
+        .await
+        .b;
+    let admin = admin_of(&b);
     let topic_id = admin.create_topic(NewTopic::new("in", 1)).await.unwrap();
     let group = ShareGroupMetadata::new("g", "m-1", 1);
     let p = Producer::new(
@@ -437,11 +440,12 @@ async fn staging_share_acks_checks_before_sending() {
 
 #[tokio::test]
 async fn transactions_v1_brokers_are_refused_and_unknown_topics_time_out() {
-    let (b, admin) = broker(BrokerConfig {
-        transaction_version: 1,
-        ..BrokerConfig::in_memory()
-    })
-    .await;
+    let b = TestBroker::in_memory()
+        .configure(|c| c.transaction_version = 1)
+        .start()
+        .await
+        .b;
+    let admin = admin_of(&b);
     admin.create_topic(NewTopic::new("t", 1)).await.unwrap();
     // Kafka-named properties work the same as the builder.
     let cfg = ProducerConfig::from_properties([
@@ -499,7 +503,8 @@ async fn transactions_v1_brokers_are_refused_and_unknown_topics_time_out() {
 async fn idempotent_producer_keeps_sequence_order_with_many_batches_in_flight() {
     const N: usize = 50_000;
     const PARTITIONS: usize = 4;
-    let (b, admin) = broker(BrokerConfig::in_memory()).await;
+    let b = TestBroker::in_memory().start().await.b;
+    let admin = admin_of(&b);
     admin
         .create_topic(NewTopic::new("ordered", PARTITIONS as i32))
         .await
@@ -598,7 +603,8 @@ async fn idempotent_producer_keeps_sequence_order_with_many_batches_in_flight() 
 /// delivered, in order per partition, and every byte comes back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_buffer_memory_bounds_the_producer_without_stalling_it() {
-    let (b, admin) = broker(BrokerConfig::in_memory()).await;
+    let b = TestBroker::in_memory().start().await.b;
+    let admin = admin_of(&b);
     admin
         .create_topic(NewTopic::new("bounded", 2))
         .await

@@ -2,9 +2,13 @@
 //! past its lock duration stays the holder's while the holder renews it,
 //! and goes to another member once it stops; a group that turned renew off
 //! answers INVALID_RECORD_STATE.
+//!
+//! The broker runs on a manual clock: the lock durations pass when the
+//! test moves it, not on the wall clock.
 
 use std::time::{Duration, Instant};
 
+use crate::common::broker::{Started, TestBroker};
 use crate::rt;
 use sharestream::broker::BrokerHandle;
 use sharestream::client::admin::AlterConfigOp;
@@ -14,7 +18,7 @@ use sharestream::client::share_consumer::{
 use sharestream::eos::AcknowledgeType;
 
 const GROUP: &str = "renew";
-/// The group's lock duration (the test broker's minimum is 1000 ms).
+/// The group's lock duration (on the broker's manual clock).
 const LOCK_MS: u64 = 1_500;
 
 fn consumer(b: &BrokerHandle) -> ShareConsumer {
@@ -40,12 +44,19 @@ async fn poll_some(c: &mut ShareConsumer) -> Vec<ShareRecord> {
     panic!("no records after 100 polls");
 }
 
-/// A broker with topic `in` (1 partition) holding `n` records, and the
-/// group at earliest with `LOCK_MS` locks and renew set to `renew`.
-async fn setup(n: usize, renew: bool) -> BrokerHandle {
-    let b = rt::broker().await;
-    rt::setup(&b, GROUP, &[("in", 1)]).await;
-    rt::admin(&b)
+/// A broker on a manual clock with topic `in` (1 partition) holding `n`
+/// records, and the group at earliest with `LOCK_MS` locks and renew set
+/// to `renew`.
+async fn start(n: usize, renew: bool) -> Started {
+    let t = TestBroker::in_memory()
+        .lock_duration_ms(LOCK_MS as i32)
+        .manual_clock()
+        .topic("in", 1)
+        .earliest(GROUP)
+        .start()
+        .await;
+    let b = &t.b;
+    rt::admin(b)
         .incremental_alter_group_config(
             GROUP,
             &[
@@ -61,11 +72,12 @@ async fn setup(n: usize, renew: bool) -> BrokerHandle {
         )
         .await
         .unwrap();
-    rt::produce_inputs(&b, "in", 1, n).await;
-    b
+    rt::produce_inputs(b, "in", 1, n).await;
+    t
 }
 
-/// Polls `other` for `for_ms`, returning what it got (and releasing it).
+/// Polls `other` for `for_ms` of wall-clock time (a chance to fetch, not a
+/// wait for a lock), returning what it got (and releasing it).
 async fn what_another_member_gets(other: &mut ShareConsumer, for_ms: u64) -> usize {
     let until = Instant::now() + Duration::from_millis(for_ms);
     let mut got = 0;
@@ -86,16 +98,15 @@ async fn what_another_member_gets(other: &mut ShareConsumer, for_ms: u64) -> usi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewed_records_stay_with_their_holder_past_the_lock_duration() {
-    let b = setup(20, true).await;
-    let mut holder = consumer(&b);
-    let mut other = consumer(&b);
+    let t = start(20, true).await;
+    let mut holder = consumer(&t.b);
+    let mut other = consumer(&t.b);
     let held = poll_some(&mut holder).await;
     assert!(!held.is_empty());
-    // Hold the records for three lock durations, renewing every third of
-    // one, while another member of the group polls.
-    let until = Instant::now() + Duration::from_millis(3 * LOCK_MS);
+    // Hold the records for three lock durations on the broker's clock,
+    // renewing every half of one, while another member of the group polls.
     let mut stolen = 0;
-    while Instant::now() < until {
+    for _ in 0..6 {
         for r in &held {
             holder.renew(r).unwrap();
         }
@@ -103,7 +114,8 @@ async fn renewed_records_stay_with_their_holder_past_the_lock_duration() {
         for (tp, result) in &results {
             assert!(result.is_ok(), "renewal of {tp} failed: {result:?}");
         }
-        stolen += what_another_member_gets(&mut other, LOCK_MS / 3).await;
+        t.advance(LOCK_MS as i64 / 2 + 1);
+        stolen += what_another_member_gets(&mut other, 300).await;
     }
     assert_eq!(
         stolen, 0,
@@ -123,11 +135,15 @@ async fn renewed_records_stay_with_their_holder_past_the_lock_duration() {
 async fn without_renewal_the_records_go_to_another_member_after_the_lock() {
     // The control of the test above: the same hold without renewing loses
     // the records to the other member.
-    let b = setup(20, true).await;
-    let mut holder = consumer(&b);
-    let mut other = consumer(&b);
+    let t = start(20, true).await;
+    let mut holder = consumer(&t.b);
+    let mut other = consumer(&t.b);
     let held = poll_some(&mut holder).await;
-    let stolen = what_another_member_gets(&mut other, 3 * LOCK_MS).await;
+    let mut stolen = 0;
+    for _ in 0..6 {
+        t.advance(LOCK_MS as i64 / 2 + 1);
+        stolen += what_another_member_gets(&mut other, 300).await;
+    }
     assert!(
         stolen > 0,
         "the lock did not expire: the renewal test proves nothing"
@@ -138,8 +154,8 @@ async fn without_renewal_the_records_go_to_another_member_after_the_lock() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_with_renew_disabled_refuses_the_renewal() {
-    let b = setup(5, false).await;
-    let mut holder = consumer(&b);
+    let t = start(5, false).await;
+    let mut holder = consumer(&t.b);
     let held = poll_some(&mut holder).await;
     holder.renew(&held[0]).unwrap();
     let results = holder.commit_sync(Duration::from_secs(5)).await.unwrap();
@@ -155,8 +171,8 @@ async fn a_group_with_renew_disabled_refuses_the_renewal() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_record_waiting_for_its_acknowledgement_can_be_renewed() {
-    let b = setup(5, true).await;
-    let mut holder = consumer(&b);
+    let t = start(5, true).await;
+    let mut holder = consumer(&t.b);
     let held = poll_some(&mut holder).await;
     holder
         .acknowledge(&held[0], AcknowledgeType::Accept)
