@@ -273,21 +273,16 @@ impl Default for RuntimeConfig {
 /// The default `transaction.timeout.ms` (docs/DESIGN.md D15).
 pub const DEFAULT_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A refused setting.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid configuration {setting}: {message}")]
-pub struct RuntimeConfigError {
-    /// The setting's name (as in properties).
-    pub setting: String,
-    /// What is wrong and what to do.
-    pub message: String,
-}
+/// A refused setting: the clients' [`ConfigError`](crate::protocol::ConfigError)
+/// (defined once in the protocol crate), its message
+/// `invalid configuration <setting>: <what is wrong and what to do>`.
+pub type RuntimeConfigError = crate::protocol::ConfigError;
 
 fn err(setting: &str, message: impl Into<String>) -> RuntimeConfigError {
-    RuntimeConfigError {
-        setting: setting.to_string(),
-        message: message.into(),
-    }
+    RuntimeConfigError::new(
+        setting,
+        format!("invalid configuration {setting}: {}", message.into()),
+    )
 }
 
 fn hosts(v: &str) -> Vec<String> {
@@ -538,10 +533,9 @@ impl RuntimeConfig {
     pub fn security_settings(
         &self,
     ) -> Result<crate::client::security::SecuritySettings, RuntimeConfigError> {
-        self.security.settings().map_err(|e| RuntimeConfigError {
-            setting: e.setting,
-            message: e.message,
-        })
+        self.security
+            .settings()
+            .map_err(|e| err(&e.setting, e.message))
     }
 
     /// Whether the share group lives on another cluster than the outputs.
