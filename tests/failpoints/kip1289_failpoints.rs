@@ -8,8 +8,9 @@ use crate::common;
 use std::time::Duration;
 
 use common::RawClient;
-use common::broker::{Started, TestBroker};
+use common::broker::{Started, TestBroker, advance};
 use common::kip::*;
+use sharestream::broker::clock::{ManualClock, wall_clock_ms};
 use sharestream::broker::share::RecordState;
 use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
 use sharestream::failpoints;
@@ -95,14 +96,21 @@ async fn corner_case_02_coordinator_registration_fails_and_nothing_is_staged() {
 async fn corner_case_13_markers_that_do_not_arrive_are_retried_until_acknowledged() {
     let _serial = SERIAL.lock().await;
     let _disarm = Disarm;
-    let (b, mut c, input, epoch) = env(BrokerConfig::in_memory()).await;
+    // The broker's clock is manual: the marker's retries come when the
+    // test moves it, not after a real second each.
+    let clock = ManualClock::new(wall_clock_ms());
+    let mut config = BrokerConfig::in_memory();
+    config.clock = clock.clone();
+    let (b, mut c, input, epoch) = env(config).await;
     let (pid, pe) = init_pid(&mut c, "t", 60_000).await;
     let req = stage_req("t", pid, pe, "m1", epoch, input, &[(0, 0, N - 1, ACCEPT)]);
     assert_eq!(partition_errors(&stage(&mut c, &req).await), vec![(0, 0)]);
     failpoints::arm("txn.share_marker", None);
-    // The commit is decided; its marker does not reach the share partition.
+    // The commit is decided; its marker does not reach the share partition,
+    // neither at first nor at its retry one backoff (1 s) later.
     assert_eq!(end_txn(&mut c, "t", pid, pe, true).await.error_code, 0);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(all(&b, input), uniform(Seen::State(RecordState::TxPending)));
+    advance(&b, &clock, 1_000);
     assert_eq!(all(&b, input), uniform(Seen::State(RecordState::TxPending)));
     // Meanwhile the transactional id cannot start anew.
     let r = c
@@ -116,8 +124,9 @@ async fn corner_case_13_markers_that_do_not_arrive_are_retried_until_acknowledge
         )
         .await;
     assert_eq!(r.error_code, ErrorCode::CONCURRENT_TRANSACTIONS.0);
-    // Delivery recovers: the coordinator's retry resolves the records.
+    // Delivery recovers: the coordinator's next retry resolves the records.
     failpoints::disarm("txn.share_marker");
+    advance(&b, &clock, 1_000);
     wait_for(&b, input, Seen::Terminal).await;
     b.shutdown().await;
 }
