@@ -18,7 +18,8 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
 };
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::*;
-use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
+use common::broker::TestBroker;
+use sharestream::broker::BrokerHandle;
 use sharestream::client::admin::{AdminClient, AlterConfigOp, RESOURCE_TYPE_TOPIC};
 use sharestream::client::config::ConnectionConfig;
 use sharestream::protocol::ErrorCode;
@@ -160,10 +161,8 @@ fn value_of(rows: &[(String, Option<String>, i8, i8)], name: &str) -> (Option<St
 #[tokio::test]
 async fn delete_records_moves_the_log_start_and_fetch_and_list_offsets_honour_it() {
     let dir = tempfile::tempdir().unwrap();
-    let b = Broker::start(BrokerConfig::with_data_dir(dir.path()))
-        .await
-        .unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::on_disk(dir.path()).start().await;
+    let (b, mut c) = (t.b, t.c);
     kip::create_topic(&mut c, "ledger", 1).await;
     assert_eq!(
         create_with(&mut c, "compacted", 1, &[("cleanup.policy", "compact")])
@@ -219,10 +218,8 @@ async fn delete_records_moves_the_log_start_and_fetch_and_list_offsets_honour_it
     b.shutdown().await;
 
     // Durable: the start survives a restart.
-    let b = Broker::start(BrokerConfig::with_data_dir(dir.path()))
-        .await
-        .unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::on_disk(dir.path()).start().await;
+    let (b, mut c) = (t.b, t.c);
     assert_eq!(list_offset(&mut c, "ledger", -2, 8).await, (0, 4, -1));
     assert_eq!(list_offset(&mut c, "ledger", -1, 8).await.1, 9);
     // -1 deletes up to the high watermark.
@@ -237,8 +234,8 @@ async fn delete_records_moves_the_log_start_and_fetch_and_list_offsets_honour_it
 
 #[tokio::test]
 async fn list_offsets_finds_the_record_not_the_batch_and_the_max_timestamp() {
-    let b = Broker::start(BrokerConfig::in_memory()).await.unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::in_memory().start().await;
+    let (b, mut c) = (t.b, t.c);
     kip::create_topic(&mut c, "ts", 1).await;
     assert_eq!(
         produce_ts(&mut c, "ts", &[1234, 999_999_999_999], -1).await,
@@ -276,8 +273,8 @@ async fn list_offsets_finds_the_record_not_the_batch_and_the_max_timestamp() {
 
 #[tokio::test]
 async fn topic_configs_are_validated_described_and_honoured() {
-    let b = Broker::start(BrokerConfig::in_memory()).await.unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::in_memory().start().await;
+    let (b, mut c) = (t.b, t.c);
     let r = create_with(
         &mut c,
         "cfg",
@@ -434,14 +431,14 @@ async fn topic_configs_are_validated_described_and_honoured() {
 
 #[tokio::test]
 async fn retention_bytes_deletes_old_segments_on_the_broker_timer() {
-    let b = Broker::start(BrokerConfig {
-        segment_bytes: 400,
-        retention_check_interval_ms: 50,
-        ..BrokerConfig::in_memory()
-    })
-    .await
-    .unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::in_memory()
+        .configure(|c| {
+            c.segment_bytes = 400;
+            c.retention_check_interval_ms = 50;
+        })
+        .start()
+        .await;
+    let (b, mut c) = (t.b, t.c);
     assert_eq!(
         create_with(&mut c, "ret", 1, &[("retention.bytes", "1000")])
             .await
@@ -507,10 +504,8 @@ async fn alter_broker(
 #[tokio::test]
 async fn dynamic_broker_configs_are_accepted_reported_and_persisted() {
     let dir = tempfile::tempdir().unwrap();
-    let b = Broker::start(BrokerConfig::with_data_dir(dir.path()))
-        .await
-        .unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::on_disk(dir.path()).start().await;
+    let (b, mut c) = (t.b, t.c);
     assert_eq!(
         alter_broker(&mut c, "0", &[("log.retention.ms", 0, Some("3600000"))])
             .await
@@ -532,9 +527,7 @@ async fn dynamic_broker_configs_are_accepted_reported_and_persisted() {
     assert_eq!(code, ErrorCode::INVALID_REQUEST.0);
     b.shutdown().await;
 
-    let b = Broker::start(BrokerConfig::with_data_dir(dir.path()))
-        .await
-        .unwrap();
+    let b = TestBroker::on_disk(dir.path()).start().await.b;
     let (id, configs) = admin(&b).describe_broker_configs().await.unwrap();
     assert_eq!(id, 0);
     assert_eq!(configs["log.retention.ms"].as_deref(), Some("3600000"));
@@ -586,8 +579,8 @@ async fn all(c: &mut RawClient) -> MetadataResponse {
 
 #[tokio::test]
 async fn consumer_offsets_is_an_internal_topic_clients_can_list_and_read() {
-    let b = Broker::start(BrokerConfig::in_memory()).await.unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::in_memory().start().await;
+    let (b, mut c) = (t.b, t.c);
     assert!(
         all(&mut c)
             .await
@@ -697,8 +690,8 @@ async fn describe_producers(
 
 #[tokio::test]
 async fn transactions_and_producers_are_described_and_listed() {
-    let b = Broker::start(BrokerConfig::in_memory()).await.unwrap();
-    let mut c = RawClient::connect(b.local_addr()).await;
+    let t = TestBroker::in_memory().start().await;
+    let (b, mut c) = (t.b, t.c);
     kip::create_topic(&mut c, "out", 1).await;
     kip::produce_plain(&mut c, "out", 0, 2).await;
     let (pid, epoch) = kip::init_pid(&mut c, "tx-a", 60_000).await;
