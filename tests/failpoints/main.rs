@@ -17,3 +17,4 @@ pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 mod kip1289_failpoints;
 mod runtime_eos;
+mod write_atomic;

@@ -12,6 +12,8 @@
 //!   is rebuilt from its log and the call answers COORDINATOR_NOT_AVAILABLE).
 //! - `txn.share_marker`: delivering a marker to a share participant fails
 //!   (the coordinator retries it after its backoff).
+//! - `log.sync_dir`: the broker's fsync of a directory fails (after a
+//!   rename in `write_atomic`, a segment roll, a snapshot).
 //! - `runtime.abort_mid_batch`, `runtime.stale_member_epoch`,
 //!   `runtime.crash_before_commit`: see the runtime's module docs.
 //!

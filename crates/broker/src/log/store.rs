@@ -202,8 +202,14 @@ impl Store {
 }
 
 /// fsyncs a directory so that creations, renames and deletions in it are
-/// durable.
+/// durable. Failpoint `log.sync_dir`: the fsync fails.
 pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    if sharestream_common::failpoints::hit("log.sync_dir") {
+        return Err(io::Error::other(format!(
+            "fsync of directory {} failed (failpoint log.sync_dir)",
+            dir.display()
+        )));
+    }
     File::open(dir)?.sync_all()
 }
 
