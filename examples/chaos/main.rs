@@ -1558,7 +1558,7 @@ async fn finish(
         partitions: args.partitions,
         complete_before_deadline: end.complete_at.is_some(),
         seconds_to_complete,
-        ledger_log_start: ledger_log_start(&args).await,
+        ledger_log_start: ledger_log_start(args).await,
         seconds_total: end.started.elapsed().as_secs_f64(),
         scenario: args.scenario,
         settings: Settings {
