@@ -112,8 +112,8 @@ impl Default for ShareConsumerConfig {
     }
 }
 
-/// A problem with a setting: the client's [`ConfigError`](crate::client::ConfigError),
-/// defined once in the protocol crate.
+/// A problem with a setting: the same type as the client's
+/// `client::ConfigError`, defined once in the protocol crate.
 pub use crate::protocol::ConfigError;
 
 /// `invalid value "<value>" for configuration <name>: <reason>`.
