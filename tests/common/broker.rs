@@ -124,7 +124,7 @@ impl TestBroker {
 
     /// Starts the broker, creates the topics, sets the groups.
     pub async fn start(self) -> Started {
-        let _ = tracing_subscriber::fmt().with_test_writer().try_init();
+        init_tracing();
         let sasl = self.config.security.protocol == ListenerProtocol::SaslPlaintext;
         let b = Broker::start(self.config).await.expect("start the broker");
         let mut c = if sasl {
@@ -201,4 +201,15 @@ pub fn advance(b: &BrokerHandle, clock: &ManualClock, ms: i64) {
     core.shares().tick(now);
     core.txn_tick();
     core.consumer_groups().tick(now);
+}
+
+/// Logs of the test process, captured per test (shown for failed tests):
+/// `RUST_LOG` if set, else warnings and errors.
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .try_init();
 }

@@ -29,12 +29,7 @@ pub async fn broker_with(share_version: i16) -> BrokerHandle {
 /// A broker whose share partitions hold at most `record_locks` records in
 /// flight (`group.share.partition.max.record.locks`).
 pub async fn broker_with_locks(share_version: i16, record_locks: i32) -> BrokerHandle {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .try_init();
+    crate::common::broker::init_tracing();
     let share_groups = ShareGroupBrokerConfig {
         session_timeout_ms: 1_500,
         min_session_timeout_ms: 1_000,
