@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crate::common::broker::{Started, TestBroker};
 use crate::rt;
 use sharestream::broker::BrokerHandle;
+use sharestream::broker::share::RecordState;
 use sharestream::client::admin::AlterConfigOp;
 use sharestream::client::share_consumer::{
     AcknowledgementMode, ShareConsumer, ShareConsumerConfig, ShareRecord,
@@ -121,6 +122,26 @@ async fn renewed_records_stay_with_their_holder_past_the_lock_duration() {
         stolen, 0,
         "another member got renewed records while their holder kept them"
     );
+    // The broker agrees: three lock durations later every held record is
+    // still ACQUIRED in its first delivery, its lock never expired.
+    let shares = t.b.core().shares();
+    for r in &held {
+        let i = shares
+            .record_info(GROUP, t.topic(), r.partition, r.offset)
+            .expect("in the window");
+        assert_eq!(
+            (i.state, i.delivery_count),
+            (RecordState::Acquired, 1),
+            "offset {}",
+            r.offset
+        );
+    }
+    let expired: u64 = shares
+        .partition_metrics()
+        .iter()
+        .map(|(_, m)| m.lock_expired_total)
+        .sum();
+    assert_eq!(expired, 0, "a renewed lock expired");
     assert_eq!(holder.acquisition_lock_timeout_ms(), Some(LOCK_MS as i32));
     for r in &held {
         holder.acknowledge(r, AcknowledgeType::Accept).unwrap();
