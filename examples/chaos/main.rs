@@ -1444,6 +1444,8 @@ async fn finish(
     let mut input = check::CommittedReader::new(&source, "chaos-in", args.partitions);
     input.read_more().await?;
     let log_ends: Vec<i64> = input.ends.iter().map(|e| e.0).collect();
+    // Before the broker stops.
+    let ledger_log_start = ledger_log_start(args).await;
     let mut notes = vec![
         "out_of_order_per_key is reported, never a failure: share groups do not promise order",
     ];
@@ -1558,7 +1560,7 @@ async fn finish(
         partitions: args.partitions,
         complete_before_deadline: end.complete_at.is_some(),
         seconds_to_complete,
-        ledger_log_start: ledger_log_start(args).await,
+        ledger_log_start,
         seconds_total: end.started.elapsed().as_secs_f64(),
         scenario: args.scenario,
         settings: Settings {
