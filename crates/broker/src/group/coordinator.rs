@@ -803,7 +803,8 @@ impl ShareGroupCoordinator {
         validate_only: bool,
     ) -> Result<(), ConfigError> {
         if group_id.trim().is_empty() {
-            return Err(ConfigError::new("group.id", "Group id can't be empty.")
+            // The resource is at fault, not a setting.
+            return Err(ConfigError::new("", "Group id can't be empty.")
                 .with_code(ErrorCode::INVALID_REQUEST));
         }
         let current = self.configs.get(group_id).cloned().unwrap_or_default();
