@@ -544,10 +544,10 @@ pub(crate) async fn find_coordinator_on(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kafka_protocol::messages::BrokerId;
     use kafka_protocol::messages::metadata_response::{
         MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
     };
+    use kafka_protocol::messages::{BrokerId, FindCoordinatorResponse};
 
     fn topic(name: &str, code: i16, leaders: &[i32]) -> MetadataResponseTopic {
         MetadataResponseTopic::default()
@@ -625,5 +625,100 @@ mod tests {
             );
         }
         assert!(ClientError::Poisoned("eof".into()).invalidates_metadata());
+    }
+
+    /// One `find_coordinator_on` against a scripted broker offering
+    /// FindCoordinator up to `max_version`, which answers with `answer`.
+    async fn find_on(
+        max_version: i16,
+        answer: impl Fn(&FindCoordinatorRequest, i16) -> FindCoordinatorResponse + Send + Sync + 'static,
+    ) -> Result<(i32, String), ClientError> {
+        use crate::client::broker_connection::Connector;
+        use crate::client::connection::Connection;
+        use crate::client::test_peer::{ScriptedPeer, all_apis_except};
+        use crate::protocol::api::AnyRequest;
+        use kafka_protocol::messages::RequestKind;
+
+        let answer = Arc::new(answer);
+        let connector: Connector = Arc::new(move |config: &ConnectionConfig| {
+            let (answer, config) = (answer.clone(), config.clone());
+            Box::pin(async move {
+                let (client, server) = tokio::io::duplex(1 << 16);
+                tokio::spawn(async move {
+                    let key = FindCoordinatorRequest::API_KEY;
+                    let mut apis = all_apis_except(&[key]);
+                    apis.push((key, 0, max_version));
+                    let mut peer = ScriptedPeer::new(server);
+                    peer.handshake(&apis).await;
+                    let req = peer.recv().await;
+                    let (v, cid) = (req.header.api_version, req.header.correlation_id);
+                    let AnyRequest::Kafka(k) = req.request else {
+                        panic!("unexpected request")
+                    };
+                    let RequestKind::FindCoordinator(r) = *k else {
+                        panic!("expected FindCoordinator")
+                    };
+                    peer.respond::<FindCoordinatorRequest>(&answer(&r, v), v, cid)
+                        .await;
+                });
+                Connection::new(client, &config).await
+            })
+        });
+        let b = BrokerConnection::with_connector(
+            0,
+            "scripted:1",
+            ConnectionConfig::default(),
+            connector,
+        );
+        find_coordinator_on(&b, 0, "g").await
+    }
+
+    #[tokio::test]
+    async fn find_coordinator_reads_both_shapes_of_the_answer() {
+        use kafka_protocol::messages::find_coordinator_response::Coordinator;
+        // v4 and later: the key in coordinatorKeys, the answer in coordinators.
+        let got = find_on(4, |r, v| {
+            assert_eq!(v, 4);
+            assert_eq!(r.coordinator_keys, [StrBytes::from_static_str("g")]);
+            FindCoordinatorResponse::default().with_coordinators(vec![
+                Coordinator::default()
+                    .with_key(StrBytes::from_static_str("g"))
+                    .with_node_id(BrokerId(7))
+                    .with_host(StrBytes::from_static_str("h"))
+                    .with_port(9092),
+            ])
+        })
+        .await;
+        assert_eq!(got.unwrap(), (7, "h:9092".to_string()));
+        // Before v4: the key and the answer at the top level.
+        let got = find_on(3, |r, v| {
+            assert_eq!(v, 3);
+            assert_eq!(r.key.as_str(), "g");
+            FindCoordinatorResponse::default()
+                .with_node_id(BrokerId(5))
+                .with_host(StrBytes::from_static_str("old"))
+                .with_port(9093)
+        })
+        .await;
+        assert_eq!(got.unwrap(), (5, "old:9093".to_string()));
+        // An error in the answer is returned with its code.
+        let got = find_on(4, |_, _| {
+            FindCoordinatorResponse::default().with_coordinators(vec![
+                Coordinator::default()
+                    .with_key(StrBytes::from_static_str("g"))
+                    .with_error_code(ErrorCode::COORDINATOR_NOT_AVAILABLE.0),
+            ])
+        })
+        .await;
+        assert!(
+            matches!(
+                got,
+                Err(ClientError::Broker { code, .. }) if code == ErrorCode::COORDINATOR_NOT_AVAILABLE
+            ),
+            "{got:?}"
+        );
+        // A v4 answer without a coordinator is not read as node 0.
+        let got = find_on(4, |_, _| FindCoordinatorResponse::default()).await;
+        assert!(matches!(got, Err(ClientError::Poisoned(_))), "{got:?}");
     }
 }
