@@ -179,6 +179,7 @@ fn partition_config(c: &GroupConfig) -> SharePartitionConfig {
         max_in_flight_records: u32::try_from(c.partition_max_record_locks.max(1)).unwrap_or(1),
         isolation: c.isolation_level,
         renew_acknowledge_enabled: c.renew_acknowledge_enabled,
+        dead_letter_queue: false,
     }
 }
 
