@@ -131,6 +131,9 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         Long(0, i64::MAX),
         AcceptedOnly,
     ),
+    // KIP-1191: whether share groups may use the topic as their
+    // dead-letter queue.
+    def("errors.deadletterqueue.group.enable", "false", Boolean, Yes),
     def(
         "file.delete.delay.ms",
         "60000",
