@@ -141,7 +141,19 @@ impl DeadLetterWriter {
                 job.partition,
                 job.ranges.first().map_or(-1, |r| r.first_offset),
             );
+            if sharestream_common::failpoints::hit("dead_letters.hold") {
+                // Tests: the writer has not got to this run yet.
+                core.shares().return_dead_letters(&job);
+                out.retried += 1;
+                continue;
+            }
             match write_job(core, &job) {
+                Ok(()) if sharestream_common::failpoints::hit("dead_letters.after_append") => {
+                    // Tests: the crash window of D24. The records are
+                    // appended and the run is neither finished nor handed
+                    // back: it stays ARCHIVING until a restart.
+                    out.written += records;
+                }
                 Ok(()) => {
                     self.attempts.remove(&attempt_key);
                     core.shares().finish_dead_letters(&job, records, 0);
