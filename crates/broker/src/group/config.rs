@@ -893,6 +893,10 @@ pub struct GroupConfigEntry {
 }
 
 #[cfg(test)]
+#[path = "dead_letter_config_tests.rs"]
+mod dead_letter_config_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

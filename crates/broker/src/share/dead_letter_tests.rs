@@ -241,12 +241,69 @@ fn a_run_returned_after_a_failed_attempt_is_handed_out_again() {
 
 #[test]
 fn states_written_before_archiving_existed_still_decode() {
-    // A state without ARCHIVING encodes exactly as before the variant was
-    // added (it is the last one), so an old share.log restores.
-    let mut sp = SharePartition::new(cfg(false), 0);
-    acquire_all(&mut sp, M, 3, 0);
-    ack(&mut sp, 1, 1, AcknowledgeType::Accept, 10);
-    let state = sp.snapshot();
-    let back = SharePartitionState::from_bytes(&state.to_bytes().unwrap()).unwrap();
-    assert_eq!(back, state);
+    // The persisted record state as it was before ARCHIVING was added.
+    #[derive(serde::Serialize)]
+    #[allow(dead_code)]
+    enum OldRecordState {
+        Available,
+        Acquired,
+        Acknowledged,
+        Archived,
+        TxPending {
+            member_id: String,
+            producer_id: i64,
+            producer_epoch: i16,
+            ack: TxnAckType,
+        },
+    }
+    #[derive(serde::Serialize)]
+    struct OldRun {
+        first_offset: i64,
+        last_offset: i64,
+        delivery_count: u16,
+        state: OldRecordState,
+    }
+    #[derive(serde::Serialize)]
+    struct OldState {
+        state_epoch: i32,
+        start_offset: i64,
+        end_offset: i64,
+        runs: Vec<OldRun>,
+    }
+    let old = OldState {
+        state_epoch: 2,
+        start_offset: 0,
+        end_offset: 3,
+        runs: vec![
+            OldRun {
+                first_offset: 0,
+                last_offset: 0,
+                delivery_count: 1,
+                state: OldRecordState::Archived,
+            },
+            OldRun {
+                first_offset: 1,
+                last_offset: 2,
+                delivery_count: 1,
+                state: OldRecordState::TxPending {
+                    member_id: "m".into(),
+                    producer_id: 7,
+                    producer_epoch: 1,
+                    ack: TxnAckType::Reject,
+                },
+            },
+        ],
+    };
+    let bytes = rmp_serde::to_vec_named(&old).unwrap();
+    let back = SharePartitionState::from_bytes(&bytes).unwrap();
+    assert_eq!(back.runs[0].state, PersistedRecordState::Archived);
+    assert_eq!(
+        back.runs[1].state,
+        PersistedRecordState::TxPending {
+            member_id: "m".into(),
+            producer_id: 7,
+            producer_epoch: 1,
+            ack: TxnAckType::Reject,
+        }
+    );
 }
