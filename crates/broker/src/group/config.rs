@@ -16,8 +16,14 @@
 //! | `share.renew.acknowledge.enable` | `true` | `true`, `false` |
 //! | `share.auto.offset.reset` | `latest` | `latest`, `earliest` |
 //! | `share.isolation.level` | `read_uncommitted` | `read_uncommitted`, `read_committed` |
+//! | `errors.deadletterqueue.topic.name` | empty (no queue) | any name not starting with `__` |
+//! | `errors.deadletterqueue.copy.record.enable` | `false` | `true`, `false` |
 //!
 //! and the session timeout must stay greater than the heartbeat interval.
+//! The dead-letter queue's broker settings (KIP-1191) are
+//! `errors.deadletterqueue.auto.create.topics.enable` (false) and
+//! `errors.deadletterqueue.topic.name.prefix` (`dlq.`), set like the others
+//! (static here; dynamic in Kafka, docs/DESIGN.md D24).
 //! The broker settings themselves have static ranges (Kafka's `ConfigDef`
 //! validators), checked by [`ShareGroupBrokerConfig::validate`], and are set
 //! by their Kafka names through [`ShareGroupBrokerConfig::set`] (the
