@@ -104,6 +104,23 @@ GAPS = """\
   `clusterId='sharestream-embedded', nodeId=0` (the admin client's sent
   null/-1 there too).
 
+## KIP-1191 dead-letter queue (the `share-dlq` check)
+
+The java-share-consumer row "KIP-1191 dead-letter queue" runs the same
+check against both backends: the check raises `share.version` to 2 when the
+finalized level is lower (Apache Kafka 4.4 and our broker already finalize
+2 or more, so neither needs it), creates `dlq.interop-share-dlq` with the
+topic config `errors.deadletterqueue.group.enable=true` (Kafka writes
+nothing to a topic without it, and the name must start with the broker's
+`errors.deadletterqueue.topic.name.prefix`, `dlq.` by default), sets the
+group configs `errors.deadletterqueue.topic.name` and
+`errors.deadletterqueue.copy.record.enable=true`, REJECTs 5 records with a
+KafkaShareConsumer in explicit mode, then reads the dead-letter topic with a
+plain consumer: 5 records, each with the `__dlq.errors.topic`, `.partition`,
+`.offset`, `.group`, `.delivery.count` (1) and `.message` ("Offset rejected
+by client.") headers and the source key and value. Nothing else needs
+enabling on Apache Kafka 4.4. Our broker's side: docs/DESIGN.md D24.
+
 ## sharestream's runtime against Apache Kafka (the mirror example, by hand)
 
 Recorded once on 2026-11-29 against Apache Kafka 4.4.0 from
