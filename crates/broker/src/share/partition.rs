@@ -339,16 +339,7 @@ impl SharePartition {
     /// back, for a later attempt; runs no longer ARCHIVING are dropped.
     pub fn return_dead_letters(&mut self, ranges: &[DeadLetterRange]) {
         for r in ranges {
-            let still: Vec<(i64, i64)> = self
-                .runs
-                .range(
-                    r.first_offset.max(self.start_offset),
-                    r.last_offset.min(self.end_offset - 1),
-                )
-                .filter(|(_, _, s)| matches!(s.state, SlotState::Archiving(_)))
-                .map(|(f, l, _)| (f, l))
-                .collect();
-            for (f, l) in still {
+            for (f, l) in self.archiving_runs(r.first_offset, r.last_offset) {
                 Self::note_dead_letter(&mut self.dead_letters, f, l, r.delivery_count, r.cause);
             }
         }
@@ -360,29 +351,32 @@ impl SharePartition {
     /// them. Other states in the range are left alone. Returns the number
     /// of records archived.
     pub fn finish_dead_letters(&mut self, first: i64, last: i64) -> (u64, Effects) {
-        let first = first.max(self.start_offset);
-        let last = last.min(self.end_offset - 1);
         let mut archived = 0u64;
-        if first <= last {
-            let ranges: Vec<(i64, i64)> = self
-                .runs
-                .range(first, last)
-                .filter(|(_, _, s)| matches!(s.state, SlotState::Archiving(_)))
-                .map(|(f, l, _)| (f, l))
-                .collect();
-            for (f, l) in ranges {
-                self.rewrite(f, l, |_, _, old| Slot {
-                    delivery_count: old.delivery_count,
-                    state: SlotState::Archived,
-                });
-                archived += (l - f + 1) as u64;
-                self.dirty = true;
-            }
+        for (f, l) in self.archiving_runs(first, last) {
+            self.rewrite(f, l, |_, _, old| Slot {
+                delivery_count: old.delivery_count,
+                state: SlotState::Archived,
+            });
+            archived += (l - f + 1) as u64;
+            self.dirty = true;
         }
         let effects = Effects {
             records_available: self.advance_start(),
         };
         (archived, effects)
+    }
+
+    /// The ARCHIVING runs within `first..=last` (clipped to the window).
+    fn archiving_runs(&self, first: i64, last: i64) -> Vec<(i64, i64)> {
+        let (first, last) = (first.max(self.start_offset), last.min(self.end_offset - 1));
+        if first > last {
+            return Vec::new();
+        }
+        self.runs
+            .range(first, last)
+            .filter(|(_, _, s)| matches!(s.state, SlotState::Archiving(_)))
+            .map(|(f, l, _)| (f, l))
+            .collect()
     }
 
     /// Whether the state changed since the last call (the broker persists a
