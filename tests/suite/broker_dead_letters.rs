@@ -356,3 +356,61 @@ async fn naming_a_dead_letter_topic_needs_write_on_it() {
 
 /// ACL resource type GROUP.
 const GROUP_RES: i8 = 3;
+
+/// 2000 records rejected at once are all written, one dead letter per
+/// offset, none twice, and the start offset then passes them. Prints how
+/// long the writer took (the figure in the D24 report):
+/// `cargo test --test suite --features failpoints broker_dead_letters::a_large -- --nocapture`.
+#[tokio::test]
+async fn a_large_reject_is_written_once_per_offset() {
+    const N: i64 = 2000;
+    let Started { b, mut c, topics, .. } = TestBroker::in_memory()
+        .topic(INPUT, 1)
+        .earliest(GROUP)
+        .start()
+        .await;
+    let topic = topics[0];
+    create_dlq_topic(&mut c, DLQ, 1, Some(true)).await;
+    let (code, _) = set_group_configs(
+        &mut c,
+        GROUP,
+        &[
+            ("errors.deadletterqueue.topic.name", DLQ),
+            ("errors.deadletterqueue.copy.record.enable", "true"),
+        ],
+    )
+    .await;
+    assert_eq!(code, 0);
+    produce_plain(&mut c, INPUT, 0, N as usize).await;
+    join(&mut c, "m1").await;
+    let mut held = 0;
+    let mut epoch = 0;
+    while held < N {
+        for (_, f, l) in acquire(&mut c, "m1", topic, &[0], epoch).await {
+            held += l - f + 1;
+        }
+        epoch += 1;
+    }
+    assert_eq!(held, N);
+    let started = std::time::Instant::now();
+    let r = share_acknowledge(&mut c, "m1", epoch, topic, &[(0, N - 1, REJECT)]).await;
+    assert_eq!(r.responses[0].partitions[0].error_code, 0);
+    let got = wait_for_records(&b, DLQ, N as usize).await;
+    wait_until("SPSO past the dead letters", || {
+        b.core().shares().partition_offsets(GROUP, topic, 0).map(|o| o.0) == Some(N)
+    })
+    .await;
+    let took = started.elapsed();
+    let mut offsets: Vec<i64> = got
+        .iter()
+        .map(|(_, r)| header(r, "__dlq.errors.offset").unwrap().parse().unwrap())
+        .collect();
+    offsets.sort_unstable();
+    offsets.dedup();
+    assert_eq!(offsets.len() as i64, N, "one dead letter per offset");
+    assert_eq!(counts(&b).records_written, N as u64);
+    println!(
+        "dead-letter writer: {N} records (copy on, in memory) written and archived in {:.1} ms",
+        took.as_secs_f64() * 1000.0
+    );
+}
