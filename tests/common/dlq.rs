@@ -51,7 +51,12 @@ pub async fn set_group_configs(
 
 /// Creates `name` with `partitions`, `errors.deadletterqueue.group.enable`
 /// set to `enable` (left out when `None`).
-pub async fn create_dlq_topic(c: &mut RawClient, name: &str, partitions: i32, enable: Option<bool>) {
+pub async fn create_dlq_topic(
+    c: &mut RawClient,
+    name: &str,
+    partitions: i32,
+    enable: Option<bool>,
+) {
     let configs = enable
         .map(|e| {
             vec![
@@ -139,7 +144,10 @@ pub async fn wait_for_records(b: &BrokerHandle, topic: &str, n: usize) -> Vec<(i
 pub async fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !f() {
-        assert!(std::time::Instant::now() < deadline, "timed out waiting: {what}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

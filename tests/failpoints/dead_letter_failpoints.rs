@@ -33,7 +33,9 @@ impl Drop for Disarm {
 /// GROUP pointed at it (copy on), "m1" holding the records, and offset 1
 /// rejected (0 and 2 accepted).
 async fn rejected_on_disk(dir: &std::path::Path) -> (BrokerHandle, Uuid) {
-    let Started { b, mut c, topics, .. } = TestBroker::on_disk(dir)
+    let Started {
+        b, mut c, topics, ..
+    } = TestBroker::on_disk(dir)
         .topic(INPUT, 1)
         .earliest(GROUP)
         .start()
@@ -53,7 +55,14 @@ async fn rejected_on_disk(dir: &std::path::Path) -> (BrokerHandle, Uuid) {
     join(&mut c, "m1").await;
     let topic = topics[0];
     assert_eq!(acquire(&mut c, "m1", topic, &[0], 0).await, vec![(0, 0, 2)]);
-    let r = share_acknowledge(&mut c, "m1", 1, topic, &[(0, 0, ACCEPT), (1, 1, REJECT), (2, 2, ACCEPT)]).await;
+    let r = share_acknowledge(
+        &mut c,
+        "m1",
+        1,
+        topic,
+        &[(0, 0, ACCEPT), (1, 1, REJECT), (2, 2, ACCEPT)],
+    )
+    .await;
     assert_eq!(r.responses[0].partitions[0].error_code, 0);
     (b, topic)
 }
@@ -66,7 +75,11 @@ async fn restart_and_finish(dir: &std::path::Path, topic: Uuid, expect: usize) -
     let Started { b, .. } = TestBroker::on_disk(dir).topic(INPUT, 1).start().await;
     let got = wait_for_records(&b, DLQ, expect).await;
     wait_until("ARCHIVED after the restart", || {
-        b.core().shares().partition_offsets(GROUP, topic, 0).map(|o| o.0) == Some(3)
+        b.core()
+            .shares()
+            .partition_offsets(GROUP, topic, 0)
+            .map(|o| o.0)
+            == Some(3)
     })
     .await;
     // Nothing more comes once it is ARCHIVED.
@@ -89,7 +102,10 @@ async fn an_archiving_record_at_a_kill_is_dead_lettered_once_after_the_restart()
     // no dead letter yet, the start offset waits at it.
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     assert_eq!(info(&b, topic, 0, 1).state, RecordState::Archiving);
-    assert_eq!(b.core().shares().partition_offsets(GROUP, topic, 0), Some((1, 3)));
+    assert_eq!(
+        b.core().shares().partition_offsets(GROUP, topic, 0),
+        Some((1, 3))
+    );
     assert!(records_of(&b, DLQ).is_empty());
     b.kill().await;
     assert_eq!(restart_and_finish(dir.path(), topic, 1).await, ["1"]);
@@ -104,7 +120,10 @@ async fn a_dead_letter_written_but_not_archived_at_a_kill_is_written_again() {
     let (b, topic) = rejected_on_disk(dir.path()).await;
     // Appended (fsynced), still ARCHIVING: the crash window of D24.
     let got = wait_for_records(&b, DLQ, 1).await;
-    assert_eq!(header(&got[0].1, "__dlq.errors.offset").as_deref(), Some("1"));
+    assert_eq!(
+        header(&got[0].1, "__dlq.errors.offset").as_deref(),
+        Some("1")
+    );
     assert_eq!(info(&b, topic, 0, 1).state, RecordState::Archiving);
     b.kill().await;
     // At least once: the restart writes it again, and then archives it.

@@ -11,7 +11,9 @@ use crate::common;
 use common::broker::{Started, TestBroker};
 use common::dlq::*;
 use common::kip::*;
-use common::sasl::{ADMIN, ALTER_CONFIGS, LITERAL, TOPIC, WRITE, acl, create_acls, plain, start_with};
+use common::sasl::{
+    ADMIN, ALTER_CONFIGS, LITERAL, TOPIC, WRITE, acl, create_acls, plain, start_with,
+};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::*;
 use sharestream::broker::BrokerHandle;
@@ -35,7 +37,9 @@ async fn env(
     dlq_partitions: Option<(i32, Option<bool>)>,
     f: impl FnOnce(&mut sharestream::broker::BrokerConfig),
 ) -> (BrokerHandle, common::RawClient, Uuid) {
-    let Started { b, mut c, topics, .. } = TestBroker::in_memory()
+    let Started {
+        b, mut c, topics, ..
+    } = TestBroker::in_memory()
         .configure(f)
         .topic(INPUT, partitions)
         .earliest(GROUP)
@@ -58,7 +62,10 @@ async fn env(
     produce_plain(&mut c, INPUT, p, 3).await;
     join(&mut c, "m1").await;
     let parts: Vec<i32> = (0..partitions).collect();
-    assert_eq!(acquire(&mut c, "m1", topics[0], &parts, 0).await, vec![(p, 0, 2)]);
+    assert_eq!(
+        acquire(&mut c, "m1", topics[0], &parts, 0).await,
+        vec![(p, 0, 2)]
+    );
     (b, c, topics[0])
 }
 
@@ -96,7 +103,13 @@ async fn a_rejected_record_is_written_with_kafkas_headers_key_and_value() {
     // Source partition 1 of 2, dead-letter topic of 2 partitions: the
     // record lands in partition 1 % 2.
     let (b, mut c, topic) = env(2, 1, true, Some((2, Some(true))), |_| {}).await;
-    ack_on(&mut c, topic, 1, &[(0, 0, ACCEPT), (1, 1, REJECT), (2, 2, ACCEPT)]).await;
+    ack_on(
+        &mut c,
+        topic,
+        1,
+        &[(0, 0, ACCEPT), (1, 1, REJECT), (2, 2, ACCEPT)],
+    )
+    .await;
     let got = wait_for_records(&b, DLQ, 1).await;
     let (partition, r) = &got[0];
     assert_eq!(*partition, 1);
@@ -104,7 +117,10 @@ async fn a_rejected_record_is_written_with_kafkas_headers_key_and_value() {
     assert_eq!(header(r, "__dlq.errors.partition").as_deref(), Some("1"));
     assert_eq!(header(r, "__dlq.errors.offset").as_deref(), Some("1"));
     assert_eq!(header(r, "__dlq.errors.group").as_deref(), Some(GROUP));
-    assert_eq!(header(r, "__dlq.errors.delivery.count").as_deref(), Some("1"));
+    assert_eq!(
+        header(r, "__dlq.errors.delivery.count").as_deref(),
+        Some("1")
+    );
     assert_eq!(
         header(r, "__dlq.errors.message").as_deref(),
         Some("Offset rejected by client.")
@@ -145,18 +161,25 @@ async fn without_copy_the_dead_letter_has_headers_and_no_key_or_value() {
 #[tokio::test]
 async fn records_released_past_the_delivery_limit_are_dead_letters() {
     let (b, mut c, topic) = env(1, 0, true, Some((1, Some(true))), |_| {}).await;
-    let (code, msg) = set_group_configs(&mut c, GROUP, &[("share.delivery.count.limit", "2")]).await;
+    let (code, msg) =
+        set_group_configs(&mut c, GROUP, &[("share.delivery.count.limit", "2")]).await;
     assert_eq!(code, 0, "{msg:?}");
     // Delivery 1 released, delivery 2 released: the limit (2) is reached.
     let r = share_acknowledge(&mut c, "m1", 1, topic, &[(0, 2, RELEASE)]).await;
     assert_eq!(r.responses[0].partitions[0].error_code, 0);
     assert_eq!(acquire(&mut c, "m1", topic, &[0], 2).await, vec![(0, 0, 2)]);
-    assert!(records_of(&b, DLQ).is_empty(), "below the limit nothing is a dead letter");
+    assert!(
+        records_of(&b, DLQ).is_empty(),
+        "below the limit nothing is a dead letter"
+    );
     let r = share_acknowledge(&mut c, "m1", 3, topic, &[(0, 2, RELEASE)]).await;
     assert_eq!(r.responses[0].partitions[0].error_code, 0);
     let got = wait_for_records(&b, DLQ, 3).await;
     for (_, r) in &got {
-        assert_eq!(header(r, "__dlq.errors.delivery.count").as_deref(), Some("2"));
+        assert_eq!(
+            header(r, "__dlq.errors.delivery.count").as_deref(),
+            Some("2")
+        );
         assert_eq!(
             header(r, "__dlq.errors.message").as_deref(),
             Some("Offset delivery count exceeded the threshold.")
@@ -178,19 +201,33 @@ async fn a_queue_that_fails_kafkas_checks_archives_counted_and_writes_nothing() 
     );
     assert!(records_of(&b, DLQ).is_empty());
     // A name without the prefix: refused at write time, as Kafka does.
-    let (code, _) =
-        set_group_configs(&mut c, GROUP, &[("errors.deadletterqueue.topic.name", "errors.in")]).await;
+    let (code, _) = set_group_configs(
+        &mut c,
+        GROUP,
+        &[("errors.deadletterqueue.topic.name", "errors.in")],
+    )
+    .await;
     assert_eq!(code, 0);
     create_dlq_topic(&mut c, "errors.in", 1, Some(true)).await;
     ack_at(&mut c, topic, 0, 2, &[(1, 1, REJECT)]).await;
-    wait_until("the prefix failure is counted", || counts(&b).records_failed == 2).await;
+    wait_until("the prefix failure is counted", || {
+        counts(&b).records_failed == 2
+    })
+    .await;
     assert!(records_of(&b, "errors.in").is_empty());
     // A topic that does not exist, auto-creation off.
-    let (code, _) =
-        set_group_configs(&mut c, GROUP, &[("errors.deadletterqueue.topic.name", "dlq.none")]).await;
+    let (code, _) = set_group_configs(
+        &mut c,
+        GROUP,
+        &[("errors.deadletterqueue.topic.name", "dlq.none")],
+    )
+    .await;
     assert_eq!(code, 0);
     ack_at(&mut c, topic, 0, 3, &[(2, 2, REJECT)]).await;
-    wait_until("the missing-topic failure is counted", || counts(&b).records_failed == 3).await;
+    wait_until("the missing-topic failure is counted", || {
+        counts(&b).records_failed == 3
+    })
+    .await;
     assert!(b.core().topics().read().get("dlq.none").is_none());
     assert_eq!(counts(&b).records_written, 0);
 }
@@ -208,11 +245,15 @@ async fn auto_creation_makes_the_topic_a_dead_letter_topic() {
     let meta = b.core().topics().read().get(DLQ).cloned().unwrap();
     assert_eq!(meta.partitions, 3);
     assert_eq!(
-        meta.configs.get("errors.deadletterqueue.group.enable").map(String::as_str),
+        meta.configs
+            .get("errors.deadletterqueue.group.enable")
+            .map(String::as_str),
         Some("true")
     );
     assert_eq!(
-        meta.configs.get("message.timestamp.type").map(String::as_str),
+        meta.configs
+            .get("message.timestamp.type")
+            .map(String::as_str),
         Some("CreateTime")
     );
 }
@@ -230,17 +271,31 @@ async fn below_share_version_2_a_reject_archives_without_a_dead_letter() {
 #[tokio::test]
 async fn group_configs_are_validated_and_described_as_kafka_does() {
     let Started { b: _b, mut c, .. } = TestBroker::in_memory().start().await;
-    let (code, msg) =
-        set_group_configs(&mut c, GROUP, &[("errors.deadletterqueue.topic.name", "__dlq")]).await;
+    let (code, msg) = set_group_configs(
+        &mut c,
+        GROUP,
+        &[("errors.deadletterqueue.topic.name", "__dlq")],
+    )
+    .await;
     assert_eq!(code, ErrorCode::INVALID_CONFIG.0);
     assert!(msg.unwrap().contains("errors.deadletterqueue.topic.name"));
-    let (code, msg) =
-        set_group_configs(&mut c, GROUP, &[("errors.deadletterqueue.copy.record.enable", "yes")])
-            .await;
+    let (code, msg) = set_group_configs(
+        &mut c,
+        GROUP,
+        &[("errors.deadletterqueue.copy.record.enable", "yes")],
+    )
+    .await;
     assert_eq!(code, ErrorCode::INVALID_CONFIG.0);
-    assert!(msg.unwrap().contains("errors.deadletterqueue.copy.record.enable"));
-    let (code, _) =
-        set_group_configs(&mut c, GROUP, &[("errors.deadletterqueue.topic.name", "dlq.x")]).await;
+    assert!(
+        msg.unwrap()
+            .contains("errors.deadletterqueue.copy.record.enable")
+    );
+    let (code, _) = set_group_configs(
+        &mut c,
+        GROUP,
+        &[("errors.deadletterqueue.topic.name", "dlq.x")],
+    )
+    .await;
     assert_eq!(code, 0);
     let d = c
         .send(
@@ -260,7 +315,10 @@ async fn group_configs_are_validated_and_described_as_kafka_does() {
             .find(|x| x.name.as_str() == n)
             .and_then(|x| x.value.as_ref().map(|v| v.to_string()))
     };
-    assert_eq!(get("errors.deadletterqueue.topic.name").as_deref(), Some("dlq.x"));
+    assert_eq!(
+        get("errors.deadletterqueue.topic.name").as_deref(),
+        Some("dlq.x")
+    );
     assert_eq!(
         get("errors.deadletterqueue.copy.record.enable").as_deref(),
         Some("false")
@@ -285,8 +343,20 @@ async fn group_configs_are_validated_and_described_as_kafka_does() {
         .iter()
         .map(|x| (x.name.to_string(), x.value.as_ref().map(|v| v.to_string())))
         .collect();
-    assert!(values.contains(&("errors.deadletterqueue.topic.name.prefix".into(), Some("dlq.".into()))), "{values:?}");
-    assert!(values.contains(&("errors.deadletterqueue.auto.create.topics.enable".into(), Some("false".into()))), "{values:?}");
+    assert!(
+        values.contains(&(
+            "errors.deadletterqueue.topic.name.prefix".into(),
+            Some("dlq.".into())
+        )),
+        "{values:?}"
+    );
+    assert!(
+        values.contains(&(
+            "errors.deadletterqueue.auto.create.topics.enable".into(),
+            Some("false".into())
+        )),
+        "{values:?}"
+    );
 }
 
 /// KIP-1289: a REJECT staged in a transaction is a dead letter only once
@@ -302,25 +372,45 @@ async fn a_transactional_reject_reaches_the_queue_on_commit_and_not_on_abort() {
     let r = end_txn(&mut c, "t1", pid, pe, false).await;
     assert_eq!(r.error_code, 0);
     wait_until("aborted: back to ACQUIRED", || {
-        b.core().shares().record_info(GROUP, topic, 0, 0).map(|i| i.state) == Some(RecordState::Acquired)
+        b.core()
+            .shares()
+            .record_info(GROUP, topic, 0, 0)
+            .map(|i| i.state)
+            == Some(RecordState::Acquired)
     })
     .await;
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    assert!(records_of(&b, DLQ).is_empty(), "an aborted REJECT is no dead letter");
+    assert!(
+        records_of(&b, DLQ).is_empty(),
+        "an aborted REJECT is no dead letter"
+    );
     // TV2: the next transaction runs at the next epoch.
     let pe = pe + 1;
-    let req = stage_req("t1", pid, pe, "m1", epoch, topic, &[(0, 1, 1, REJECT), (0, 0, 0, ACCEPT)]);
+    let req = stage_req(
+        "t1",
+        pid,
+        pe,
+        "m1",
+        epoch,
+        topic,
+        &[(0, 1, 1, REJECT), (0, 0, 0, ACCEPT)],
+    );
     let req = {
         // Offsets 0 ACCEPT, 1 REJECT (batches in offset order).
         let mut r = req;
-        r.topics[0].partitions[0].acknowledgement_batches.sort_by_key(|b| b.first_offset);
+        r.topics[0].partitions[0]
+            .acknowledgement_batches
+            .sort_by_key(|b| b.first_offset);
         r
     };
     assert_eq!(partition_errors(&stage(&mut c, &req).await), vec![(0, 0)]);
     let r = end_txn(&mut c, "t1", pid, pe, true).await;
     assert_eq!(r.error_code, 0);
     let got = wait_for_records(&b, DLQ, 1).await;
-    assert_eq!(header(&got[0].1, "__dlq.errors.offset").as_deref(), Some("1"));
+    assert_eq!(
+        header(&got[0].1, "__dlq.errors.offset").as_deref(),
+        Some("1")
+    );
     assert_eq!(got[0].1.value.as_deref(), Some(&b"v1"[..]));
 }
 
@@ -339,16 +429,39 @@ async fn naming_a_dead_letter_topic_needs_write_on_it() {
     )
     .await;
     let mut alice = plain(&b, "alice", "pw").await;
-    let (code, msg) =
-        set_group_configs(&mut alice, GROUP, &[("errors.deadletterqueue.topic.name", DLQ)]).await;
+    let (code, msg) = set_group_configs(
+        &mut alice,
+        GROUP,
+        &[("errors.deadletterqueue.topic.name", DLQ)],
+    )
+    .await;
     assert_eq!(code, ErrorCode::TOPIC_AUTHORIZATION_FAILED.0, "{msg:?}");
-    assert!(b.core().shares().group_config(GROUP).dlq_topic_name.is_empty());
+    assert!(
+        b.core()
+            .shares()
+            .group_config(GROUP)
+            .dlq_topic_name
+            .is_empty()
+    );
     // Other group configs need no topic permission.
-    let (code, _) = set_group_configs(&mut alice, GROUP, &[("share.auto.offset.reset", "earliest")]).await;
+    let (code, _) = set_group_configs(
+        &mut alice,
+        GROUP,
+        &[("share.auto.offset.reset", "earliest")],
+    )
+    .await;
     assert_eq!(code, 0);
-    create_acls(&mut admin, vec![acl(TOPIC, DLQ, LITERAL, "User:alice", WRITE)]).await;
-    let (code, msg) =
-        set_group_configs(&mut alice, GROUP, &[("errors.deadletterqueue.topic.name", DLQ)]).await;
+    create_acls(
+        &mut admin,
+        vec![acl(TOPIC, DLQ, LITERAL, "User:alice", WRITE)],
+    )
+    .await;
+    let (code, msg) = set_group_configs(
+        &mut alice,
+        GROUP,
+        &[("errors.deadletterqueue.topic.name", DLQ)],
+    )
+    .await;
     assert_eq!(code, 0, "{msg:?}");
     assert_eq!(b.core().shares().group_config(GROUP).dlq_topic_name, DLQ);
     b.shutdown().await;
@@ -364,7 +477,9 @@ const GROUP_RES: i8 = 3;
 #[tokio::test]
 async fn a_large_reject_is_written_once_per_offset() {
     const N: i64 = 2000;
-    let Started { b, mut c, topics, .. } = TestBroker::in_memory()
+    let Started {
+        b, mut c, topics, ..
+    } = TestBroker::in_memory()
         .topic(INPUT, 1)
         .earliest(GROUP)
         .start()
@@ -397,7 +512,11 @@ async fn a_large_reject_is_written_once_per_offset() {
     assert_eq!(r.responses[0].partitions[0].error_code, 0);
     let got = wait_for_records(&b, DLQ, N as usize).await;
     wait_until("SPSO past the dead letters", || {
-        b.core().shares().partition_offsets(GROUP, topic, 0).map(|o| o.0) == Some(N)
+        b.core()
+            .shares()
+            .partition_offsets(GROUP, topic, 0)
+            .map(|o| o.0)
+            == Some(N)
     })
     .await;
     let took = started.elapsed();

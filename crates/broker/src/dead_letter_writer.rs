@@ -341,7 +341,10 @@ fn headers(
         RecordHeader::new(HEADER_PARTITION, text(job.partition.to_string())),
         RecordHeader::new(HEADER_OFFSET, text(offset.to_string())),
         RecordHeader::new(HEADER_GROUP, text(job.group_id.clone())),
-        RecordHeader::new(HEADER_DELIVERY_COUNT, text(range.delivery_count.to_string())),
+        RecordHeader::new(
+            HEADER_DELIVERY_COUNT,
+            text(range.delivery_count.to_string()),
+        ),
         RecordHeader::new(HEADER_MESSAGE, text(range.cause.message().to_string())),
     ]
 }
@@ -386,12 +389,14 @@ fn write_job(core: &BrokerCore, job: &DeadLetterJob) -> Result<(), Failure> {
             log_append_time: queue.log_append_time(),
             leader_epoch: 0,
         };
-        log.lock().append(&[view], opts).map_err(|e| match e.error_code() {
-            ErrorCode::MESSAGE_TOO_LARGE | ErrorCode::RECORD_LIST_TOO_LARGE => {
-                Failure::Permanent(format!("appending to {}-{partition}: {e}", queue.name))
-            }
-            _ => Failure::Transient(format!("appending to {}-{partition}: {e}", queue.name)),
-        })?;
+        log.lock()
+            .append(&[view], opts)
+            .map_err(|e| match e.error_code() {
+                ErrorCode::MESSAGE_TOO_LARGE | ErrorCode::RECORD_LIST_TOO_LARGE => {
+                    Failure::Permanent(format!("appending to {}-{partition}: {e}", queue.name))
+                }
+                _ => Failure::Transient(format!("appending to {}-{partition}: {e}", queue.name)),
+            })?;
         core.notify_appended();
         *batch = BatchBuilder::new(BatchSpec::default());
         Ok(())

@@ -672,9 +672,7 @@ impl GroupConfig {
                 }
                 self.dlq_topic_name = v.to_string();
             }
-            ERRORS_DLQ_COPY_RECORD_ENABLE => {
-                self.dlq_copy_record_enable = parse_bool(name, value)?
-            }
+            ERRORS_DLQ_COPY_RECORD_ENABLE => self.dlq_copy_record_enable = parse_bool(name, value)?,
             SHARE_RENEW_ACKNOWLEDGE_ENABLE => {
                 self.renew_acknowledge_enabled = match value.trim().to_ascii_lowercase().as_str() {
                     "true" => true,

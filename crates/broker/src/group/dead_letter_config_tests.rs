@@ -20,7 +20,10 @@ fn dead_letter_group_configs_default_off_and_parse() {
     let c = GroupConfig::resolve(&b, &o);
     assert_eq!(c.dlq_topic_name, "dlq.orders");
     assert!(c.dlq_copy_record_enable);
-    assert_eq!(c.value_of(ERRORS_DLQ_COPY_RECORD_ENABLE).as_deref(), Some("true"));
+    assert_eq!(
+        c.value_of(ERRORS_DLQ_COPY_RECORD_ENABLE).as_deref(),
+        Some("true")
+    );
 }
 
 #[test]

@@ -77,14 +77,22 @@ fn a_reject_with_a_dead_letter_queue_archives_through_archiving() {
     // Taken once only.
     assert!(sp.take_dead_letters().is_empty());
     // A member cannot acknowledge an ARCHIVING record again.
-    let again = sp.acknowledge(M, &[AcknowledgementBatch::uniform(1, 1, AcknowledgeType::Accept)], 20);
+    let again = sp.acknowledge(
+        M,
+        &[AcknowledgementBatch::uniform(1, 1, AcknowledgeType::Accept)],
+        20,
+    );
     assert_eq!(
         again.unwrap_err().error_code(),
         sharestream_protocol::ErrorCode::INVALID_RECORD_STATE
     );
     let (archived, _) = sp.finish_dead_letters(1, 2);
     assert_eq!(archived, 2);
-    assert_eq!(state(&sp, 1), None, "below the start offset: terminal and forgotten");
+    assert_eq!(
+        state(&sp, 1),
+        None,
+        "below the start offset: terminal and forgotten"
+    );
     assert_eq!(sp.start_offset(), 3);
     assert_eq!(sp.metrics().archiving_records, 0);
 }
@@ -144,7 +152,10 @@ fn release_at_the_limit_and_a_departing_member_make_dead_letters() {
         ack(&mut sp, 0, 1, AcknowledgeType::Release, now + 1);
         now += 10;
     }
-    assert!(sp.take_dead_letters().is_empty(), "below the limit: AVAILABLE");
+    assert!(
+        sp.take_dead_letters().is_empty(),
+        "below the limit: AVAILABLE"
+    );
     acquire_all(&mut sp, M, 2, now);
     // Offset 0 released at the limit, offset 1 lost with its member.
     ack(&mut sp, 0, 0, AcknowledgeType::Release, now + 1);

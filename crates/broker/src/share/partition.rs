@@ -10,9 +10,9 @@ use super::runs::RunMap;
 use super::state::{PersistedRecordState, PersistedRun, SharePartitionState};
 use super::types::{
     AcknowledgeType, AcknowledgementBatch, AcquireMode, AcquiredRange, Acquisition,
-    DeadLetterCause, DeadLetterRange, Effects,
-    IsolationLevel, LogView, MarkerOutcome, OffsetRange, RecordState, RecoveredTxn, ShareError,
-    SharePartitionConfig, SharePartitionMetrics, StateError, TickOutcome, TxnAckType,
+    DeadLetterCause, DeadLetterRange, Effects, IsolationLevel, LogView, MarkerOutcome, OffsetRange,
+    RecordState, RecoveredTxn, ShareError, SharePartitionConfig, SharePartitionMetrics, StateError,
+    TickOutcome, TxnAckType,
 };
 
 /// A staged acknowledgement (TX_PENDING).
@@ -32,7 +32,10 @@ struct Pending {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum SlotState {
     Available,
-    Acquired { member: Arc<str>, deadline_ms: i64 },
+    Acquired {
+        member: Arc<str>,
+        deadline_ms: i64,
+    },
     Acknowledged,
     Archived,
     TxPending(Pending),
@@ -531,7 +534,13 @@ impl SharePartition {
 
     fn insert(&mut self, first: i64, last: i64, slot: Slot) {
         if let SlotState::Archiving(cause) = slot.state {
-            Self::note_dead_letter(&mut self.dead_letters, first, last, slot.delivery_count, cause);
+            Self::note_dead_letter(
+                &mut self.dead_letters,
+                first,
+                last,
+                slot.delivery_count,
+                cause,
+            );
         }
         if let Some(d) = slot.state.deadline() {
             self.deadline_floor = self.deadline_floor.min(d);
@@ -636,7 +645,8 @@ impl SharePartition {
             let mut available = false;
             let at_limit = std::cell::Cell::new(0u64);
             self.rewrite(f, l, |rf, rl, old| {
-                let state = Self::released_counting(limit, dlq, old.delivery_count, rf, rl, &at_limit);
+                let state =
+                    Self::released_counting(limit, dlq, old.delivery_count, rf, rl, &at_limit);
                 available |= state == SlotState::Available;
                 Slot {
                     delivery_count: old.delivery_count,
@@ -959,7 +969,8 @@ impl SharePartition {
             let mut available = false;
             let at_limit = std::cell::Cell::new(0u64);
             self.rewrite(f, l, |rf, rl, old| {
-                let state = Self::released_counting(limit, dlq, old.delivery_count, rf, rl, &at_limit);
+                let state =
+                    Self::released_counting(limit, dlq, old.delivery_count, rf, rl, &at_limit);
                 available |= state == SlotState::Available;
                 Slot {
                     delivery_count: old.delivery_count,

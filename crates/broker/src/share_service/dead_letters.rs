@@ -53,7 +53,11 @@ impl ShareService {
             return;
         }
         inner.dead_letter_feature = enabled;
-        let groups: Vec<String> = inner.partitions.keys().map(|k| k.group_id.clone()).collect();
+        let groups: Vec<String> = inner
+            .partitions
+            .keys()
+            .map(|k| k.group_id.clone())
+            .collect();
         for g in groups {
             let config = partition_config(&inner.coordinator.group_config(&g), enabled);
             for (k, e) in inner.partitions.iter_mut() {
@@ -104,14 +108,20 @@ impl ShareService {
         let k = key_of(job);
         let mut inner = self.inner.lock();
         {
-            let c = inner.dead_letter_counts.entry(job.group_id.clone()).or_default();
+            let c = inner
+                .dead_letter_counts
+                .entry(job.group_id.clone())
+                .or_default();
             c.records_written += written;
             c.records_failed += failed;
         }
         let mut available = false;
         if let Some(e) = inner.partitions.get_mut(&k) {
             for r in &job.ranges {
-                available |= e.sp.finish_dead_letters(r.first_offset, r.last_offset).1.records_available;
+                available |=
+                    e.sp.finish_dead_letters(r.first_offset, r.last_offset)
+                        .1
+                        .records_available;
             }
         }
         inner.persist_if_dirty(&k);

@@ -845,7 +845,8 @@ impl Inner {
             AutoOffsetReset::Latest => log.high_watermark(),
             AutoOffsetReset::Earliest => log.log_start_offset(),
         };
-        let mut sp = SharePartition::new(partition_config(&config, self.dead_letter_feature), start);
+        let mut sp =
+            SharePartition::new(partition_config(&config, self.dead_letter_feature), start);
         // Persist the start offset chosen now, so "latest" keeps its
         // meaning across a restart.
         sp.take_dirty();
