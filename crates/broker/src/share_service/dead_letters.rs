@@ -151,7 +151,8 @@ impl ShareService {
         use std::fmt::Write as _;
         let counts = self.dead_letter_counts();
         let mut out = String::new();
-        let series: [(&str, &str, fn(&DeadLetterCounts) -> u64); 3] = [
+        type Series = (&'static str, &'static str, fn(&DeadLetterCounts) -> u64);
+        let series: [Series; 3] = [
             (
                 "share_group_dead_letter_records_total",
                 "Dead-letter records written (KIP-1191).",
