@@ -149,7 +149,7 @@ impl BrokerCore {
                 .min(Semaphore::MAX_PERMITS)
                 .min(u32::MAX as usize),
         );
-        let shares = super::share_service::ShareService::open(
+        let shares = super::share_service::ShareService::open_with(
             match &config.storage {
                 StorageMode::Directory(dir) => Some(dir.join("share-state")),
                 StorageMode::Memory => None,
@@ -157,8 +157,8 @@ impl BrokerCore {
             .as_deref(),
             config.share_groups.clone(),
             config.clock.now_ms(),
+            features.dead_letter_queues_enabled(),
         )?;
-        shares.set_dead_letter_feature(features.dead_letter_queues_enabled());
         let consumer_groups = super::consumer_groups::GroupService::open(
             match &config.storage {
                 StorageMode::Directory(dir) => Some(dir.join("groups")),

@@ -318,3 +318,32 @@ fn states_written_before_archiving_existed_still_decode() {
         }
     );
 }
+
+#[test]
+fn a_record_restored_at_the_delivery_limit_is_a_dead_letter() {
+    // ACQUIRED at its last delivery when the broker died: its lock died
+    // with it, and it may not be delivered again.
+    let mut sp = SharePartition::new(cfg(true), 0);
+    let mut now = 0;
+    for _ in 1..LIMIT {
+        acquire_all(&mut sp, M, 1, now);
+        now += LOCK;
+        sp.tick(now);
+    }
+    acquire_all(&mut sp, M, 1, now);
+    assert_eq!(sp.record(0).unwrap().delivery_count, LIMIT);
+    let state = sp.snapshot();
+    let mut back = SharePartition::restore(cfg(true), state.clone(), now + 1).unwrap();
+    assert_eq!(
+        back.take_dead_letters(),
+        vec![DeadLetterRange {
+            first_offset: 0,
+            last_offset: 0,
+            delivery_count: LIMIT,
+            cause: DeadLetterCause::DeliveryCountExceeded,
+        }]
+    );
+    // Without a queue it is archived at once.
+    let back = SharePartition::restore(cfg(false), state, now + 1).unwrap();
+    assert_eq!(back.start_offset(), 1);
+}

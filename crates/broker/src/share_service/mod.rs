@@ -210,6 +210,18 @@ impl ShareService {
         broker: ShareGroupBrokerConfig,
         now_ms: i64,
     ) -> std::io::Result<Self> {
+        Self::open_with(dir, broker, now_ms, false)
+    }
+
+    /// [`Self::open`] with dead-letter queues allowed or not
+    /// (`share.version >= 2`) from the start, so that restored records at
+    /// the delivery count limit go to the queue when it is in force.
+    pub fn open_with(
+        dir: Option<&Path>,
+        broker: ShareGroupBrokerConfig,
+        now_ms: i64,
+        dead_letter_feature: bool,
+    ) -> std::io::Result<Self> {
         let mut coordinator_snapshot = CoordinatorSnapshot::default();
         let mut states: BTreeMap<SharePartitionKey, SharePartitionState> = BTreeMap::new();
         let journal = match dir {
@@ -241,10 +253,12 @@ impl ShareService {
         let coordinator = ShareGroupCoordinator::restore(broker, coordinator_snapshot.clone());
         let mut partitions = BTreeMap::new();
         for (k, state) in states {
-            // Dead-letter queues follow once the broker tells the feature
-            // level (set_dead_letter_feature); restored ARCHIVING runs are
-            // handed to the writer whatever it is.
-            let config = partition_config(&coordinator.group_config(&k.group_id), false);
+            // Restored ARCHIVING runs are handed to the writer whatever the
+            // feature level.
+            let config = partition_config(
+                &coordinator.group_config(&k.group_id),
+                dead_letter_feature,
+            );
             match SharePartition::restore(config, state, now_ms) {
                 Ok(mut sp) => {
                     sp.take_dirty();
@@ -272,7 +286,7 @@ impl ShareService {
                 persisted_coordinator: coordinator_snapshot,
                 max_sessions,
                 rewrite_min_bytes: REWRITE_MIN_BYTES,
-                dead_letter_feature: false,
+                dead_letter_feature,
                 dead_letter_counts: BTreeMap::new(),
             }),
             journal,
