@@ -347,3 +347,23 @@ fn a_record_restored_at_the_delivery_limit_is_a_dead_letter() {
     let back = SharePartition::restore(cfg(false), state, now + 1).unwrap();
     assert_eq!(back.start_offset(), 1);
 }
+
+#[test]
+fn a_gap_committed_in_a_transaction_is_archived_without_a_dead_letter() {
+    let mut sp = SharePartition::new(cfg(true), 0);
+    acquire_all(&mut sp, M, 3, 0);
+    let staged = [
+        AcknowledgementBatch::uniform(0, 0, AcknowledgeType::Gap),
+        AcknowledgementBatch::uniform(1, 1, AcknowledgeType::Reject),
+        AcknowledgementBatch::uniform(2, 2, AcknowledgeType::Gap),
+    ];
+    sp.stage(M, 9, 0, &staged, 10).unwrap();
+    assert_eq!(sp.record(0).unwrap().txn_ack, Some(TxnAckType::Gap));
+    sp.apply_marker(9, 0, true, 20, |_| true);
+    assert_eq!(state(&sp, 0), None, "the gap at 0 is ARCHIVED and passed");
+    assert_eq!(state(&sp, 1), Some(RecordState::Archiving));
+    assert_eq!(state(&sp, 2), Some(RecordState::Archived));
+    let taken = sp.take_dead_letters();
+    assert_eq!(taken.len(), 1);
+    assert_eq!((taken[0].first_offset, taken[0].last_offset), (1, 1));
+}

@@ -1024,8 +1024,10 @@ impl SharePartition {
                 // A gap (an offset acquired without data) carries nothing to
                 // make atomic, but a client may put it in the transaction
                 // (the KIP author's branch allows it, D5): on commit it is
-                // archived, as a REJECT is; on abort it comes back.
-                AcknowledgeType::Reject | AcknowledgeType::Gap => TxnAckType::Reject,
+                // archived, as a REJECT is (but never dead-lettered, D24); on
+                // abort it comes back.
+                AcknowledgeType::Reject => TxnAckType::Reject,
+                AcknowledgeType::Gap => TxnAckType::Gap,
                 other => {
                     return Err(ShareError::InvalidRecordState(format!(
                         "acknowledge type {other:?} for offsets {f}..={l} cannot be staged in a \
@@ -1096,6 +1098,7 @@ impl SharePartition {
                     // dead-letter queue only here, when its transaction
                     // commits; an abort (below) brings it back.
                     (true, TxnAckType::Reject) => Self::dead(dlq, DeadLetterCause::Rejected),
+                    (true, TxnAckType::Gap) => SlotState::Archived,
                     (false, _) if member_alive(&p.member) => SlotState::Acquired {
                         member: p.member.clone(),
                         deadline_ms,

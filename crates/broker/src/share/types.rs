@@ -143,6 +143,11 @@ pub enum TxnAckType {
     Accept,
     /// Commit makes the record ARCHIVED.
     Reject,
+    /// A gap (an offset acquired without data) staged in the transaction:
+    /// commit makes it ARCHIVED like a REJECT, but never a dead letter
+    /// (KIP-1191: there is no record to write). Last, so that states
+    /// written before it decode unchanged.
+    Gap,
 }
 
 /// One acknowledgement batch as carried on the wire.
