@@ -61,7 +61,9 @@ GAPS = """\
   (`remote.storage.enable=true` is refused, as on a broker without tiered
   storage). Dynamic broker configs are stored and described (sources
   DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG) but change
-  nothing; a static or unknown broker config is INVALID_REQUEST.
+  nothing, except KIP-1191's `errors.deadletterqueue.auto.create.topics.enable`
+  and `errors.deadletterqueue.topic.name.prefix` (docs/DESIGN.md D24); a
+  static or unknown broker config is INVALID_REQUEST.
 - **Transactions admin**: DescribeProducers, DescribeTransactions and
   ListTransactions v0-1 are served (kafka-transactions.sh `list`,
   `describe`, `describe-producers`); ListTransactions v2's id pattern and

@@ -533,3 +533,71 @@ async fn a_large_reject_is_written_once_per_offset() {
         took.as_secs_f64() * 1000.0
     );
 }
+
+/// IncrementalAlterConfigs SET on the cluster-wide BROKER resource ("").
+async fn set_broker_default(c: &mut common::RawClient, name: &str, value: &str) -> i16 {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    let r = c
+        .send(
+            &IncrementalAlterConfigsRequest::default().with_resources(vec![
+                AlterConfigsResource::default()
+                    .with_resource_type(4)
+                    .with_resource_name(s(""))
+                    .with_configs(vec![
+                        AlterableConfig::default()
+                            .with_name(s(name))
+                            .with_config_operation(0)
+                            .with_value(Some(s(value))),
+                    ]),
+            ]),
+            1,
+        )
+        .await;
+    r.responses[0].error_code
+}
+
+/// The two broker settings are dynamic, as in Kafka: a cluster-wide
+/// default set with IncrementalAlterConfigs takes effect at the next write.
+#[tokio::test]
+async fn the_broker_settings_are_dynamic() {
+    // No topic, auto-creation off: the first reject is a counted failure.
+    let (b, mut c, topic) = env(1, 0, false, None, |_| {}).await;
+    ack_at(&mut c, topic, 0, 1, &[(0, 0, REJECT)]).await;
+    wait_until("the failure is counted", || counts(&b).records_failed == 1).await;
+    // Auto-creation turned on for the cluster: the next one creates it.
+    let code = set_broker_default(
+        &mut c,
+        "errors.deadletterqueue.auto.create.topics.enable",
+        "true",
+    )
+    .await;
+    assert_eq!(code, 0);
+    ack_at(&mut c, topic, 0, 2, &[(1, 1, REJECT)]).await;
+    let got = wait_for_records(&b, DLQ, 1).await;
+    assert_eq!(
+        header(&got[0].1, "__dlq.errors.offset").as_deref(),
+        Some("1")
+    );
+    // A prefix the topic does not have: refused at the next write.
+    let code =
+        set_broker_default(&mut c, "errors.deadletterqueue.topic.name.prefix", "dead.").await;
+    assert_eq!(code, 0);
+    ack_at(&mut c, topic, 0, 3, &[(2, 2, REJECT)]).await;
+    wait_until("the prefix failure is counted", || {
+        counts(&b).records_failed == 2
+    })
+    .await;
+    assert_eq!(records_of(&b, DLQ).len(), 1);
+    // The prefix rule of the static setting applies to the dynamic one.
+    let code = set_broker_default(&mut c, "errors.deadletterqueue.topic.name.prefix", "__x").await;
+    assert_eq!(code, ErrorCode::INVALID_CONFIG.0);
+    let code = set_broker_default(
+        &mut c,
+        "errors.deadletterqueue.auto.create.topics.enable",
+        "maybe",
+    )
+    .await;
+    assert_eq!(code, ErrorCode::INVALID_CONFIG.0);
+}

@@ -202,6 +202,28 @@ fn give_up(core: &BrokerCore, job: &DeadLetterJob, records: u64, why: &str) {
     core.shares().finish_dead_letters(job, 0, records);
 }
 
+/// The broker's two dead-letter settings in force: this node's dynamic
+/// value, else the cluster-wide dynamic default, else the static setting
+/// (as Kafka resolves a dynamic broker config).
+fn broker_settings(core: &BrokerCore) -> (bool, String) {
+    use crate::group::{ERRORS_DLQ_AUTO_CREATE_TOPICS_ENABLE, ERRORS_DLQ_TOPIC_NAME_PREFIX};
+    let fixed = core.shares().broker_config();
+    let dynamic = core.dynamic_broker_configs();
+    let pick = |name: &str| {
+        dynamic
+            .node
+            .get(name)
+            .or_else(|| dynamic.cluster_default.get(name))
+            .map(|v| v.trim().to_string())
+    };
+    let auto_create = pick(ERRORS_DLQ_AUTO_CREATE_TOPICS_ENABLE)
+        .map_or(fixed.dlq_auto_create_topics_enable, |v| {
+            v.eq_ignore_ascii_case("true")
+        });
+    let prefix = pick(ERRORS_DLQ_TOPIC_NAME_PREFIX).unwrap_or(fixed.dlq_topic_name_prefix);
+    (auto_create, prefix)
+}
+
 /// The dead-letter topic of `group_id` after Kafka's checks, created when
 /// missing and allowed: its name, id, partition count and whether it uses
 /// LogAppendTime.
@@ -221,8 +243,7 @@ fn resolve_queue(
              (errors.deadletterqueue.topic.name)"
         )));
     }
-    let broker = core.shares().broker_config();
-    let prefix = &broker.dlq_topic_name_prefix;
+    let (auto_create, prefix) = broker_settings(core);
     if !prefix.is_empty() && !topic.starts_with(prefix.as_str()) {
         return Err(Failure::Permanent(format!(
             "the dead-letter topic {topic} of share group {group_id} does not start with \
@@ -242,7 +263,7 @@ fn resolve_queue(
         }
         return Ok(meta);
     }
-    if !broker.dlq_auto_create_topics_enable {
+    if !auto_create {
         return Err(Failure::Permanent(format!(
             "the dead-letter topic {topic} of share group {group_id} does not exist and \
              errors.deadletterqueue.auto.create.topics.enable is false"

@@ -23,7 +23,7 @@
 //! The dead-letter queue's broker settings (KIP-1191) are
 //! `errors.deadletterqueue.auto.create.topics.enable` (false) and
 //! `errors.deadletterqueue.topic.name.prefix` (`dlq.`), set like the others
-//! (static here; dynamic in Kafka, docs/DESIGN.md D24).
+//! (and, as in Kafka, as dynamic broker configs, docs/DESIGN.md D24).
 //! The broker settings themselves have static ranges (Kafka's `ConfigDef`
 //! validators), checked by [`ShareGroupBrokerConfig::validate`], and are set
 //! by their Kafka names through [`ShareGroupBrokerConfig::set`] (the
