@@ -497,7 +497,10 @@ mod tests {
             "errors.deadletterqueue.topic.name.prefix=__x",
         ]))
         .unwrap_err();
-        assert!(e.contains("errors.deadletterqueue.topic.name.prefix"), "{e}");
+        assert!(
+            e.contains("errors.deadletterqueue.topic.name.prefix"),
+            "{e}"
+        );
     }
 
     #[test]

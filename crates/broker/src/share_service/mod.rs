@@ -255,10 +255,8 @@ impl ShareService {
         for (k, state) in states {
             // Restored ARCHIVING runs are handed to the writer whatever the
             // feature level.
-            let config = partition_config(
-                &coordinator.group_config(&k.group_id),
-                dead_letter_feature,
-            );
+            let config =
+                partition_config(&coordinator.group_config(&k.group_id), dead_letter_feature);
             match SharePartition::restore(config, state, now_ms) {
                 Ok(mut sp) => {
                     sp.take_dirty();
