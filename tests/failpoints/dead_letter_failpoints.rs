@@ -107,6 +107,11 @@ async fn an_archiving_record_at_a_kill_is_dead_lettered_once_after_the_restart()
         Some((1, 3))
     );
     assert!(records_of(&b, DLQ).is_empty());
+    let metrics = sharestream::broker::metrics_http::render(b.core());
+    let gauge = format!(
+        "sharestream_share_partition_archiving_records{{group=\"{GROUP}\",topic_id=\"{topic}\",partition=\"0\"}} 1"
+    );
+    assert!(metrics.contains(&gauge), "{gauge} in {metrics}");
     b.kill().await;
     assert_eq!(restart_and_finish(dir.path(), topic, 1).await, ["1"]);
 }

@@ -138,6 +138,10 @@ async fn a_rejected_record_is_written_with_kafkas_headers_key_and_value() {
     assert_eq!(counts(&b).records_failed, 0);
     let metrics = sharestream::broker::metrics_http::render(b.core());
     assert!(
+        metrics.contains("sharestream_share_partition_archiving_records{group=\"g\""),
+        "{metrics}"
+    );
+    assert!(
         metrics.contains("sharestream_share_group_dead_letter_records_total{group=\"g\"} 1"),
         "{metrics}"
     );
