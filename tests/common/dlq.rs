@@ -22,12 +22,24 @@ pub async fn set_group_configs(
     group: &str,
     configs: &[(&str, &str)],
 ) -> (i16, Option<String>) {
+    set_configs(c, 32, group, configs).await
+}
+
+/// IncrementalAlterConfigs SET of `configs` on the resource of
+/// `resource_type` (32 GROUP, 4 BROKER, 2 TOPIC) named `name`; returns
+/// (error code, message).
+pub async fn set_configs(
+    c: &mut RawClient,
+    resource_type: i8,
+    name: &str,
+    configs: &[(&str, &str)],
+) -> (i16, Option<String>) {
     let r = c
         .send(
             &IncrementalAlterConfigsRequest::default().with_resources(vec![
                 AlterConfigsResource::default()
-                    .with_resource_type(32)
-                    .with_resource_name(s(group))
+                    .with_resource_type(resource_type)
+                    .with_resource_name(s(name))
                     .with_configs(
                         configs
                             .iter()

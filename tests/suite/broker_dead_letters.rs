@@ -540,26 +540,7 @@ async fn a_large_reject_is_written_once_per_offset() {
 
 /// IncrementalAlterConfigs SET on the cluster-wide BROKER resource ("").
 async fn set_broker_default(c: &mut common::RawClient, name: &str, value: &str) -> i16 {
-    use kafka_protocol::messages::incremental_alter_configs_request::{
-        AlterConfigsResource, AlterableConfig,
-    };
-    let r = c
-        .send(
-            &IncrementalAlterConfigsRequest::default().with_resources(vec![
-                AlterConfigsResource::default()
-                    .with_resource_type(4)
-                    .with_resource_name(s(""))
-                    .with_configs(vec![
-                        AlterableConfig::default()
-                            .with_name(s(name))
-                            .with_config_operation(0)
-                            .with_value(Some(s(value))),
-                    ]),
-            ]),
-            1,
-        )
-        .await;
-    r.responses[0].error_code
+    set_configs(c, 4, "", &[(name, value)]).await.0
 }
 
 /// The two broker settings are dynamic, as in Kafka: a cluster-wide
