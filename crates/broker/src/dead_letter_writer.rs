@@ -71,7 +71,7 @@ pub const HEADER_OFFSET: &str = "__dlq.errors.offset";
 pub const HEADER_GROUP: &str = "__dlq.errors.group";
 /// Delivery count.
 pub const HEADER_DELIVERY_COUNT: &str = "__dlq.errors.delivery.count";
-/// Why ([`DeadLetterCause::message`]).
+/// Why ([`DeadLetterCause::message`](crate::share::DeadLetterCause::message)).
 pub const HEADER_MESSAGE: &str = "__dlq.errors.message";
 
 /// Why a write did not happen.
