@@ -461,6 +461,10 @@ impl RuntimeBuilder {
             }
         }
         let instance = Arc::new(instance);
+        // KIP-1289: where the broker puts the records of an aborted
+        // transaction (D25), and gaps ride in the transaction (D5).
+        let kip1289 = guarantee == ProcessingGuarantee::ExactlyOnce && ledger.is_none();
+        let aborted_records_return = kip1289 && aborted_records_return(&config, &connection).await;
         let limit = match config.delivery_count_limit {
             Some(l) => l,
             None => delivery_count_limit(&config, &connection, self.topology.share_group()).await,
@@ -502,6 +506,7 @@ impl RuntimeBuilder {
                     worker: index,
                     source,
                 })?;
+            consumer.set_gaps_in_transaction(kip1289);
             consumer
                 .subscribe(topics.iter().cloned())
                 .map_err(|source| RuntimeError::Consumer {
@@ -524,6 +529,7 @@ impl RuntimeBuilder {
                 last_delivery: last_delivery.clone(),
                 ledger: ledger.clone(),
                 ledger_acks: None,
+                aborted_records_return,
             });
         }
 
@@ -711,6 +717,37 @@ async fn delivery_count_limit(
             KAFKA_DEFAULT
         }
     }
+}
+
+/// The broker setting saying where aborted records go (D25).
+const ABORT_RECORD_STATE_CONFIG: &str = "group.share.transaction.abort.record.state";
+
+/// Whether the broker returns the records of a transaction the producer
+/// aborted to the member that staged them (`acquired`, D6/D25), so that the
+/// consumer hands them back; else (`available`, the default, and any broker
+/// without the setting, such as the KIP author's branch) the broker makes
+/// them AVAILABLE and they are fetched again.
+async fn aborted_records_return(config: &RuntimeConfig, connection: &ConnectionConfig) -> bool {
+    let admin = AdminClient::new(config.source_servers().to_vec(), connection.clone());
+    let state = match admin.describe_broker_configs().await {
+        Ok((_, c)) => c.get(ABORT_RECORD_STATE_CONFIG).cloned().flatten(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read {ABORT_RECORD_STATE_CONFIG}; assuming aborted records become available");
+            None
+        }
+    };
+    let acquired = state.as_deref() == Some("acquired");
+    tracing::info!(
+        setting = ABORT_RECORD_STATE_CONFIG,
+        value = state.as_deref().unwrap_or("(not set: available)"),
+        "records of an aborted transaction are {}",
+        if acquired {
+            "handed back by the consumer (the broker keeps them acquired for it)"
+        } else {
+            "fetched again (the broker makes them available)"
+        }
+    );
+    acquired
 }
 
 /// Each source topic's partition count; a topic not created yet (or a

@@ -377,7 +377,14 @@ fn broker_configs(core: &BrokerCore) -> Vec<(&'static str, String, i8)> {
             .broker_config()
             .entries()
             .into_iter()
-            .map(|(k, v)| (k, v, TYPE_INT)),
+            .map(|(k, v)| {
+                let ty = if k == crate::group::config::TRANSACTION_ABORT_RECORD_STATE {
+                    TYPE_STRING
+                } else {
+                    TYPE_INT
+                };
+                (k, v, ty)
+            }),
     )
     .collect()
 }

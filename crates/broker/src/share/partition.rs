@@ -884,11 +884,12 @@ impl SharePartition {
         for &(f, l, ty) in &segments {
             let ack = match ty {
                 AcknowledgeType::Accept => TxnAckType::Accept,
+                AcknowledgeType::Reject => TxnAckType::Reject,
                 // A gap (an offset acquired without data) carries nothing to
                 // make atomic, but a client may put it in the transaction
                 // (the KIP author's branch allows it, D5): on commit it is
                 // archived, as a REJECT is; on abort it comes back.
-                AcknowledgeType::Reject | AcknowledgeType::Gap => TxnAckType::Reject,
+                AcknowledgeType::Gap => TxnAckType::Gap,
                 other => {
                     return Err(ShareError::InvalidRecordState(format!(
                         "acknowledge type {other:?} for offsets {f}..={l} cannot be staged in a \
@@ -954,7 +955,7 @@ impl SharePartition {
                 };
                 let state = match (commit, p.ack) {
                     (true, TxnAckType::Accept) => SlotState::Acknowledged,
-                    (true, TxnAckType::Reject) => SlotState::Archived,
+                    (true, TxnAckType::Reject | TxnAckType::Gap) => SlotState::Archived,
                     (false, _) if member_alive(&p.member) => SlotState::Acquired {
                         member: p.member.clone(),
                         deadline_ms,

@@ -84,13 +84,19 @@ impl RecordState {
     }
 }
 
-/// The two acknowledge types a transaction may stage (KIP-1289).
+/// The acknowledge types a transaction may stage (KIP-1289 and the KIP
+/// author's branch: ACCEPT, REJECT and GAP).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum TxnAckType {
     /// Commit makes the record ACKNOWLEDGED.
     Accept,
     /// Commit makes the record ARCHIVED.
     Reject,
+    /// An offset acquired without data (a control record, an aborted
+    /// record under read_committed), staged as the KIP author's branch
+    /// allows (D5): commit makes it ARCHIVED, as a REJECT, but it is no
+    /// rejected record (nothing to dead-letter, KIP-1191).
+    Gap,
 }
 
 /// One acknowledgement batch as carried on the wire.

@@ -59,6 +59,7 @@ use super::group::{
     AutoOffsetReset, ConfigError, CoordinatorSnapshot, DepartureReason, DescribedGroup,
     GroupConfig, GroupConfigEntry, GroupEffects, GroupError, HeartbeatOutcome, HeartbeatRequest,
     ShareGroupBrokerConfig, ShareGroupCoordinator, SharePartitionKey, TopicLookup,
+    config::AbortedRecordState,
 };
 use super::log::{PartitionLog, StateLog};
 use super::share::{
@@ -544,14 +545,20 @@ impl ShareService {
         let Some(entry) = partitions.get_mut(&k) else {
             return Ok(0);
         };
+        // D25: an abort the producer asked for returns the records to
+        // their member only under `acquired`; by default they become
+        // AVAILABLE, as after an imposed abort.
+        let keep_for_member = kind == MarkerKind::Abort
+            && coordinator.broker_config().transaction_abort_record_state
+                == AbortedRecordState::Acquired;
         let out = entry
             .sp
             .apply_marker(producer_id, producer_epoch, commit, now_ms, |m| {
                 // An imposed abort (fence, timeout): the staging member's
                 // producer is a zombie, so its records are released.
-                !imposed && coordinator.is_member_alive(group_id, m)
+                !imposed && keep_for_member && coordinator.is_member_alive(group_id, m)
             });
-        if kind == MarkerKind::Abort {
+        if keep_for_member {
             // Aborted staging comes back ACQUIRED with a fresh lock.
             let deadline = now_ms + entry.sp.config().record_lock_duration_ms;
             entry.next_deadline_ms =
@@ -654,8 +661,10 @@ impl ShareService {
             let Some(entry) = partitions.get_mut(&k) else {
                 continue;
             };
+            let keep_for_member = coordinator.broker_config().transaction_abort_record_state
+                == AbortedRecordState::Acquired;
             let out = entry.sp.resolve_recovered(&outcome, now_ms, |m| {
-                coordinator.is_member_alive(&k.group_id, m)
+                keep_for_member && coordinator.is_member_alive(&k.group_id, m)
             });
             resolved += out.resolved_records;
             available |= out.records_available;
