@@ -116,7 +116,10 @@ struct BrokerArgs {
     /// group.share.{,min.,max.}heartbeat.interval.ms,
     /// group.share.{,min.,max.}delivery.count.limit,
     /// group.share.{,min.,max.}partition.max.record.locks,
-    /// group.share.max.size and group.share.max.share.sessions, e.g.
+    /// group.share.max.size and group.share.max.share.sessions, and ours,
+    /// group.share.transaction.abort.record.state=available|acquired (where
+    /// the records of a KIP-1289 transaction the producer aborted go,
+    /// docs/DESIGN.md D25), e.g.
     /// --override group.share.min.record.lock.duration.ms=1000.
     #[arg(long = "override", value_name = "NAME=VALUE")]
     overrides: Vec<String>,

@@ -1157,4 +1157,28 @@ mod tests {
             assert!(e.contains(needle), "{name}={value}: {e}");
         }
     }
+
+    #[test]
+    fn the_abort_record_state_is_available_by_default_and_set_by_name() {
+        let b = ShareGroupBrokerConfig::default();
+        assert_eq!(
+            b.transaction_abort_record_state,
+            AbortedRecordState::Available
+        );
+        assert!(
+            b.entries()
+                .contains(&(TRANSACTION_ABORT_RECORD_STATE, "available".to_string()))
+        );
+        let b = ShareGroupBrokerConfig::default()
+            .with_overrides([(TRANSACTION_ABORT_RECORD_STATE, "ACQUIRED")])
+            .unwrap();
+        assert_eq!(b.transaction_abort_record_state, AbortedRecordState::Acquired);
+        let e = ShareGroupBrokerConfig::default()
+            .with_overrides([(TRANSACTION_ABORT_RECORD_STATE, "later")])
+            .unwrap_err();
+        assert!(
+            e.contains(TRANSACTION_ABORT_RECORD_STATE) && e.contains("available, acquired"),
+            "{e}"
+        );
+    }
 }
