@@ -749,6 +749,33 @@ impl ShareService {
             .unwrap_or_default()
     }
 
+    /// KIP-1226's delivery-complete count: the records of the in-flight
+    /// window at or above the share-partition start offset that are in a
+    /// terminal state (ACKNOWLEDGED or ARCHIVED); `None` for a share
+    /// partition that does not exist.
+    pub fn delivery_complete_count(
+        &self,
+        group_id: &str,
+        topic_id: Uuid,
+        partition: i32,
+    ) -> Option<i64> {
+        let inner = self.inner.lock();
+        let e = inner.partitions.get(&key(group_id, topic_id, partition))?;
+        let start = e.sp.start_offset();
+        Some(
+            e.sp.runs()
+                .filter(|(_, _, info)| {
+                    matches!(
+                        info.state,
+                        crate::share::RecordState::Acknowledged
+                            | crate::share::RecordState::Archived
+                    )
+                })
+                .map(|(f, l, _)| (l - f.max(start) + 1).max(0))
+                .sum(),
+        )
+    }
+
     /// The share partition's start offset (SPSO) and end offset, if it
     /// exists.
     pub fn partition_offsets(
