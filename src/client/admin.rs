@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::protocol::share_offsets_v1::DescribeShareGroupOffsetsV1Request;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_request::{
@@ -24,7 +25,6 @@ use kafka_protocol::messages::{
     IncrementalAlterConfigsRequest, ListOffsetsRequest, TopicName, UpdateFeaturesRequest,
 };
 use kafka_protocol::protocol::StrBytes;
-use crate::protocol::share_offsets_v1::DescribeShareGroupOffsetsV1Request;
 use uuid::Uuid;
 
 use crate::protocol::api::ApiRequest;

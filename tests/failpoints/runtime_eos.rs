@@ -107,7 +107,11 @@ async fn aborts_under_both_abort_record_states_with_a_transactional_input() {
         let m = h.metrics().clone();
         h.stop().await.unwrap();
         sharestream::failpoints::disarm("runtime.abort_mid_batch");
-        assert_eq!(m.transactions_aborted.load(Ordering::Relaxed), 3, "{state:?}");
+        assert_eq!(
+            m.transactions_aborted.load(Ordering::Relaxed),
+            3,
+            "{state:?}"
+        );
         assert!(m.records_in.load(Ordering::Relaxed) > 200, "{state:?}");
         assert_exactly_once(&committed(&b, "out").await, 200, |i| format!("out-v{i}"));
         assert_group_drained(&b, &group, ids[0], 1);

@@ -30,7 +30,10 @@ pub async fn broker_with(share_version: i16) -> BrokerHandle {
 /// A broker whose share partitions hold at most `record_locks` records in
 /// flight (`group.share.partition.max.record.locks`).
 pub async fn broker_with_locks(share_version: i16, record_locks: i32) -> BrokerHandle {
-    broker_configured(share_version, |c| c.partition_max_record_locks = record_locks).await
+    broker_configured(share_version, |c| {
+        c.partition_max_record_locks = record_locks
+    })
+    .await
 }
 
 /// A broker whose KIP-1289 aborts put the staged records in `state`

@@ -401,15 +401,24 @@ async fn branch_api_aborted_input_becomes_available_again_and_is_redelivered() {
                 p.abort_transaction().await.unwrap();
             } else {
                 p.commit_transaction().await.unwrap();
-                assert!(committed.insert(v.clone()), "committed input redelivered: {v}");
+                assert!(
+                    committed.insert(v.clone()),
+                    "committed input redelivered: {v}"
+                );
                 redelivered |= aborted.as_ref() == Some(&v);
             }
         }
     }
     assert_eq!(committed.len(), N, "{committed:?}");
     assert!(redelivered, "Aborted input must become available again");
-    let out: BTreeSet<String> = committed_values(&env.broker, "out").await.into_iter().collect();
-    assert_eq!(out, committed, "only committed transactions' outputs are visible");
+    let out: BTreeSet<String> = committed_values(&env.broker, "out")
+        .await
+        .into_iter()
+        .collect();
+    assert_eq!(
+        out, committed,
+        "only committed transactions' outputs are visible"
+    );
     // The input's commit marker, fetched by a poll without records, is
     // acknowledged as a gap at the next poll: nothing stays in flight.
     let spso = || {

@@ -205,12 +205,7 @@ async fn reject_in_a_transaction_archives_on_commit_and_abort_reverts_to_the_mem
 /// redelivered by the next fetch, here with its staged gap.
 #[tokio::test]
 async fn by_default_an_aborted_transactions_records_become_available_and_are_redelivered() {
-    let mut e = env_with_abort(
-        TestBroker::in_memory(),
-        1,
-        AbortedRecordState::Available,
-    )
-    .await;
+    let mut e = env_with_abort(TestBroker::in_memory(), 1, AbortedRecordState::Available).await;
     let (pid, epoch) = init_pid(&mut e.c, "t", 60_000).await;
     let req = stage_req(
         "t",
@@ -248,7 +243,10 @@ async fn with_acquired_an_aborted_gap_returns_to_its_member() {
     let (pid, epoch) = init_pid(&mut e.c, "t", 60_000).await;
     let r = stage_all(&mut e, "t", pid, epoch, GAP).await;
     assert_eq!(partition_errors(&r), vec![(0, 0)]);
-    assert_eq!(end_txn(&mut e.c, "t", pid, epoch, false).await.error_code, 0);
+    assert_eq!(
+        end_txn(&mut e.c, "t", pid, epoch, false).await.error_code,
+        0
+    );
     let i = info(&e.b, e.input, 0, 4);
     assert_eq!(
         (i.state, i.member_id.as_deref(), i.delivery_count),

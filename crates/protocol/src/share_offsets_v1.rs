@@ -13,7 +13,9 @@
 //! `tests/suite/jvm_bytes.rs`.
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse};
+use kafka_protocol::messages::{
+    DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
+};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use super::api::{ApiRequest, Versions, check_version, decode_err, encode_err};
@@ -186,11 +188,12 @@ impl ApiRequest for DescribeShareGroupOffsetsV1Request {
 mod tests {
     use super::*;
     use kafka_protocol::messages::GroupId;
+    use kafka_protocol::messages::TopicName;
     use kafka_protocol::messages::describe_share_group_offsets_response::{
-        DescribeShareGroupOffsetsResponseGroup as G, DescribeShareGroupOffsetsResponsePartition as P,
+        DescribeShareGroupOffsetsResponseGroup as G,
+        DescribeShareGroupOffsetsResponsePartition as P,
         DescribeShareGroupOffsetsResponseTopic as T,
     };
-    use kafka_protocol::messages::TopicName;
     use kafka_protocol::protocol::StrBytes;
     use uuid::Uuid;
 

@@ -63,7 +63,9 @@ use super::broker_connection::BrokerConnection;
 use super::config::{ConfigError, ProducerConfig};
 use super::error::ClientError;
 use super::metadata::Metadata;
-use crate::eos::{AcknowledgementBatch, ShareAcknowledgements, ShareGroupMetadata, TopicIdPartition};
+use crate::eos::{
+    AcknowledgementBatch, ShareAcknowledgements, ShareGroupMetadata, TopicIdPartition,
+};
 use crate::protocol::ErrorCode;
 use crate::protocol::records::RecordHeader;
 use crate::protocol::txn_share_ack::{

@@ -1036,8 +1036,12 @@ mod tests {
             st.acknowledgements_for_transaction().unwrap().is_empty(),
             "taken once"
         );
-        st.acknowledge(&tp(0), 13, AcknowledgeType::Release).unwrap();
-        let err = st.acknowledgements_for_transaction().unwrap_err().to_string();
+        st.acknowledge(&tp(0), 13, AcknowledgeType::Release)
+            .unwrap();
+        let err = st
+            .acknowledgements_for_transaction()
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("Release") && err.contains("13"), "{err}");
         assert!(st.has_pending(), "a refused call drains nothing");
         // Implicit mode cannot.

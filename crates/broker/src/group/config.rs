@@ -1172,7 +1172,10 @@ mod tests {
         let b = ShareGroupBrokerConfig::default()
             .with_overrides([(TRANSACTION_ABORT_RECORD_STATE, "ACQUIRED")])
             .unwrap();
-        assert_eq!(b.transaction_abort_record_state, AbortedRecordState::Acquired);
+        assert_eq!(
+            b.transaction_abort_record_state,
+            AbortedRecordState::Acquired
+        );
         let e = ShareGroupBrokerConfig::default()
             .with_overrides([(TRANSACTION_ABORT_RECORD_STATE, "later")])
             .unwrap_err();
