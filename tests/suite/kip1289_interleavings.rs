@@ -16,6 +16,7 @@ use common::kip::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sharestream::broker::BrokerHandle;
+use sharestream::broker::group::config::AbortedRecordState;
 use sharestream::broker::share::RecordState;
 use uuid::Uuid;
 
@@ -60,6 +61,9 @@ async fn run(seed: u64) {
         topics,
         ..
     } = TestBroker::in_memory()
+        // The model follows D6: an abort the producer asked for returns
+        // the records to their member (`acquired`, D25).
+        .aborted_records(AbortedRecordState::Acquired)
         .topic(INPUT, 1)
         .earliest(GROUP)
         .start()
