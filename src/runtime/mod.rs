@@ -70,11 +70,16 @@
 //! back by up to one more interval. The poll waits at most until the
 //! deadline.
 //!
-//! After an abort the broker puts the records back to ACQUIRED for the same
-//! member (D6) and the consumer hands them out again on its next poll, so
-//! they are simply processed again. Offsets acquired without data (gaps)
-//! have nothing to make atomic: the share consumer acknowledges them as
-//! GAP outside the transaction (D5). Fatal producer errors (fenced,
+//! After an abort the records are processed again. Where they come from
+//! depends on the broker setting `group.share.transaction.abort.record.state`
+//! (D25), read at start-up: with `available` (the default, as the KIP
+//! author's branch) the broker makes the staged records AVAILABLE, the
+//! consumer forgets them and a fetch delivers them again (to this worker or
+//! another); with `acquired` the broker puts them back to ACQUIRED for the
+//! same member (D6) and the consumer hands them out again on its next poll.
+//! Records not staged yet are handed back either way. Offsets acquired
+//! without data (gaps) are held by the share consumer and staged with the
+//! records as GAP (D5). Fatal producer errors (fenced,
 //! unsupported, authorization) stop the application with
 //! [`RuntimeError::Producer`]; so does [`Outcome::Fail`](crate::topology::Outcome)
 //! ([`RuntimeError::Processing`]), after aborting the transaction.
