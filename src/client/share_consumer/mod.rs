@@ -65,11 +65,21 @@
 //! [`ShareConsumer::take_transaction_acknowledgements`] seals those
 //! acknowledgements for the producer's TxnShareAcknowledge. When the
 //! transaction ends, [`ShareConsumer::transaction_outcome`] tells the
-//! consumer: after a commit it forgets the records; after an abort the
-//! broker has put them back to ACQUIRED for this member (D6), and the next
-//! poll hands them out again, as the KIP's pseudo code promises. `close`
+//! consumer: after a commit it forgets the records; after an abort on a
+//! broker that puts them back to ACQUIRED for this member
+//! (`group.share.transaction.abort.record.state=acquired`, D6/D25) the next
+//! poll hands them out again, as the KIP's pseudo code promises; where the
+//! broker makes them AVAILABLE (the default) report
+//! [`TransactionOutcome::Abandoned`] and a fetch brings them back. `close`
 //! leaves records whose transaction is undecided alone: the transaction
-//! decides them.
+//! decides them. With [`ShareConsumer::set_gaps_in_transaction`] the
+//! offsets acquired without data are sealed into the transaction as GAP
+//! (D5).
+//!
+//! The KIP author's branch API is here too:
+//! [`ShareConsumer::acknowledgements_for_transaction`] takes what
+//! [`ShareConsumer::acknowledge`] recorded (and the gaps) as
+//! [`ShareAcknowledgements`] for the producer, keeping nothing.
 //!
 //! # Close
 //!
