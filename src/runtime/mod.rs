@@ -128,6 +128,8 @@
 //!
 //! With the `failpoints` feature: `runtime.abort_mid_batch` (a poll batch
 //! stops sending halfway and its transaction aborts),
+//! `runtime.abort_after_stage` (the acknowledgements are staged, then the
+//! transaction fails abortably and aborts),
 //! `runtime.stale_member_epoch` (acknowledgements are staged with the
 //! previous member epoch, as after a racing rebalance),
 //! `runtime.crash_before_commit` (the worker drops its clients between

@@ -909,6 +909,16 @@ impl Worker {
                     .await
                     .map_err(classify)?;
                 failpoints::pause("runtime.window_staged").await;
+                if failpoints::hit("runtime.abort_after_stage") {
+                    // Staged, then an abortable failure (as from a send
+                    // whose error surfaces at the commit): the abort
+                    // settles records that the broker holds TX_PENDING.
+                    return Err(classify(ProducerError::Abortable(Box::new(
+                        ProducerError::InvalidTxnState(
+                            "injected failure (runtime.abort_after_stage)".into(),
+                        ),
+                    ))));
+                }
             }
             if failpoints::hit("runtime.crash_before_commit") {
                 return Err(TxnFailure::Fatal(RuntimeError::WorkerCrashed {

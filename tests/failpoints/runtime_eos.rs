@@ -97,7 +97,11 @@ async fn aborts_under_both_abort_record_states_with_a_transactional_input() {
         let group = format!("g-abort-{}", state.as_str());
         let ids = setup(&b, &group, &[("in", 1), ("out", 1)]).await;
         produce_inputs_in_transactions(&b, "in", 1, 200, 20).await;
-        sharestream::failpoints::arm("runtime.abort_mid_batch", Some(3));
+        // Two aborts before staging (records still held: handed back) and
+        // two after (TX_PENDING at the broker: the abort record state
+        // decides).
+        sharestream::failpoints::arm("runtime.abort_mid_batch", Some(2));
+        sharestream::failpoints::arm("runtime.abort_after_stage", Some(2));
         let h = Runtime::builder(map_values_topology(&group))
             .config(config(&b, &format!("app-abort-{}", state.as_str())))
             .start()
@@ -107,12 +111,18 @@ async fn aborts_under_both_abort_record_states_with_a_transactional_input() {
         let m = h.metrics().clone();
         h.stop().await.unwrap();
         sharestream::failpoints::disarm("runtime.abort_mid_batch");
+        sharestream::failpoints::disarm("runtime.abort_after_stage");
         assert_eq!(
             m.transactions_aborted.load(Ordering::Relaxed),
-            3,
+            4,
             "{state:?}"
         );
         assert!(m.records_in.load(Ordering::Relaxed) > 200, "{state:?}");
+        println!(
+            "abort record state {}: {} records in for 200 inputs, 4 aborts",
+            state.as_str(),
+            m.records_in.load(Ordering::Relaxed)
+        );
         assert_exactly_once(&committed(&b, "out").await, 200, |i| format!("out-v{i}"));
         assert_group_drained(&b, &group, ids[0], 1);
         b.shutdown().await;
