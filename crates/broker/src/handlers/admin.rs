@@ -378,10 +378,12 @@ fn broker_configs(core: &BrokerCore) -> Vec<(&'static str, String, i8)> {
             .entries()
             .into_iter()
             .map(|(k, v)| {
-                let ty = if k == crate::group::config::TRANSACTION_ABORT_RECORD_STATE {
-                    TYPE_STRING
-                } else {
+                let ty = if v.parse::<i64>().is_ok() {
                     TYPE_INT
+                } else if v == "true" || v == "false" {
+                    TYPE_BOOLEAN
+                } else {
+                    TYPE_STRING
                 };
                 (k, v, ty)
             }),
