@@ -11,6 +11,7 @@ use std::sync::Arc;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
 use sharestream::broker::clock::{ManualClock, wall_clock_ms};
+use sharestream::broker::group::config::AbortedRecordState;
 use sharestream::broker::security::{ListenerProtocol, SecurityConfig};
 use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
 use sharestream::protocol::ErrorCode;
@@ -97,6 +98,12 @@ impl TestBroker {
                 ..SecurityConfig::default()
             }
         })
+    }
+
+    /// What a KIP-1289 abort the producer asked for does to its staged
+    /// records (`group.share.transaction.abort.record.state`, D25).
+    pub fn aborted_records(self, state: AbortedRecordState) -> Self {
+        self.configure(|c| c.share_groups.transaction_abort_record_state = state)
     }
 
     /// Runs the broker on a manual clock (starting at the wall-clock time

@@ -14,7 +14,8 @@
 //!   (the coordinator retries it after its backoff).
 //! - `log.sync_dir`: the broker's fsync of a directory fails (after a
 //!   rename in `write_atomic`, a segment roll, a snapshot).
-//! - `runtime.abort_mid_batch`, `runtime.stale_member_epoch`,
+//! - `runtime.abort_mid_batch`, `runtime.abort_after_stage`,
+//!   `runtime.stale_member_epoch`,
 //!   `runtime.crash_before_commit`: see the runtime's module docs.
 //!
 //! - `dead_letters.hold`: the broker's dead-letter writer leaves an
