@@ -1,6 +1,7 @@
 //! ListGroups (classic and share groups, with the v4 state and v5 type
-//! filters), DescribeGroups, DeleteGroups and OffsetDelete (classic
-//! groups).
+//! filters), DescribeGroups, DeleteGroups (classic and share groups; a
+//! share group must be empty, its share state goes with it) and
+//! OffsetDelete (classic groups).
 //!
 //! Authorization as Kafka's KafkaApis: ListGroups lists every group with
 //! Describe on the cluster, else only the groups the principal may
@@ -155,6 +156,9 @@ pub(crate) async fn delete_groups(
         let group_id = id.0.to_string();
         let code = if !ctx.allowed(core, AclOperation::Delete, &Resource::group(&group_id)) {
             ErrorCode::GROUP_AUTHORIZATION_FAILED
+        } else if core.shares().is_share_group(&group_id) {
+            // As Kafka: a share group first, then the other types.
+            super::share_offsets_admin::delete_share_group(core, &group_id).await
         } else {
             super::txn::blocking(core, move |c| c.consumer_groups().delete_group(&group_id)).await
         };

@@ -16,6 +16,7 @@ mod features;
 mod group_admin;
 mod metadata;
 mod share;
+mod share_offsets_admin;
 mod txn;
 mod txn_admin;
 mod txn_share_ack;
@@ -292,6 +293,14 @@ pub(crate) async fn dispatch(
             RequestKind::DeleteAcls(r) => {
                 let resp = acls::delete_acls(core, &ctx, r);
                 respond::<DeleteAclsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::AlterShareGroupOffsets(r) => {
+                let resp = share_offsets_admin::alter_share_group_offsets(core, &ctx, r).await;
+                respond::<AlterShareGroupOffsetsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DeleteShareGroupOffsets(r) => {
+                let resp = share_offsets_admin::delete_share_group_offsets(core, &ctx, r).await;
+                respond::<DeleteShareGroupOffsetsRequest>(&ctx, &resp, out)
             }
             RequestKind::DescribeShareGroupOffsets(r) => {
                 let resp = share::describe_share_group_offsets(core, &ctx, r);
