@@ -31,6 +31,7 @@ mod broker_list_offsets_versions;
 mod broker_records_admin;
 mod broker_security;
 mod broker_share_groups;
+mod broker_share_offsets_admin;
 mod broker_txn;
 mod client_kip1289;
 mod client_producer;

@@ -62,7 +62,11 @@ pub(crate) async fn alter_share_group_offsets(
         );
     }
     // Per topic: (name, id, [(partition, the broker's refusal)]).
-    type Row = (TopicName, Uuid, Vec<(i32, Option<(ErrorCode, &'static str)>)>);
+    type Row = (
+        TopicName,
+        Uuid,
+        Vec<(i32, Option<(ErrorCode, &'static str)>)>,
+    );
     let mut rows: Vec<Row> = Vec::with_capacity(req.topics.len());
     let mut asked: Vec<(Uuid, i32, i64)> = Vec::new();
     {
@@ -133,9 +137,9 @@ pub(crate) async fn alter_share_group_offsets(
                             };
                             match error {
                                 None => p,
-                                Some((code, msg)) => p
-                                    .with_error_code(code.0)
-                                    .with_error_message(Some(s(msg))),
+                                Some((code, msg)) => {
+                                    p.with_error_code(code.0).with_error_message(Some(s(msg)))
+                                }
                             }
                         })
                         .collect(),
@@ -215,9 +219,7 @@ pub(crate) async fn delete_share_group_offsets(
             };
             match error {
                 None => t,
-                Some((code, msg)) => t
-                    .with_error_code(code.0)
-                    .with_error_message(Some(s(msg))),
+                Some((code, msg)) => t.with_error_code(code.0).with_error_message(Some(s(msg))),
             }
         })
         .collect();

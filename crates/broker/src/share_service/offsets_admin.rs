@@ -202,9 +202,7 @@ impl ShareService {
         for k in &keys {
             inner.delete_partition(k);
         }
-        inner
-            .sessions
-            .retain(|(g, _), _| g.as_str() != group_id);
+        inner.sessions.retain(|(g, _), _| g.as_str() != group_id);
         let deleted = inner.coordinator.delete_group(group_id);
         inner.persist_coordinator();
         let durable = self.durable_since(mark);
@@ -241,10 +239,9 @@ impl ShareService {
         let mut available = false;
         for k in &keys {
             if let Some(e) = inner.partitions.get_mut(k) {
-                available |= e
-                    .sp
-                    .advance_log_start(log_start_offset, now_ms)
-                    .records_available;
+                available |=
+                    e.sp.advance_log_start(log_start_offset, now_ms)
+                        .records_available;
             }
             inner.persist_if_dirty(k);
         }
@@ -352,7 +349,10 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(out[0].is_ok());
-        assert_eq!(out[1].as_ref().unwrap_err().code, ErrorCode::INVALID_REQUEST);
+        assert_eq!(
+            out[1].as_ref().unwrap_err().code,
+            ErrorCode::INVALID_REQUEST
+        );
         assert_eq!(s.partition_offsets("g", T, 0), Some((4, 4)));
         assert!(s.record_info("g", T, 0, 5).is_none(), "the window is empty");
         hb(&s, "m2", 0);
@@ -388,16 +388,25 @@ mod tests {
         let other = Uuid::from_u128(0x99);
         let e = s.delete_offsets_deferred("g", &[T]).forget().unwrap_err();
         assert_eq!(e.code, ErrorCode::NON_EMPTY_GROUP);
-        assert_eq!(s.delete_group_deferred("g").forget().unwrap_err().code, ErrorCode::NON_EMPTY_GROUP);
+        assert_eq!(
+            s.delete_group_deferred("g").forget().unwrap_err().code,
+            ErrorCode::NON_EMPTY_GROUP
+        );
         hb(&s, "m1", -1);
-        let out = s.delete_offsets_deferred("g", &[T, other]).forget().unwrap();
+        let out = s
+            .delete_offsets_deferred("g", &[T, other])
+            .forget()
+            .unwrap();
         assert!(out[0].is_ok());
         assert_eq!(
             out[1].as_ref().unwrap_err().code,
             ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
         );
         assert_eq!(s.partition_offsets("g", T, 0), None);
-        let e = s.delete_offsets_deferred("nope", &[T]).forget().unwrap_err();
+        let e = s
+            .delete_offsets_deferred("nope", &[T])
+            .forget()
+            .unwrap_err();
         assert_eq!(e.code, ErrorCode::GROUP_ID_NOT_FOUND);
         s.delete_group_deferred("g").forget().unwrap();
         assert!(!s.is_share_group("g"));
@@ -427,7 +436,10 @@ mod tests {
         )
         .unwrap();
         hb(&s, "m1", -1);
-        let out = s.alter_offsets_deferred("g", &[(T, 0, 0)]).forget().unwrap();
+        let out = s
+            .alter_offsets_deferred("g", &[(T, 0, 0)])
+            .forget()
+            .unwrap();
         assert_eq!(
             out[0].as_ref().unwrap_err().code,
             ErrorCode::CONCURRENT_TRANSACTIONS
@@ -471,7 +483,11 @@ mod tests {
         }
         let s = ShareService::open(Some(dir.path()), ShareGroupBrokerConfig::default(), 0).unwrap();
         assert_eq!(s.partition_offsets("g", T, 0), Some((3, 3)));
-        assert_eq!(s.partition_offsets("h", T, 0), None, "deleted stays deleted");
+        assert_eq!(
+            s.partition_offsets("h", T, 0),
+            None,
+            "deleted stays deleted"
+        );
         assert_eq!(s.partition_offsets("h", T, 1), None);
         assert!(s.is_share_group("h"), "the group created by the reset");
     }
@@ -482,16 +498,38 @@ mod tests {
         let log = log_with(10);
         hb(&s, "m1", 0);
         assert_eq!(acquire(&s, "m1", &log), 10);
-        s.acknowledge("g", "m1", T, 0, &[AcknowledgementBatch::uniform(0, 1, AcknowledgeType::Accept)], 2)
-            .unwrap();
-        s.acknowledge("g", "m1", T, 0, &[AcknowledgementBatch::uniform(2, 5, AcknowledgeType::Release)], 2)
-            .unwrap();
+        s.acknowledge(
+            "g",
+            "m1",
+            T,
+            0,
+            &[AcknowledgementBatch::uniform(0, 1, AcknowledgeType::Accept)],
+            2,
+        )
+        .unwrap();
+        s.acknowledge(
+            "g",
+            "m1",
+            T,
+            0,
+            &[AcknowledgementBatch::uniform(
+                2,
+                5,
+                AcknowledgeType::Release,
+            )],
+            2,
+        )
+        .unwrap();
         assert_eq!(spso(&s), Some(2));
         log.lock().delete_records_before(6).unwrap();
         let moved = s.log_start_moved_deferred(T, 0, 6, 3).forget();
         assert_eq!(moved, 1);
         assert_eq!(spso(&s), Some(6), "2..=5 are gone from the log");
-        assert_eq!(s.log_start_moved_deferred(T, 0, 6, 3).forget(), 0, "idempotent");
+        assert_eq!(
+            s.log_start_moved_deferred(T, 0, 6, 3).forget(),
+            0,
+            "idempotent"
+        );
         assert_eq!(
             s.record_info("g", T, 0, 6).unwrap().state,
             RecordState::Acquired,

@@ -23,7 +23,10 @@ impl ShareGroupCoordinator {
                 "The group id must not be empty.",
             ));
         }
-        let group = self.groups.entry(group_id.to_string()).or_insert_with(Group::default);
+        let group = self
+            .groups
+            .entry(group_id.to_string())
+            .or_insert_with(Group::default);
         if group.members.is_empty() {
             Ok(())
         } else {
