@@ -41,6 +41,9 @@ use serde_json::{Value, json};
 use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
 use tokio::io::AsyncReadExt;
 
+#[path = "interop_share_groups_tool.rs"]
+mod share_groups_tool;
+
 /// API keys the scenarios depend on, by Kafka name.
 const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 const JOIN_GROUP: i16 = 11;
@@ -116,6 +119,9 @@ enum Output {
     Lines,
     /// VerifiableShareConsumer's JSON events, summed.
     VerifiableShare,
+    /// `Lines` plus the whole of stdout as `text` (for tools whose table
+    /// is checked row by row) and of stderr as `stderr`.
+    Text,
 }
 
 type Verify = fn(&Value) -> Result<(), String>;
@@ -1048,6 +1054,8 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
             timeout: t60,
         },
     ]);
+    // Last: they reset, then delete, the console share consumer's group.
+    out.extend(share_groups_tool::scenarios(b));
     out
 }
 
@@ -1146,6 +1154,13 @@ async fn run(sc: &Scenario, log: &Path) -> Value {
             "lines": text.lines().count(),
             // The last line with text (tools end with a blank line).
             "last": text.lines().rfind(|l| !l.trim().is_empty()).unwrap_or(""),
+        }),
+        Output::Text => json!({
+            "lines": text.lines().count(),
+            "last": text.lines().rfind(|l| !l.trim().is_empty()).unwrap_or(""),
+            "text": text,
+            // Tools print some verdicts to stderr (the scenario's log).
+            "stderr": std::fs::read_to_string(log).unwrap_or_default(),
         }),
         Output::VerifiableShare => {
             let (mut consumed, mut acked, mut done) = (0i64, 0i64, false);
