@@ -76,6 +76,8 @@ const SERVED: &[(i16, i16, i16)] = &[
     (47, 0, 0), // OffsetDelete
     (91, 0, 0), // AlterShareGroupOffsets
     (92, 0, 0), // DeleteShareGroupOffsets
+    (68, 0, 1), // ConsumerGroupHeartbeat (KIP-848; v1: regex)
+    (69, 0, 1), // ConsumerGroupDescribe
 ];
 
 /// Share-group APIs, advertised with `share.version >= 1`.

@@ -36,14 +36,28 @@ pub(crate) fn list_groups(
     let version = ctx.version();
     let all = ctx.allowed(core, AclOperation::Describe, &Resource::cluster());
     // (id, protocol type, state, type)
+    let consumer = core
+        .consumer_groups()
+        .with_consumer_groups(|c| c.list_groups());
     let mut groups: Vec<(String, String, String, &'static str)> = core
         .consumer_groups()
         .with_coordinator(|c| c.list_groups())
         .into_iter()
+        // A consumer-protocol group's offsets are kept by the classic
+        // coordinator: list the group once, as a consumer group.
+        .filter(|(id, ..)| !consumer.iter().any(|(c, _)| c == id))
         .map(|(id, state, protocol_type)| {
             (id, protocol_type, state.as_str().to_string(), "classic")
         })
         .collect();
+    groups.extend(consumer.into_iter().map(|(id, state)| {
+        (
+            id,
+            "consumer".to_string(),
+            state.as_str().to_string(),
+            "consumer",
+        )
+    }));
     groups.extend(
         core.shares()
             .list_groups()

@@ -11,6 +11,7 @@ mod admin;
 mod api_versions;
 mod configs;
 mod consumer_group;
+mod consumer_protocol;
 mod data;
 mod features;
 mod group_admin;
@@ -293,6 +294,14 @@ pub(crate) async fn dispatch(
             RequestKind::DeleteAcls(r) => {
                 let resp = acls::delete_acls(core, &ctx, r);
                 respond::<DeleteAclsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::ConsumerGroupHeartbeat(r) => {
+                let resp = consumer_protocol::consumer_group_heartbeat(core, &ctx, r);
+                respond::<ConsumerGroupHeartbeatRequest>(&ctx, &resp, out)
+            }
+            RequestKind::ConsumerGroupDescribe(r) => {
+                let resp = consumer_protocol::consumer_group_describe(core, &ctx, r);
+                respond::<ConsumerGroupDescribeRequest>(&ctx, &resp, out)
             }
             RequestKind::AlterShareGroupOffsets(r) => {
                 let resp = share_offsets_admin::alter_share_group_offsets(core, &ctx, r).await;
