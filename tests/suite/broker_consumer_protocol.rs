@@ -175,6 +175,23 @@ async fn kip848_two_members_reconcile_commit_expire_and_leave() {
         "t"
     );
 
+    let d = c
+        .send(
+            &DescribeGroupsRequest::default().with_groups(vec![GroupId(s("g"))]),
+            5,
+        )
+        .await;
+    let g = &d.groups[0];
+    assert_eq!(
+        (
+            g.error_code,
+            g.group_state.as_str(),
+            g.protocol_type.as_str(),
+            g.members.len()
+        ),
+        (0, "Stable", "consumer", 2)
+    );
+
     // m2 goes silent; m1 keeps its session.
     st.advance(40_000);
     hb(&mut c, "m1", 2, None, topic).await;

@@ -54,6 +54,7 @@ const DELETE_GROUPS: i16 = 42;
 const DELETE_RECORDS: i16 = 21;
 const DESCRIBE_PRODUCERS: i16 = 61;
 const LIST_TRANSACTIONS: i16 = 66;
+const CONSUMER_GROUP_HEARTBEAT: i16 = 68;
 
 /// `kafka-consumer-groups.sh` (ConsumerGroupCommand) with `args`.
 fn groups_tool(bootstrap: &str, args: &[&str]) -> Vec<String> {
@@ -91,6 +92,7 @@ fn api_name(key: i16) -> &'static str {
         TXN_OFFSET_COMMIT => "TxnOffsetCommit",
         DESCRIBE_GROUPS => "DescribeGroups",
         DELETE_GROUPS => "DeleteGroups",
+        CONSUMER_GROUP_HEARTBEAT => "ConsumerGroupHeartbeat",
         SHARE_GROUP_HEARTBEAT => "ShareGroupHeartbeat",
         SHARE_FETCH => "ShareFetch",
         SHARE_ACKNOWLEDGE => "ShareAcknowledge",
@@ -428,6 +430,37 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
                 Ok(())
             },
             timeout: t60,
+        },
+        Scenario {
+            client: "java-consumer",
+            feature: "subscribe with group.protocol=consumer (KIP-848): two members, then one leaves",
+            runner: Runner::Java,
+            args: j(&[
+                "consume-pair",
+                "--topic",
+                T,
+                "--expect",
+                "110",
+                "--group",
+                "interop-cg-kip848",
+                "--props",
+                "group.protocol=consumer",
+                "--timeout-ms",
+                "40000",
+            ]),
+            output: Output::ResultLine,
+            needs: &[CONSUMER_GROUP_HEARTBEAT, OFFSET_FETCH],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_true(v, "paired")?;
+                if v["overlap"] != json!(false) {
+                    return Err("a partition was assigned to both members at once".into());
+                }
+                expect_eq(v, "after_leave_partitions", 3)?;
+                expect_eq(v, "distinct", 110)
+            },
+            timeout: Duration::from_secs(90),
         },
         Scenario {
             client: "kafka-consumer-groups",
