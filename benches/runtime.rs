@@ -7,7 +7,12 @@
 //!    async work per record (`map_async`), 1..32 workers: records/s and %
 //!    of linear (the 1-worker rate times the workers);
 //! 3. end-to-end latency, produce -> visible to a read_committed reader,
-//!    p50/p99, at half the exactly-once 100 B throughput.
+//!    p50/p99, at half the exactly-once 100 B throughput;
+//! 4. at_least_once beside exactly_once through the intent ledger, on one
+//!    cluster and across two (two embedded brokers, or clusters named by
+//!    `SHARESTREAM_BENCH_TARGET` and `SHARESTREAM_BENCH_SOURCE`, e.g. two
+//!    Apache Kafka nodes of scripts/kafka/start.sh; see
+//!    `ledger_on_clusters`).
 //!
 //! `cargo bench --bench runtime`. Figures: docs/BENCHMARKS.md.
 //!
@@ -41,11 +46,29 @@ use sharestream::runtime::verify::CommittedReader;
 use sharestream::runtime::{ProcessingGuarantee, Runtime, RuntimeConfig};
 use sharestream::topology::{Serdes, StreamsBuilder, Topology};
 
+/// Where a bench talks to: the embedded broker, or a cluster named by its
+/// bootstrap address.
+trait Bootstrap {
+    fn bootstrap(&self) -> String;
+}
+
+impl Bootstrap for BrokerHandle {
+    fn bootstrap(&self) -> String {
+        self.bootstrap_servers()
+    }
+}
+
+impl Bootstrap for String {
+    fn bootstrap(&self) -> String {
+        self.clone()
+    }
+}
+
 #[global_allocator]
 static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
 
-async fn setup(b: &BrokerHandle, group: &str, input: &str, output: &str, partitions: i32) {
-    let a = AdminClient::new(vec![b.bootstrap_servers()], ConnectionConfig::default());
+async fn setup(b: &impl Bootstrap, group: &str, input: &str, output: &str, partitions: i32) {
+    let a = AdminClient::new(vec![b.bootstrap()], ConnectionConfig::default());
     a.create_topic(NewTopic::new(input, partitions))
         .await
         .unwrap();
@@ -63,20 +86,20 @@ async fn setup(b: &BrokerHandle, group: &str, input: &str, output: &str, partiti
     .unwrap();
 }
 
-async fn producer_batching(b: &BrokerHandle, batch_size: usize) -> Producer {
+async fn producer_batching(b: &impl Bootstrap, batch_size: usize) -> Producer {
     producer_with(b, batch_size, Duration::from_millis(5)).await
 }
 
 /// The latency section's input producer: 1 ms linger, so that the
 /// producer's own batching adds at most 1 ms.
-async fn producer_lingering(b: &BrokerHandle, linger: Duration) -> Producer {
+async fn producer_lingering(b: &impl Bootstrap, linger: Duration) -> Producer {
     producer_with(b, 512 * 1024, linger).await
 }
 
-async fn producer_with(b: &BrokerHandle, batch_size: usize, linger: Duration) -> Producer {
+async fn producer_with(b: &impl Bootstrap, batch_size: usize, linger: Duration) -> Producer {
     Producer::new(
         ProducerConfig::builder()
-            .bootstrap_servers(b.bootstrap_servers())
+            .bootstrap_servers(b.bootstrap())
             .linger(linger)
             .batch_size(batch_size)
             .build()
@@ -86,11 +109,11 @@ async fn producer_with(b: &BrokerHandle, batch_size: usize, linger: Duration) ->
     .unwrap()
 }
 
-async fn produce(b: &BrokerHandle, topic: &str, n: usize, size: usize) {
+async fn produce(b: &impl Bootstrap, topic: &str, n: usize, size: usize) {
     produce_batching(b, topic, n, size, 512 * 1024).await
 }
 
-async fn produce_batching(b: &BrokerHandle, topic: &str, n: usize, size: usize, batch: usize) {
+async fn produce_batching(b: &impl Bootstrap, topic: &str, n: usize, size: usize, batch: usize) {
     let p = producer_batching(b, batch).await;
     let value = Bytes::from(vec![b'x'; size]);
     let mut f = Vec::with_capacity(n);
@@ -115,7 +138,7 @@ fn forward(group: &str, input: &str, output: &str) -> Topology {
 
 /// `SHARESTREAM_BENCH_PROPS=name=value+name=value`: runtime properties
 /// applied to every run (e.g. `commit.aligned=false`).
-fn config(b: &BrokerHandle, app: &str, workers: usize, g: ProcessingGuarantee) -> RuntimeConfig {
+fn config(b: &impl Bootstrap, app: &str, workers: usize, g: ProcessingGuarantee) -> RuntimeConfig {
     let mut c = base_config(b, app, workers, g);
     if let Ok(props) = std::env::var("SHARESTREAM_BENCH_PROPS") {
         for kv in props.split('+').filter(|s| !s.is_empty()) {
@@ -127,14 +150,14 @@ fn config(b: &BrokerHandle, app: &str, workers: usize, g: ProcessingGuarantee) -
 }
 
 fn base_config(
-    b: &BrokerHandle,
+    b: &impl Bootstrap,
     app: &str,
     workers: usize,
     g: ProcessingGuarantee,
 ) -> RuntimeConfig {
     RuntimeConfig {
         application_id: app.into(),
-        bootstrap_servers: vec![b.bootstrap_servers()],
+        bootstrap_servers: vec![b.bootstrap()],
         num_workers: workers,
         processing_guarantee: g,
         // The runtime's defaults otherwise (max.records.per.transaction
@@ -144,6 +167,100 @@ fn base_config(
         // (docs/BENCHMARKS.md, "what bounds exactly-once").
         commit_interval: Duration::from_millis(100),
         ..RuntimeConfig::default()
+    }
+}
+
+/// Section 4: at_least_once beside exactly_once through the intent
+/// ledger, on one cluster and across two. The clusters:
+/// `SHARESTREAM_BENCH_TARGET=host:port` (outputs and ledger; default the
+/// bench's embedded broker) and `SHARESTREAM_BENCH_SOURCE=host:port` (input
+/// and share group for the two-cluster rows; default a second embedded
+/// broker in this process when the target is the embedded one, else no
+/// two-cluster rows). `SHARESTREAM_BENCH_EXT_RECORDS=100B,1KiB` record
+/// counts (default 200000,50000). 4 partitions, 4 workers, interleaved,
+/// medians of 3.
+async fn ledger_on_clusters(embedded: &BrokerHandle) {
+    use sharestream::runtime::ExactlyOnceMechanism as M;
+    let target = std::env::var("SHARESTREAM_BENCH_TARGET").ok();
+    let mut second = None;
+    let source = match (std::env::var("SHARESTREAM_BENCH_SOURCE").ok(), &target) {
+        (Some(s), _) => Some(s),
+        (None, Some(_)) => None,
+        (None, None) => {
+            let h = Broker::start(BrokerConfig::in_memory()).await.unwrap();
+            let addr = h.bootstrap_servers();
+            second = Some(h);
+            Some(addr)
+        }
+    };
+    let target = target.unwrap_or_else(|| embedded.bootstrap_servers());
+    let counts: Vec<usize> = std::env::var("SHARESTREAM_BENCH_EXT_RECORDS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![200_000, 50_000]);
+    println!(
+        "\n## 4. exactly_once through the intent ledger beside at_least_once (target {target}, source {})\n",
+        source.as_deref().unwrap_or("-")
+    );
+    println!(
+        "| value | clusters | guarantee | records | records/s from start | steady records/s | % of at_least_once (steady) | commit p50 | commit p99 | CPU % (bench process) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let layouts: Vec<(&str, String)> = std::iter::once(("one", target.clone()))
+        .chain(source.clone().map(|s| ("two", s)))
+        .collect();
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    for (&size, &n) in [100usize, 1024].iter().zip(&counts) {
+        for (layout, src) in &layouts {
+            let configs = [ProcessingGuarantee::AtLeastOnce, ProcessingGuarantee::ExactlyOnce];
+            let mut runs: Vec<Vec<Run>> = configs.iter().map(|_| Vec::new()).collect();
+            for rep in 0..REPS {
+                for (i, &g) in configs.iter().enumerate() {
+                    let tag = format!("x{stamp}-{layout}-{}-{size}-{rep}", g.name());
+                    let (input, output) = (format!("in-{tag}"), format!("out-{tag}"));
+                    setup(src, &tag, &input, &output, 4).await;
+                    if src != &target {
+                        AdminClient::new(vec![target.clone()], ConnectionConfig::default())
+                            .create_topic(NewTopic::new(&output, 4))
+                            .await
+                            .unwrap();
+                    }
+                    produce(src, &input, n, size).await;
+                    let mut cfg = config(&target, &tag, 4, g);
+                    cfg.exactly_once_mechanism = M::Ledger;
+                    if src != &target {
+                        cfg.source_bootstrap_servers = Some(vec![src.clone()]);
+                    }
+                    runs[i].push(run_until(forward(&tag, &input, &output), cfg, n as u64).await);
+                }
+            }
+            let alos = median(runs[0].iter().map(|r| r.steady).collect());
+            for (i, g) in configs.iter().enumerate() {
+                let name = match g {
+                    ProcessingGuarantee::ExactlyOnce => "exactly_once, intent ledger",
+                    _ => "at_least_once",
+                };
+                let steady = median(runs[i].iter().map(|r| r.steady).collect());
+                println!(
+                    "| {size} B | {layout} | {name} | {n} | {:.0} | {steady:.0} | {:.0}% | {:.1} ms | {:.1} ms | {:.0}% |",
+                    median(runs[i].iter().map(|r| r.rate).collect()),
+                    100.0 * steady / alos,
+                    median(runs[i].iter().map(|r| r.p50).collect()),
+                    median(runs[i].iter().map(|r| r.p99).collect()),
+                    median(runs[i].iter().map(|r| r.cpu).collect()),
+                );
+            }
+        }
+    }
+    if let Some(h) = second {
+        h.shutdown().await;
     }
 }
 
@@ -293,7 +410,7 @@ async fn latency(b: &BrokerHandle, tag: &str, variant: &str, rate: f64) {
             let _ = t.await;
         }
     });
-    let md = Metadata::new(vec![b.bootstrap_servers()], ConnectionConfig::default());
+    let md = Metadata::new(vec![b.bootstrap()], ConnectionConfig::default());
     let mut reader = CommittedReader::new(&md, &output).await.unwrap();
     let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
     let deadline = Instant::now() + Duration::from_secs_f64(secs + 15.0);
@@ -519,6 +636,10 @@ async fn main() {
                 r.phases
             );
         }
+    }
+
+    if section(4) {
+        ledger_on_clusters(&b).await;
     }
 
     println!(

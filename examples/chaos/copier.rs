@@ -106,6 +106,15 @@ pub struct CopyArgs {
     /// `transaction.timeout.ms`.
     #[arg(long, default_value_t = 10_000)]
     pub transaction_timeout_ms: u64,
+    /// `exactly.once.ledger.trim.interval.ms` (0: never trim).
+    #[arg(long, default_value_t = 60_000)]
+    pub ledger_trim_interval_ms: u64,
+    /// `exactly.once.ledger.max.batch.age.ms`.
+    #[arg(long, default_value_t = 300_000)]
+    pub ledger_max_batch_age_ms: u64,
+    /// `exactly.once.ledger.trim.margin.ms`.
+    #[arg(long, default_value_t = 60_000)]
+    pub ledger_trim_margin_ms: u64,
     /// Delivery guarantee.
     #[arg(long, value_enum, default_value = "exactly-once")]
     pub guarantee: Guarantee,
@@ -220,6 +229,10 @@ pub async fn run(a: CopyArgs) {
         commit_interval: Duration::from_millis(a.commit_interval_ms),
         max_poll_records: a.max_poll_records,
         transaction_timeout: Duration::from_millis(a.transaction_timeout_ms),
+        ledger_trim_interval: (a.ledger_trim_interval_ms > 0)
+            .then(|| Duration::from_millis(a.ledger_trim_interval_ms)),
+        ledger_max_batch_age: Duration::from_millis(a.ledger_max_batch_age_ms),
+        ledger_trim_margin: Duration::from_millis(a.ledger_trim_margin_ms),
         linger: Duration::from_millis(2),
         request_timeout: Duration::from_secs(10),
         shutdown_timeout: Duration::from_secs(20),

@@ -114,6 +114,18 @@ struct RunArgs {
     /// The copiers' transaction.timeout.ms.
     #[arg(long, default_value_t = 10_000)]
     txn_timeout_ms: u64,
+    /// The copiers' `exactly.once.ledger.trim.interval.ms` (the ledger is
+    /// trimmed during the run; 0: never).
+    #[arg(long, default_value_t = 1000)]
+    ledger_trim_interval_ms: u64,
+    /// The copiers' `exactly.once.ledger.max.batch.age.ms`: below most
+    /// pause lengths, so that paused copiers resume with batches too old
+    /// to commit.
+    #[arg(long, default_value_t = 6000)]
+    ledger_max_batch_age_ms: u64,
+    /// The copiers' `exactly.once.ledger.trim.margin.ms`.
+    #[arg(long, default_value_t = 1000)]
+    ledger_trim_margin_ms: u64,
     /// Copier SIGKILLs during the chaos period.
     #[arg(long, default_value_t = 10)]
     copier_kills: u32,
@@ -251,6 +263,10 @@ struct Report {
     partitions: i32,
     complete_before_deadline: bool,
     seconds_to_complete: f64,
+    /// Through the intent ledger: its partitions' log start offsets at the
+    /// end (records trimmed), as the target cluster reports them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ledger_log_start: Option<Vec<i64>>,
     seconds_total: f64,
     scenario: Scenario,
     /// Broker and copier settings the faults are measured against.
@@ -273,6 +289,9 @@ struct Settings {
     lock_ms: u64,
     session_ms: u64,
     txn_timeout_ms: u64,
+    ledger_trim_interval_ms: u64,
+    ledger_max_batch_age_ms: u64,
+    ledger_trim_margin_ms: u64,
     application_id: &'static str,
 }
 
@@ -303,6 +322,19 @@ fn log_file(path: &Path) -> std::fs::File {
 /// The outputs' (and ledger's) cluster.
 fn target_bootstrap(args: &RunArgs) -> String {
     format!("127.0.0.1:{}", args.port)
+}
+
+/// The log start offsets of the exactly-once ledger's partitions, if the
+/// copiers used one.
+async fn ledger_log_start(args: &RunArgs) -> Option<Vec<i64>> {
+    let topic = format!("{GROUP}-eos-ledger");
+    let md = Metadata::new(vec![target_bootstrap(args)], ConnectionConfig::default());
+    md.refresh(&[topic.as_str()]).await.ok()?;
+    let n = md.topic(&topic)?.partition_count() as i32;
+    let admin = AdminClient::new(vec![target_bootstrap(args)], ConnectionConfig::default());
+    let asked: Vec<(String, i32)> = (0..n).map(|p| (topic.clone(), p)).collect();
+    let starts = admin.list_start_offsets(&asked).await.ok()?;
+    starts.into_values().map(|r| r.ok()).collect()
 }
 
 /// The input's and share group's cluster.
@@ -550,7 +582,13 @@ fn spawn_copier(
         .arg("--max-poll-records")
         .arg(args.max_poll_records.to_string())
         .arg("--transaction-timeout-ms")
-        .arg(args.txn_timeout_ms.to_string());
+        .arg(args.txn_timeout_ms.to_string())
+        .arg("--ledger-trim-interval-ms")
+        .arg(args.ledger_trim_interval_ms.to_string())
+        .arg("--ledger-max-batch-age-ms")
+        .arg(args.ledger_max_batch_age_ms.to_string())
+        .arg("--ledger-trim-margin-ms")
+        .arg(args.ledger_trim_margin_ms.to_string());
     if let Some(port) = metrics_port {
         cmd.arg("--metrics-listen").arg(format!("127.0.0.1:{port}"));
     }
@@ -1406,6 +1444,8 @@ async fn finish(
     let mut input = check::CommittedReader::new(&source, "chaos-in", args.partitions);
     input.read_more().await?;
     let log_ends: Vec<i64> = input.ends.iter().map(|e| e.0).collect();
+    // Before the broker stops.
+    let ledger_log_start = ledger_log_start(args).await;
     let mut notes = vec![
         "out_of_order_per_key is reported, never a failure: share groups do not promise order",
     ];
@@ -1520,12 +1560,16 @@ async fn finish(
         partitions: args.partitions,
         complete_before_deadline: end.complete_at.is_some(),
         seconds_to_complete,
+        ledger_log_start,
         seconds_total: end.started.elapsed().as_secs_f64(),
         scenario: args.scenario,
         settings: Settings {
             lock_ms: args.lock_ms,
             session_ms: args.session_ms,
             txn_timeout_ms: args.txn_timeout_ms,
+            ledger_trim_interval_ms: args.ledger_trim_interval_ms,
+            ledger_max_batch_age_ms: args.ledger_max_batch_age_ms,
+            ledger_trim_margin_ms: args.ledger_trim_margin_ms,
             application_id: GROUP,
         },
         faults,

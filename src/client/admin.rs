@@ -452,6 +452,25 @@ impl AdminClient {
         partitions: &[(String, i32)],
         read_committed: bool,
     ) -> Result<BTreeMap<(String, i32), Result<i64, ClientError>>, ClientError> {
+        self.list_offsets_at(partitions, -1, read_committed).await
+    }
+
+    /// ListOffsets EARLIEST of each partition, asked of its leader: the log
+    /// start offset (below it, records were deleted).
+    pub async fn list_start_offsets(
+        &self,
+        partitions: &[(String, i32)],
+    ) -> Result<BTreeMap<(String, i32), Result<i64, ClientError>>, ClientError> {
+        self.list_offsets_at(partitions, -2, false).await
+    }
+
+    /// ListOffsets at a special timestamp (-1 latest, -2 earliest).
+    async fn list_offsets_at(
+        &self,
+        partitions: &[(String, i32)],
+        timestamp: i64,
+        read_committed: bool,
+    ) -> Result<BTreeMap<(String, i32), Result<i64, ClientError>>, ClientError> {
         use kafka_protocol::messages::BrokerId;
         use kafka_protocol::messages::list_offsets_request::{
             ListOffsetsPartition, ListOffsetsTopic,
@@ -509,7 +528,7 @@ impl AdminClient {
                                         .map(|p| {
                                             ListOffsetsPartition::default()
                                                 .with_partition_index(p)
-                                                .with_timestamp(-1)
+                                                .with_timestamp(timestamp)
                                         })
                                         .collect(),
                                 )

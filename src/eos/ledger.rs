@@ -168,10 +168,14 @@ pub enum IntentStatus {
 pub struct IntentEntry {
     /// The writer's transactional id.
     pub transactional_id: String,
-    /// The writer's producer id and epoch (from the batch header).
+    /// The writer's producer id (from the batch header): its markers end
+    /// the intent.
     pub producer_id: i64,
-    /// The writer's epoch.
-    pub producer_epoch: i16,
+    /// The share group that consumed the records (whose share-partition
+    /// start offset says when the intent can be trimmed).
+    pub group: String,
+    /// The source topic's name.
+    pub topic: String,
     /// The outcome so far.
     pub status: IntentStatus,
     /// The source partition.
@@ -294,10 +298,11 @@ impl LedgerPartitionIndex {
             })?;
             match decode(value)? {
                 LedgerRecord::Intent {
+                    group,
+                    topic,
                     ranges,
                     transactional_id,
                     ledger_partitions,
-                    ..
                 } => {
                     if ledger_partitions != partitions {
                         return Err(LedgerError::PartitionCountChanged {
@@ -318,7 +323,8 @@ impl LedgerPartitionIndex {
                         IntentEntry {
                             transactional_id,
                             producer_id: batch.producer_id(),
-                            producer_epoch: batch.producer_epoch(),
+                            group,
+                            topic,
                             status: IntentStatus::Open,
                             source,
                             ranges,
@@ -403,6 +409,53 @@ impl LedgerPartitionIndex {
         self.intents.get(&offset).map(|e| e.status)
     }
 
+    /// The lowest ledger offset the ledger must keep (docs/EXACTLY-ONCE.md,
+    /// "Trimming the ledger"): the first intent, in ledger order, that is
+    /// still open, or committed with a source offset at or above its share
+    /// group's share-partition start offset (SPSO). `spso(group, topic,
+    /// partition)` is that offset, `None` when unknown (the intent is then
+    /// kept). Below the returned offset every intent read is aborted, or
+    /// committed for records that are all terminal at the source; with no
+    /// such intent it is the index position (everything read).
+    pub fn trim_point(&self, spso: impl Fn(&str, &str, i32) -> Option<i64>) -> i64 {
+        for (&offset, e) in &self.intents {
+            let done = e.status == IntentStatus::Committed
+                && spso(&e.group, &e.topic, e.source.1)
+                    .is_some_and(|start| e.ranges.iter().all(|&(_, last)| last < start));
+            if !done {
+                return offset;
+            }
+        }
+        self.position
+    }
+
+    /// Forgets everything below ledger offset `before` (deleted from the
+    /// ledger by a trim): intents, their source spans and fence notices.
+    /// The position moves up to `before` if it was below.
+    pub fn prune(&mut self, before: i64) {
+        let kept = self.intents.split_off(&before);
+        let gone = std::mem::replace(&mut self.intents, kept);
+        for (offset, e) in gone {
+            if let Some(spans) = self.by_source.get_mut(&e.source) {
+                for &(first, _) in &e.ranges {
+                    spans.remove(&(first, offset));
+                }
+                if spans.is_empty() {
+                    self.by_source.remove(&e.source);
+                    self.max_span.remove(&e.source);
+                }
+            }
+            if let Some(open) = self.open.get_mut(&e.producer_id) {
+                open.retain(|&o| o != offset);
+                if open.is_empty() {
+                    self.open.remove(&e.producer_id);
+                }
+            }
+        }
+        self.notices.retain(|&(_, o)| o >= before);
+        self.position = self.position.max(before);
+    }
+
     /// Whether a fence notice for `transactional_id` at or after ledger
     /// offset `since` was read; consumes it.
     pub fn take_notice(&mut self, transactional_id: &str, since: i64) -> bool {
@@ -417,6 +470,42 @@ impl LedgerPartitionIndex {
             }
             None => false,
         }
+    }
+}
+
+/// When a trim point may be acted on (docs/EXACTLY-ONCE.md, "Trimming the
+/// ledger"). A point seen at time `t` is a prefix whose records were all
+/// terminal at `t`; a worker may still hold one of them, acquired before
+/// `t`, until its decision, which comes at most
+/// `exactly.once.ledger.max.batch.age.ms` after the acquisition (else it
+/// abandons the batch). So a point is due only `grace` after it was seen.
+/// Time is an input (milliseconds of a monotonic clock).
+#[derive(Debug, Default)]
+pub struct TrimSchedule {
+    /// Points seen, oldest first, each with when it was seen.
+    seen: std::collections::VecDeque<(u64, i64)>,
+}
+
+impl TrimSchedule {
+    /// Notes the trim point computed at `now_ms`.
+    pub fn observe(&mut self, now_ms: u64, point: i64) {
+        if self.seen.back().is_none_or(|&(_, p)| point > p) {
+            self.seen.push_back((now_ms, point));
+        }
+    }
+
+    /// The highest point seen at least `grace_ms` before `now_ms`, if any;
+    /// points up to it are forgotten.
+    pub fn due(&mut self, now_ms: u64, grace_ms: u64) -> Option<i64> {
+        let mut due = None;
+        while let Some(&(at, point)) = self.seen.front() {
+            if now_ms.saturating_sub(at) < grace_ms {
+                break;
+            }
+            due = Some(point);
+            self.seen.pop_front();
+        }
+        due
     }
 }
 
@@ -608,5 +697,71 @@ mod tests {
         assert!(!ix.take_notice("w0", 1));
         assert!(ix.take_notice("w0", 0));
         assert!(!ix.take_notice("w0", 0));
+    }
+
+    #[test]
+    fn the_trim_point_stops_at_the_first_intent_still_needed() {
+        let src = (TID, 0);
+        let other = (TID, 1);
+        let mut ix = LedgerPartitionIndex::new(0);
+        // 0: pid 1 claims 0..=4 of partition 0; 1: pid 2 claims 5..=9;
+        // 2: pid 3 claims 0..=2 of partition 1; 3: pid 1 commits;
+        // 4: pid 2 aborts.
+        ix.apply(&data_batch(0, 1, &[(src, intent("a", vec![(0, 4)]))]), 1)
+            .unwrap();
+        ix.apply(&data_batch(1, 2, &[(src, intent("b", vec![(5, 9)]))]), 1)
+            .unwrap();
+        ix.apply(&data_batch(2, 3, &[(other, intent("c", vec![(0, 2)]))]), 1)
+            .unwrap();
+        ix.apply(&marker(3, 1, true), 1).unwrap();
+        ix.apply(&marker(4, 2, false), 1).unwrap();
+        let spso = |start0: i64, start1: Option<i64>| {
+            move |g: &str, t: &str, p: i32| {
+                assert_eq!((g, t), ("g", "in"));
+                if p == 0 { Some(start0) } else { start1 }
+            }
+        };
+        // The committed intent covers 0..=4: kept while the SPSO is at or
+        // below 4.
+        assert_eq!(ix.trim_point(spso(4, Some(9))), 0);
+        // Past it: the aborted one (dropped) is no obstacle, the open one
+        // at 2 is.
+        assert_eq!(ix.trim_point(spso(5, Some(9))), 2);
+        // It commits; an unknown SPSO keeps it.
+        ix.apply(&marker(5, 3, true), 1).unwrap();
+        assert_eq!(ix.trim_point(spso(5, None)), 2);
+        assert_eq!(ix.trim_point(spso(5, Some(2))), 2);
+        // All terminal: everything read may go.
+        assert_eq!(ix.trim_point(spso(5, Some(3))), 6);
+        // Pruning forgets what was below.
+        ix.prune(2);
+        assert_eq!(ix.len(), 1);
+        assert_eq!(ix.look(src, 0, 4, 10), Look::Free);
+        assert_eq!(ix.look(other, 1, 1, 10), Look::Committed(2));
+        ix.prune(6);
+        assert!(ix.is_empty());
+        assert_eq!(ix.position(), 6);
+        // A pruned open intent's later marker is harmless.
+        let mut ix = LedgerPartitionIndex::new(0);
+        ix.apply(&data_batch(0, 7, &[(src, intent("d", vec![(0, 0)]))]), 1)
+            .unwrap();
+        ix.prune(1);
+        ix.apply(&marker(1, 7, true), 1).unwrap();
+        assert!(ix.is_empty());
+    }
+
+    #[test]
+    fn a_trim_point_is_due_a_grace_after_it_was_seen() {
+        let mut s = TrimSchedule::default();
+        assert_eq!(s.due(0, 100), None);
+        s.observe(0, 10);
+        s.observe(50, 10); // not higher: ignored
+        s.observe(60, 30);
+        assert_eq!(s.due(99, 100), None);
+        assert_eq!(s.due(100, 100), Some(10));
+        assert_eq!(s.due(100, 100), None, "taken once");
+        s.observe(150, 40);
+        // Both 30 (seen at 60) and 40 (at 150) are due by 250: the higher.
+        assert_eq!(s.due(250, 100), Some(40));
     }
 }

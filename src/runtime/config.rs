@@ -232,6 +232,24 @@ pub struct RuntimeConfig {
     /// open intent of another transaction to end before it fences that
     /// transactional id. `None` (the default): twice `commit.interval.ms`.
     pub ledger_fence_wait: Option<Duration>,
+    /// `exactly.once.ledger.trim.interval.ms` (default 60000; 0 never
+    /// trims): how often a process looks for a prefix of each ledger
+    /// partition that is no longer needed and deletes it (DeleteRecords on
+    /// the target cluster; docs/EXACTLY-ONCE.md, "Trimming the ledger").
+    pub ledger_trim_interval: Option<Duration>,
+    /// `exactly.once.ledger.max.batch.age.ms` (default 300000): the
+    /// longest a worker may take from acquiring records to deciding on
+    /// them against the ledger (the check after the poll, and the
+    /// arbitration before the commit); a batch that took longer is
+    /// released (the records come back). The ledger keeps every intent
+    /// this long (plus `exactly.once.ledger.trim.margin.ms`) after its
+    /// records became terminal.
+    pub ledger_max_batch_age: Duration,
+    /// `exactly.once.ledger.trim.margin.ms` (default 60000): added to the
+    /// batch age limit before a trim point is acted on, for clocks that run
+    /// at different rates and for a deposed share-partition leader still
+    /// serving for a moment.
+    pub ledger_trim_margin: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -266,6 +284,9 @@ impl Default for RuntimeConfig {
             ledger_partitions: None,
             ledger_replication_factor: None,
             ledger_fence_wait: None,
+            ledger_trim_interval: Some(Duration::from_secs(60)),
+            ledger_max_batch_age: Duration::from_secs(300),
+            ledger_trim_margin: Duration::from_secs(60),
         }
     }
 }
@@ -454,6 +475,25 @@ impl RuntimeConfig {
             "exactly.once.ledger.fence.wait.ms" => {
                 self.ledger_fence_wait = Some(Duration::from_millis(positive(name, value)?))
             }
+            "exactly.once.ledger.trim.interval.ms" => {
+                let ms = value.trim().parse::<u64>().map_err(|_| {
+                    err(
+                        name,
+                        format!("{value:?}: expected milliseconds (0: never trim)"),
+                    )
+                })?;
+                self.ledger_trim_interval = (ms > 0).then(|| Duration::from_millis(ms));
+            }
+            "exactly.once.ledger.max.batch.age.ms" => {
+                self.ledger_max_batch_age = Duration::from_millis(positive(name, value)?)
+            }
+            "exactly.once.ledger.trim.margin.ms" => {
+                let ms = value
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| err(name, format!("{value:?}: expected milliseconds")))?;
+                self.ledger_trim_margin = Duration::from_millis(ms);
+            }
             other if crate::client::security::is_security_setting(other) => {
                 self.security.insert(other, value)
             }
@@ -520,6 +560,22 @@ impl RuntimeConfig {
                  two clusters",
             ));
         }
+        if self.processing_guarantee == ProcessingGuarantee::ExactlyOnce
+            && self.exactly_once_mechanism != ExactlyOnceMechanism::Kip1289
+            && self.ledger_max_batch_age <= self.commit_interval
+        {
+            return Err(err(
+                "exactly.once.ledger.max.batch.age.ms",
+                format!(
+                    "{} ms is not above commit.interval.ms ({} ms): a transaction's records \
+                     are decided on at its commit, so every batch would be too old; raise \
+                     exactly.once.ledger.max.batch.age.ms (default 300000) or lower \
+                     commit.interval.ms",
+                    self.ledger_max_batch_age.as_millis(),
+                    self.commit_interval.as_millis()
+                ),
+            ));
+        }
         if let Some(t) = &self.ledger_topic
             && let Some(c) = t
                 .chars()
@@ -564,6 +620,14 @@ impl RuntimeConfig {
         self.ledger_topic
             .clone()
             .unwrap_or_else(|| format!("{}-eos-ledger", self.application_id))
+    }
+
+    /// How long after a trim point was seen it may be deleted:
+    /// `exactly.once.ledger.max.batch.age.ms` plus
+    /// `exactly.once.ledger.trim.margin.ms` (docs/EXACTLY-ONCE.md,
+    /// "Trimming the ledger").
+    pub fn ledger_trim_grace(&self) -> Duration {
+        self.ledger_max_batch_age + self.ledger_trim_margin
     }
 
     /// How long to wait for an open intent before fencing its writer.
@@ -738,9 +802,34 @@ mod tests {
             ("exactly.once.ledger.partitions", "0"),
             ("exactly.once.ledger.topic", "a/b"),
             ("exactly.once.ledger.fence.wait.ms", "-1"),
+            ("exactly.once.ledger.trim.interval.ms", "-5"),
+            ("exactly.once.ledger.max.batch.age.ms", "0"),
+            ("exactly.once.ledger.trim.margin.ms", "a minute"),
         ] {
             let e = RuntimeConfig::from_properties([(k, v)]).unwrap_err();
             assert_eq!(e.setting, k, "{e}");
         }
+        // Trimming: on by default, 0 turns it off; the grace is the batch
+        // age limit plus the margin.
+        assert_eq!(d.ledger_trim_interval, Some(Duration::from_secs(60)));
+        assert_eq!(d.ledger_trim_grace(), Duration::from_secs(360));
+        let c = RuntimeConfig::from_properties([
+            ("exactly.once.ledger.trim.interval.ms", "0"),
+            ("exactly.once.ledger.max.batch.age.ms", "20000"),
+            ("exactly.once.ledger.trim.margin.ms", "5000"),
+        ])
+        .unwrap();
+        assert_eq!(c.ledger_trim_interval, None);
+        assert_eq!(c.ledger_max_batch_age, Duration::from_secs(20));
+        assert_eq!(c.ledger_trim_grace(), Duration::from_secs(25));
+        // A batch age limit a transaction's own commit interval exceeds is
+        // refused, naming both settings.
+        let e = RuntimeConfig::from_properties([
+            ("exactly.once.ledger.max.batch.age.ms", "100"),
+            ("commit.interval.ms", "100"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.setting, "exactly.once.ledger.max.batch.age.ms");
+        assert!(e.message.contains("commit.interval.ms"), "{e}");
     }
 }

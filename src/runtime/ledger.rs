@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -25,8 +25,8 @@ use crate::client::config::ProducerConfig;
 use crate::client::producer::{Producer, ProducerRecord};
 use crate::client::{ClientError, ConnectionConfig, Metadata};
 use crate::eos::ledger::{
-    IntentStatus, LedgerPartitionIndex, LedgerRecord, Look, SourcePartition, encode, ledger_key,
-    ledger_partition, notice_partition,
+    IntentStatus, LedgerPartitionIndex, LedgerRecord, Look, SourcePartition, TrimSchedule, encode,
+    ledger_key, ledger_partition, notice_partition,
 };
 use crate::protocol::ErrorCode;
 use crate::protocol::records::RecordBatchView;
@@ -46,7 +46,12 @@ struct Slot {
     /// The index position, published after each applied fetch.
     position: watch::Sender<i64>,
     /// High watermark minus position at the last fetch.
-    lag: std::sync::atomic::AtomicI64,
+    lag: AtomicI64,
+    /// Intents in the index (kept beside it, so that the metric does not
+    /// lock every partition's index after each fetch).
+    entries: AtomicI64,
+    /// The log start offset after this process's last trim.
+    trimmed: AtomicI64,
 }
 
 /// The process's view of the ledger, shared by its workers.
@@ -56,6 +61,11 @@ pub(crate) struct Ledger {
     slots: Vec<Slot>,
     metadata: Arc<Metadata>,
     admin: AdminClient,
+    /// On the source cluster: the share group's start offsets, which say
+    /// when an intent may be trimmed.
+    source_admin: AdminClient,
+    /// The share group.
+    group: String,
     /// Writes fence notices (non-transactional, acks=all).
     notices: Producer,
     config: Arc<RuntimeConfig>,
@@ -136,6 +146,7 @@ impl Ledger {
     pub(crate) async fn open(
         config: Arc<RuntimeConfig>,
         connection: ConnectionConfig,
+        group: &str,
         source_partitions: usize,
         metrics: Arc<RuntimeMetrics>,
         shutdown: watch::Receiver<bool>,
@@ -230,10 +241,20 @@ impl Ledger {
                     )),
                     position: watch::channel(0).0,
                     lag: Default::default(),
+                    entries: Default::default(),
+                    trimmed: Default::default(),
                 })
                 .collect(),
             metadata,
             admin,
+            source_admin: AdminClient::with_metadata(
+                Arc::new(Metadata::new(
+                    config.source_servers().to_vec(),
+                    connection.clone(),
+                )),
+                config.request_timeout,
+            ),
+            group: group.to_string(),
             notices,
             config,
             connection,
@@ -242,6 +263,9 @@ impl Ledger {
         });
         for p in 0..partitions {
             tokio::spawn(tail(ledger.clone(), p, shutdown.clone()));
+        }
+        if let Some(every) = ledger.config.ledger_trim_interval {
+            tokio::spawn(trim(ledger.clone(), every, shutdown.clone()));
         }
         // Read the ledger as it is before any worker decides.
         let all: BTreeSet<i32> = (0..partitions).collect();
@@ -294,8 +318,11 @@ impl Ledger {
         ledger_partition(source, self.partitions)
     }
 
-    fn entries(&self) -> usize {
-        self.slots.iter().map(|s| s.index.lock().len()).sum()
+    fn entries(&self) -> i64 {
+        self.slots
+            .iter()
+            .map(|s| s.entries.load(Ordering::Relaxed))
+            .sum()
     }
 
     fn check_failed(&self) -> Result<(), RuntimeError> {
@@ -367,6 +394,33 @@ impl Ledger {
             .index
             .lock()
             .look(source, first, last, before)
+    }
+
+    /// What covers `first..=last` of `source` before ledger offset
+    /// `before`, once no open intent is left among them: each open one is
+    /// resolved ([`Self::resolve`]) and the index looked at again. `None`:
+    /// free to process; `Some(o)`: the committed intent at ledger offset
+    /// `o` produced one of them. `me` is the caller's transactional id.
+    pub(crate) async fn settle(
+        &self,
+        source: SourcePartition,
+        first: i64,
+        last: i64,
+        before: i64,
+        me: &str,
+    ) -> Result<Option<i64>, RuntimeError> {
+        let p = self.partition_of(source);
+        loop {
+            match self.look(source, first, last, before) {
+                Look::Free => return Ok(None),
+                Look::Committed(o) => return Ok(Some(o)),
+                Look::Open {
+                    offset,
+                    transactional_id,
+                    ..
+                } => self.resolve(p, offset, &transactional_id, me).await?,
+            }
+        }
     }
 
     /// Resolves the open intent at `offset` of ledger partition `p`
@@ -541,13 +595,13 @@ async fn tail(ledger: Arc<Ledger>, p: i32, mut shutdown: watch::Receiver<bool>) 
                     }
                 }
                 let pos = ix.position().max(position);
+                slot.entries.store(ix.len() as i64, Ordering::Relaxed);
                 drop(ix);
                 slot.lag
                     .store((high_watermark - pos).max(0), Ordering::Relaxed);
                 slot.position.send_replace(pos);
                 let m = &ledger.metrics.ledger;
-                m.index_entries
-                    .store(ledger.entries() as i64, Ordering::Relaxed);
+                m.index_entries.store(ledger.entries(), Ordering::Relaxed);
                 m.index_lag.store(
                     ledger
                         .slots
@@ -575,6 +629,98 @@ async fn tail(ledger: Arc<Ledger>, p: i32, mut shutdown: watch::Receiver<bool>) 
                 tokio::time::sleep(TAIL_BACKOFF).await;
             }
         }
+    }
+}
+
+/// Trims the ledger every `every` until shutdown (docs/EXACTLY-ONCE.md,
+/// "Trimming the ledger"). Each round reads the share group's start
+/// offsets on the source, computes each ledger partition's trim point from
+/// the index, and deletes up to the points seen at least
+/// [`RuntimeConfig::ledger_trim_grace`] ago. Every process of the
+/// application trims; each one's decision is safe on its own, and
+/// DeleteRecords below the log start changes nothing.
+async fn trim(ledger: Arc<Ledger>, every: Duration, mut shutdown: watch::Receiver<bool>) {
+    let clock = Instant::now();
+    let mut schedules: Vec<TrimSchedule> = (0..ledger.partitions)
+        .map(|_| TrimSchedule::default())
+        .collect();
+    let mut tick = tokio::time::interval_at(Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+        if let Err(e) = ledger.trim_round(&mut schedules, clock).await {
+            tracing::debug!(topic = %ledger.topic, error = %e, "ledger trim round failed; trying again next round");
+        }
+    }
+}
+
+impl Ledger {
+    async fn trim_round(
+        &self,
+        schedules: &mut [TrimSchedule],
+        clock: Instant,
+    ) -> Result<(), ClientError> {
+        // The start offsets first: the records below them were terminal
+        // when they were read, so a point computed with them was true then.
+        let spso: BTreeMap<(String, i32), i64> = self
+            .source_admin
+            .describe_share_group_offsets(&self.group, None)
+            .await?
+            .into_iter()
+            .filter_map(|(k, r)| r.ok().filter(|&o| o >= 0).map(|o| (k, o)))
+            .collect();
+        let now_ms = clock.elapsed().as_millis() as u64;
+        let grace_ms = self.config.ledger_trim_grace().as_millis() as u64;
+        let mut delete = Vec::new();
+        for (p, (slot, schedule)) in self.slots.iter().zip(schedules.iter_mut()).enumerate() {
+            let point = slot.index.lock().trim_point(|group, topic, partition| {
+                (group == self.group)
+                    .then(|| spso.get(&(topic.to_string(), partition)).copied())
+                    .flatten()
+            });
+            schedule.observe(now_ms, point);
+            if let Some(k) = schedule.due(now_ms, grace_ms)
+                && k > slot.trimmed.load(Ordering::Relaxed)
+            {
+                delete.push((self.topic.clone(), p as i32, k));
+            }
+        }
+        if delete.is_empty() {
+            return Ok(());
+        }
+        for ((_, p), r) in self.admin.delete_records(&delete).await? {
+            let slot = &self.slots[p as usize];
+            match r {
+                Ok(start) => {
+                    let before = slot.trimmed.swap(start, Ordering::Relaxed);
+                    {
+                        let mut ix = slot.index.lock();
+                        ix.prune(start);
+                        slot.entries.store(ix.len() as i64, Ordering::Relaxed);
+                    }
+                    if start > before {
+                        let m = &self.metrics.ledger;
+                        m.trims.fetch_add(1, Ordering::Relaxed);
+                        m.log_start.fetch_add(start - before, Ordering::Relaxed);
+                        tracing::info!(topic = %self.topic, partition = p, log_start = start, "trimmed the exactly-once ledger");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(topic = %self.topic, partition = p, error = %e, "cannot trim the exactly-once ledger (DeleteRecords); it keeps growing until this is fixed")
+                }
+            }
+        }
+        self.metrics
+            .ledger
+            .index_entries
+            .store(self.entries(), Ordering::Relaxed);
+        Ok(())
     }
 }
 

@@ -124,6 +124,16 @@ pub struct LedgerMetrics {
     pub index_lag: AtomicI64,
     /// Intents held by the index (open and committed).
     pub index_entries: AtomicI64,
+    /// DeleteRecords on the ledger by this process's trimmer that moved a
+    /// partition's log start.
+    pub trims: AtomicU64,
+    /// Sum over ledger partitions of the log start offset after this
+    /// process's last trim of each (records deleted from the ledger).
+    pub log_start: AtomicI64,
+    /// Source records released, not processed or committed, because their
+    /// decision came later than `exactly.once.ledger.max.batch.age.ms`
+    /// after their acquisition (they are delivered again).
+    pub too_old: AtomicU64,
 }
 
 /// The workers' time by phase of their loop, nanoseconds summed over
@@ -274,7 +284,7 @@ impl RuntimeMetrics {
                 &self.lock_renewals,
             ),
         ];
-        let ledger: [(&str, &str, &AtomicU64); 7] = [
+        let ledger: [(&str, &str, &AtomicU64); 9] = [
             (
                 "sharestream_runtime_ledger_intents_total",
                 "Intent records written to the exactly-once ledger.",
@@ -310,6 +320,16 @@ impl RuntimeMetrics {
                 "Fences of this process's producers announced by a peer resolving an open intent.",
                 &self.ledger.fenced_by_peer,
             ),
+            (
+                "sharestream_runtime_ledger_trims_total",
+                "DeleteRecords by this process that moved a ledger partition's log start.",
+                &self.ledger.trims,
+            ),
+            (
+                "sharestream_runtime_ledger_too_old_total",
+                "Source records released because their decision came after exactly.once.ledger.max.batch.age.ms.",
+                &self.ledger.too_old,
+            ),
         ];
         for (name, help, c) in counters.into_iter().chain(ledger) {
             let _ = writeln!(
@@ -341,9 +361,10 @@ impl RuntimeMetrics {
             if m == "ledger" {
                 let lag = self.ledger.index_lag.load(Ordering::Relaxed);
                 let entries = self.ledger.index_entries.load(Ordering::Relaxed);
+                let start = self.ledger.log_start.load(Ordering::Relaxed);
                 let _ = writeln!(
                     out,
-                    "# HELP sharestream_runtime_ledger_index_lag_records Ledger records not yet read by this process's index.\n# TYPE sharestream_runtime_ledger_index_lag_records gauge\nsharestream_runtime_ledger_index_lag_records {lag}\n# HELP sharestream_runtime_ledger_index_entries Intents held by this process's ledger index.\n# TYPE sharestream_runtime_ledger_index_entries gauge\nsharestream_runtime_ledger_index_entries {entries}"
+                    "# HELP sharestream_runtime_ledger_index_lag_records Ledger records not yet read by this process's index.\n# TYPE sharestream_runtime_ledger_index_lag_records gauge\nsharestream_runtime_ledger_index_lag_records {lag}\n# HELP sharestream_runtime_ledger_index_entries Intents held by this process's ledger index.\n# TYPE sharestream_runtime_ledger_index_entries gauge\nsharestream_runtime_ledger_index_entries {entries}\n# HELP sharestream_runtime_ledger_log_start_offsets Sum over ledger partitions of the log start offset after this process's last trim.\n# TYPE sharestream_runtime_ledger_log_start_offsets gauge\nsharestream_runtime_ledger_log_start_offsets {start}"
                 );
             }
         }

@@ -399,6 +399,7 @@ impl RuntimeBuilder {
                 ledger::Ledger::open(
                     config.clone(),
                     connection.clone(),
+                    self.topology.share_group(),
                     total,
                     metrics.clone(),
                     shutdown_rx.clone(),

@@ -19,7 +19,6 @@ use crate::client::share_consumer::{
     ShareConsumer, ShareRecord, ShareRecords, TransactionAcknowledgements,
     TransactionAcknowledgementsId, TransactionOutcome,
 };
-use crate::eos::ledger::Look;
 use crate::eos::{AcknowledgeType, AcknowledgementBatch, ShareGroupMetadata, TopicIdPartition};
 use crate::failpoints;
 use crate::protocol::ErrorCode;
@@ -43,6 +42,10 @@ pub(crate) struct OpenBatch {
     out: u64,
     rejected: u64,
     dead_lettered: u64,
+    /// The earliest acquisition among its records (the ledger's
+    /// arbitration must come within `exactly.once.ledger.max.batch.age.ms`
+    /// of it).
+    oldest_acquired: Option<Instant>,
 }
 
 impl OpenBatch {
@@ -54,6 +57,7 @@ impl OpenBatch {
             out: 0,
             rejected: 0,
             dead_lettered: 0,
+            oldest_acquired: None,
         }
     }
 
@@ -75,12 +79,32 @@ impl OpenBatch {
 enum TxnFailure {
     /// Abort, the records come back, carry on.
     Abortable(ProducerError),
+    /// The ledger's arbitration came later than
+    /// `exactly.once.ledger.max.batch.age.ms` after the earliest
+    /// acquisition of the transaction's records: abort; the records come
+    /// back and are released.
+    TooOld(Duration),
     /// The ledger's arbitration found an earlier committed intent for one
     /// of the transaction's records: abort; the records come back and the
     /// check ACCEPTs those already produced.
     Lost(String),
     /// Stop the application.
     Fatal(RuntimeError),
+}
+
+impl TxnFailure {
+    /// A producer error of worker `index`'s transaction: fatal ones stop
+    /// the application, the rest abort the transaction.
+    fn from_producer(index: usize, e: ProducerError) -> Self {
+        if e.is_fatal() {
+            TxnFailure::Fatal(RuntimeError::Producer {
+                worker: index,
+                source: e,
+            })
+        } else {
+            TxnFailure::Abortable(e)
+        }
+    }
 }
 
 pub(crate) struct Worker {
@@ -640,6 +664,9 @@ impl Worker {
                     open = Some(OpenBatch::new(self.deadline(polled_at)));
                 }
                 let b = open.as_mut().expect("opened above");
+                if let Some(t) = records.iter().map(|r| r.acquired_at).min() {
+                    b.oldest_acquired = Some(b.oldest_acquired.map_or(t, |o| o.min(t)));
+                }
                 match processed {
                     Ok(results) => {
                         let t0 = Instant::now();
@@ -731,7 +758,7 @@ impl Worker {
     ) -> Result<Option<Polled>, RuntimeError> {
         let started = Instant::now();
         if let Some(ledger) = self.ledger.clone() {
-            let result = self.ledger_commit(&ledger).await;
+            let result = self.ledger_commit(&ledger, b.oldest_acquired).await;
             let took = started.elapsed();
             return self.after_commit(b, result, took, started, None).await;
         }
@@ -794,6 +821,18 @@ impl Worker {
                 tracing::info!(worker = self.index, reason = %why, "transaction lost the ledger's arbitration; aborting, the records already produced will be accepted without output");
                 self.abort(b).await?;
             }
+            Err(TxnFailure::TooOld(age)) => {
+                tracing::warn!(
+                    worker = self.index,
+                    age_ms = age.as_millis() as u64,
+                    max_ms = self.config.ledger_max_batch_age.as_millis() as u64,
+                    "the transaction's records were acquired longer ago than \
+                     exactly.once.ledger.max.batch.age.ms allows before its commit; aborting, \
+                     they are released and delivered again (raise the setting if processing \
+                     takes this long)"
+                );
+                self.abort(b).await?;
+            }
             Err(TxnFailure::Abortable(e)) if e.code() == Some(ErrorCode::INVALID_RECORD_STATE) => {
                 // The broker no longer holds these records for this member
                 // (it restarted and lost its acquisitions, or their lock
@@ -850,16 +889,7 @@ impl Worker {
                 group.member_epoch() - 1,
             );
         }
-        let classify = move |e: ProducerError| {
-            if e.is_fatal() {
-                TxnFailure::Fatal(RuntimeError::Producer {
-                    worker: index,
-                    source: e,
-                })
-            } else {
-                TxnFailure::Abortable(e)
-            }
-        };
+        let classify = move |e: ProducerError| TxnFailure::from_producer(index, e);
         async move {
             // Kill windows for the chaos test (no-ops without `failpoints`):
             // outputs sent, acknowledgements not staged; then staged, not
@@ -1038,24 +1068,9 @@ impl Worker {
                 let source = (r.topic_id, r.partition);
                 let p = ledger.partition_of(source);
                 let end = ends.get(&p).copied().unwrap_or(0);
-                loop {
-                    match ledger.look(source, r.offset, r.offset, end) {
-                        Look::Free => {
-                            keep.push(r.clone());
-                            break;
-                        }
-                        Look::Committed(_) => {
-                            done.push(r.clone());
-                            break;
-                        }
-                        Look::Open {
-                            offset,
-                            transactional_id,
-                            ..
-                        } => {
-                            ledger.resolve(p, offset, &transactional_id, &me).await?;
-                        }
-                    }
+                match ledger.settle(source, r.offset, r.offset, end, &me).await? {
+                    None => keep.push(r.clone()),
+                    Some(_) => done.push(r.clone()),
                 }
             }
             Ok::<_, RuntimeError>((keep, done))
@@ -1063,13 +1078,23 @@ impl Worker {
         .await;
         match checked {
             Ok((keep, done)) => {
-                for r in &done {
-                    self.consumer
-                        .acknowledge(r, AcknowledgeType::Accept)
-                        .map_err(|source| RuntimeError::Consumer {
-                            worker: self.index,
-                            source,
-                        })?;
+                // Processing stands on this look only if it came within the
+                // batch age limit of the acquisition (checked after the
+                // look; docs/EXACTLY-ONCE.md, "Trimming the ledger").
+                let max_age = self.config.ledger_max_batch_age;
+                let (keep, too_old): (Vec<ShareRecord>, Vec<ShareRecord>) = keep
+                    .into_iter()
+                    .partition(|r| r.acquired_at.elapsed() <= max_age);
+                if !too_old.is_empty() {
+                    tracing::warn!(
+                        worker = self.index,
+                        records = too_old.len(),
+                        max_ms = max_age.as_millis() as u64,
+                        "records acquired longer ago than exactly.once.ledger.max.batch.age.ms \
+                         before their check; releasing them (they are delivered again)"
+                    );
+                    let n = self.settle_unprocessed(&too_old, AcknowledgeType::Release)?;
+                    self.metrics.ledger.too_old.fetch_add(n, Ordering::Relaxed);
                 }
                 if !done.is_empty() {
                     tracing::debug!(
@@ -1077,34 +1102,44 @@ impl Worker {
                         records = done.len(),
                         "records already produced by a committed transaction: accepted without output"
                     );
-                    let n = done.len() as u64;
-                    self.metrics
-                        .ledger
-                        .skipped_committed
-                        .fetch_add(n, Ordering::Relaxed);
-                    self.metrics
-                        .records_in_flight
-                        .fetch_sub(n as i64, Ordering::Relaxed);
                 }
+                let n = self.settle_unprocessed(&done, AcknowledgeType::Accept)?;
+                self.metrics
+                    .ledger
+                    .skipped_committed
+                    .fetch_add(n, Ordering::Relaxed);
                 Ok(ShareRecords::new(keep))
             }
             Err(RuntimeError::Unsupported(why)) => Err(RuntimeError::Unsupported(why)),
             Err(e) => {
                 tracing::warn!(worker = self.index, error = %e, records = records.len(), "cannot check the records against the exactly-once ledger; releasing them (they come back)");
-                for r in records.iter() {
-                    self.consumer
-                        .acknowledge(r, AcknowledgeType::Release)
-                        .map_err(|source| RuntimeError::Consumer {
-                            worker: self.index,
-                            source,
-                        })?;
-                }
-                self.metrics
-                    .records_in_flight
-                    .fetch_sub(records.len() as i64, Ordering::Relaxed);
+                self.settle_unprocessed(records.as_slice(), AcknowledgeType::Release)?;
                 Ok(ShareRecords::default())
             }
         }
+    }
+
+    /// Acknowledges records the worker will not process (ACCEPT: their
+    /// outputs exist; RELEASE: they come back) and takes them out of the
+    /// in-flight count. Returns how many.
+    fn settle_unprocessed(
+        &mut self,
+        records: &[ShareRecord],
+        ty: AcknowledgeType,
+    ) -> Result<u64, RuntimeError> {
+        for r in records {
+            self.consumer
+                .acknowledge(r, ty)
+                .map_err(|source| RuntimeError::Consumer {
+                    worker: self.index,
+                    source,
+                })?;
+        }
+        let n = records.len() as u64;
+        self.metrics
+            .records_in_flight
+            .fetch_sub(n as i64, Ordering::Relaxed);
+        Ok(n)
     }
 
     /// Steps 3 to 5 of the ledger protocol: one intent per source partition
@@ -1115,6 +1150,7 @@ impl Worker {
     async fn ledger_commit(
         &mut self,
         ledger: &Arc<super::ledger::Ledger>,
+        oldest_acquired: Option<Instant>,
     ) -> Result<Option<TransactionAcknowledgementsId>, TxnFailure> {
         use crate::eos::ledger::{LedgerRecord, encode, ledger_key, ranges_of};
         let taken = self.consumer.take_transaction_acknowledgements();
@@ -1123,16 +1159,7 @@ impl Worker {
         }
         let id = self.txn_id;
         let index = self.index;
-        let classify = move |e: ProducerError| {
-            if e.is_fatal() {
-                TxnFailure::Fatal(RuntimeError::Producer {
-                    worker: index,
-                    source: e,
-                })
-            } else {
-                TxnFailure::Abortable(e)
-            }
-        };
+        let classify = move |e: ProducerError| TxnFailure::from_producer(index, e);
         let ledger_failure = |e: RuntimeError| match e {
             RuntimeError::Unsupported(_) => TxnFailure::Fatal(e),
             other => TxnFailure::Abortable(ProducerError::InvalidTxnState(format!(
@@ -1186,29 +1213,34 @@ impl Worker {
                     .await
                     .map_err(ledger_failure)?;
                 for &(first, last) in ranges {
-                    loop {
-                        match ledger.look(*source, first, last, *at) {
-                            Look::Free => break,
-                            Look::Committed(o) => {
-                                return Err(TxnFailure::Lost(format!(
-                                    "the intent at {}-{p}@{o} committed records of {}-{} in \
-                                     {first}..={last} first",
-                                    ledger.topic(),
-                                    source.0,
-                                    source.1
-                                )));
-                            }
-                            Look::Open {
-                                offset,
-                                transactional_id,
-                                ..
-                            } => ledger
-                                .resolve(p, offset, &transactional_id, &me)
-                                .await
-                                .map_err(ledger_failure)?,
-                        }
+                    let settled = ledger
+                        .settle(*source, first, last, *at, &me)
+                        .await
+                        .map_err(ledger_failure)?;
+                    if let Some(o) = settled {
+                        return Err(TxnFailure::Lost(format!(
+                            "the intent at {}-{p}@{o} committed records of {}-{} in \
+                             {first}..={last} first",
+                            ledger.topic(),
+                            source.0,
+                            source.1
+                        )));
                     }
                 }
+            }
+            // The decision to commit stands only if it came within the
+            // batch age limit (after the look, so that the look itself was
+            // in time): past it, an intent this look needed may have been
+            // trimmed (docs/EXACTLY-ONCE.md, "Trimming the ledger").
+            if let Some(age) = oldest_acquired.map(|t| t.elapsed())
+                && age > self.config.ledger_max_batch_age
+            {
+                let records = t.acknowledgements.len() as u64;
+                self.metrics
+                    .ledger
+                    .too_old
+                    .fetch_add(records, Ordering::Relaxed);
+                return Err(TxnFailure::TooOld(age));
             }
             self.ledger_acks = Some(t);
         }

@@ -148,6 +148,35 @@ struct Design {
     /// covers one of its records; one committed -> abort; one open ->
     /// fence its transactional id and look again; all aborted -> commit.
     arbitrate: bool,
+    /// Which ledger entries may be deleted (DeleteRecords on a prefix of a
+    /// ledger partition).
+    trim: Trim,
+}
+
+/// The rule by which a prefix of a ledger partition may be deleted. An
+/// entry of the prefix is deletable when it is a marker, an aborted intent,
+/// or a committed intent whose records are all terminal at the source
+/// (below the share-partition start offset), and (`Safe` only) no worker
+/// still holds one of those records before its decision (check or
+/// arbitration). The runtime enforces that last condition with time: a
+/// worker abandons a batch whose decision comes later than
+/// `exactly.once.ledger.max.batch.age.ms` after its acquisition, and the
+/// trimmer deletes a prefix only that long (plus a margin) after it saw
+/// the prefix's records terminal. A terminal record is never handed out
+/// again, so whoever still holds it acquired it before it was seen
+/// terminal, and decides within the age limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Trim {
+    /// The ledger is never trimmed.
+    Off,
+    /// The rule above.
+    Safe,
+    /// Broken: without the wait for workers before their decision (a
+    /// paused worker holding a record acquired before it became terminal).
+    NoGrace,
+    /// Broken: a committed intent is deleted without waiting for its
+    /// records to become terminal at the source.
+    AtCommit,
 }
 
 impl Design {
@@ -158,6 +187,7 @@ impl Design {
         catch_up: true,
         check_first_delivery: true,
         arbitrate: false,
+        trim: Trim::Off,
     };
     /// Broken: no RENEW.
     const ISSUE_NO_RENEW: Design = Design {
@@ -189,6 +219,23 @@ impl Design {
     const ARBITRATED_STALE_INDEX: Design = Design {
         catch_up: false,
         ..Design::ARBITRATED
+    };
+    /// What the runtime implements: arbitration without RENEW, and the
+    /// ledger trimmed by the safe rule.
+    const ARBITRATED_TRIMMED: Design = Design {
+        trim: Trim::Safe,
+        ..Design::ARBITRATED_NO_RENEW
+    };
+    /// Broken: trimming that does not wait for workers before their
+    /// decision.
+    const TRIMMED_NO_GRACE: Design = Design {
+        trim: Trim::NoGrace,
+        ..Design::ARBITRATED_NO_RENEW
+    };
+    /// Broken: trimming committed intents whose records are not terminal.
+    const TRIMMED_AT_COMMIT: Design = Design {
+        trim: Trim::AtCommit,
+        ..Design::ARBITRATED_NO_RENEW
     };
 }
 
@@ -229,6 +276,8 @@ struct Bounds {
     lock_violations: u8,
     /// Acquisitions (rounds) per worker: bounds the run.
     rounds: u8,
+    /// Trims (DeleteRecords on a ledger partition), when the design trims.
+    trims: u8,
 }
 
 #[derive(Clone, Debug)]
@@ -353,7 +402,14 @@ struct State {
     /// The deposed leader's memory of partition 0 (who holds what), while
     /// it still answers.
     stale: Option<[RState; MAX_RECORDS]>,
+    /// Every entry ever appended (the outputs that went with the intents
+    /// stay whatever happens to the ledger); workers see only those from
+    /// `start` on.
     ledger: [Vec<Entry>; MAX_PARTITIONS],
+    /// The log start offset of each ledger partition (entries before it
+    /// were deleted).
+    start: [u8; MAX_PARTITIONS],
+    trims: u8,
     coord: [Coord; WORKERS],
     workers: [Worker; WORKERS],
     expiries: u8,
@@ -404,6 +460,8 @@ enum Action {
     StaleLearns,
     /// Lock violation: worker `.0` is handed record `.1` that another holds.
     Steal(u8, u8),
+    /// DeleteRecords on ledger partition `.0` up to offset `.1`.
+    Trim(u8, u8),
 }
 
 const NONE: u8 = u8::MAX;
@@ -469,6 +527,49 @@ fn seen(intents: &[Entry], known: &[Entry], r: usize, except: Option<Txn>) -> Se
 }
 
 impl State {
+    /// What worker `w`'s index holds of ledger partition `q`: the entries
+    /// it has read that were not deleted (`known`), and those of them
+    /// before offset `before` (`prefix`).
+    fn view(&self, w: usize, q: usize, before: u8) -> (&[Entry], &[Entry]) {
+        let lo = usize::from(self.start[q]);
+        let hi = usize::from(self.workers[w].pos[q]).max(lo);
+        let cut = usize::from(before).clamp(lo, hi);
+        (&self.ledger[q][lo..hi], &self.ledger[q][lo..cut])
+    }
+
+    /// The longest prefix of ledger partition `q` that `rule` lets the
+    /// trimmer delete (an offset above `start`), if any.
+    fn trimmable(&self, q: usize, rule: Trim, m: &Ledger) -> Option<u8> {
+        let log = &self.ledger[q];
+        let mut k = usize::from(self.start[q]);
+        while k < log.len() {
+            let ok = match log[k] {
+                Entry::Marker { .. } => true,
+                Entry::Intent { txn, recs } => match outcome(log, txn) {
+                    None => false,
+                    Some(false) => true,
+                    Some(true) => {
+                        let terminal = rule == Trim::AtCommit
+                            || (0..m.bounds.records)
+                                .filter(|&r| has(recs, r))
+                                .all(|r| self.recs[r].state == RState::Acknowledged);
+                        let undecided = rule == Trim::Safe
+                            && self.workers.iter().any(|wk| {
+                                matches!(wk.phase, Phase::Check | Phase::Intent | Phase::Arbitrate)
+                                    && wk.batch & recs != 0
+                            });
+                        terminal && !undecided
+                    }
+                },
+            };
+            if !ok {
+                break;
+            }
+            k += 1;
+        }
+        (k > usize::from(self.start[q])).then_some(k as u8)
+    }
+
     fn committed_outputs(&self, r: usize, m: &Ledger) -> usize {
         let log = &self.ledger[m.part(r)];
         log.iter()
@@ -600,8 +701,7 @@ impl State {
                 .filter(|&r| m.design.check_first_delivery || !has(wk.first, r))
                 .find_map(|r| {
                     let q = m.part(r);
-                    let known = &self.ledger[q][..usize::from(wk.pos[q])];
-                    let before = &known[..known.len().min(usize::from(wk.acquired_end[q]))];
+                    let (known, before) = self.view(w, q, wk.acquired_end[q]);
                     match seen(before, known, r, None) {
                         Seen::Open(t) => Some(t),
                         _ => None,
@@ -616,8 +716,7 @@ impl State {
                 let mut open = None;
                 for r in (0..m.bounds.records).filter(|&r| has(wk.todo, r)) {
                     let q = m.part(r);
-                    let known = &self.ledger[q][..usize::from(wk.pos[q])];
-                    let before = &known[..known.len().min(usize::from(wk.intent_at[q]))];
+                    let (known, before) = self.view(w, q, wk.intent_at[q]);
                     match seen(before, known, r, Some(own)) {
                         Seen::Committed => committed = true,
                         Seen::Open(t) => open = open.or(Some(t)),
@@ -666,6 +765,8 @@ impl Model for Ledger {
             recs,
             stale: None,
             ledger: [Vec::new(), Vec::new()],
+            start: [0; MAX_PARTITIONS],
+            trims: 0,
             coord: [Coord { epoch: 0, open: 0 }; WORKERS],
             workers: [worker; WORKERS],
             expiries: 0,
@@ -767,6 +868,13 @@ impl Model for Ledger {
         if s.stale.is_some() {
             actions.push(Action::StaleLearns);
         }
+        if self.design.trim != Trim::Off && (!faults || s.trims < b.trims) {
+            for q in 0..b.partitions {
+                if let Some(k) = s.trimmable(q, self.design.trim, self) {
+                    actions.push(Action::Trim(q as u8, k));
+                }
+            }
+        }
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
@@ -819,8 +927,7 @@ impl Model for Ledger {
                         continue;
                     }
                     let q = self.part(r);
-                    let known = &s.ledger[q][..usize::from(wk.pos[q])];
-                    let before = &known[..known.len().min(usize::from(wk.acquired_end[q]))];
+                    let (known, before) = s.view(w, q, wk.acquired_end[q]);
                     if seen(before, known, r, None) == Seen::Committed {
                         skip |= bit(r);
                     }
@@ -897,8 +1004,7 @@ impl Model for Ledger {
                 let mut lost = 0;
                 for r in (0..self.bounds.records).filter(|&r| has(wk.todo, r)) {
                     let q = self.part(r);
-                    let known = &s.ledger[q][..usize::from(wk.pos[q])];
-                    let before = &known[..known.len().min(usize::from(wk.intent_at[q]))];
+                    let (known, before) = s.view(w, q, wk.intent_at[q]);
                     if seen(before, known, r, Some(own)) == Seen::Committed {
                         lost |= bit(r);
                     }
@@ -1003,6 +1109,10 @@ impl Model for Ledger {
                 }
             }
             Action::StaleLearns => s.stale = None,
+            Action::Trim(q, k) => {
+                s.trims = s.trims.saturating_add(1);
+                s.start[usize::from(q)] = k;
+            }
         }
         Some(s)
     }
@@ -1418,6 +1528,7 @@ const PAUSE_AND_CRASH: Bounds = Bounds {
     leader: LeaderFault::None,
     lock_violations: 0,
     rounds: 2,
+    trims: 0,
 };
 const PAUSE_TIMEOUT_LOSS: Bounds = Bounds {
     crashes: 0,
@@ -1448,6 +1559,7 @@ const TWO_PARTITIONS: Bounds = Bounds {
     leader: LeaderFault::None,
     lock_violations: 0,
     rounds: 3,
+    trims: 0,
 };
 /// Three records in one partition.
 const THREE_RECORDS: Bounds = Bounds {
@@ -1583,6 +1695,91 @@ fn arbitrated_ledger_holds_with_other_faults() {
     check(Design::ARBITRATED, TWO_PARTITIONS, false).assert_all_hold();
 }
 
+/// Trimming the ledger (DeleteRecords on a prefix whose intents are
+/// decided and whose committed records are terminal at the source, once no
+/// worker still holds one of them before its decision) keeps exactly-once,
+/// with pauses, crashes, lost ACCEPTs and a record handed to two members.
+#[test]
+fn trimmed_ledger_holds() {
+    for bounds in [
+        PAUSE_AND_CRASH,
+        PAUSE_TIMEOUT_LOSS,
+        Bounds {
+            expiries: 0,
+            lock_violations: 1,
+            ..DEPOSED_LEADER
+        },
+    ] {
+        check(
+            Design::ARBITRATED_TRIMMED,
+            Bounds { trims: 2, ..bounds },
+            false,
+        )
+        .assert_all_hold();
+    }
+    check(
+        Design::ARBITRATED_TRIMMED,
+        Bounds {
+            trims: 2,
+            ..TWO_PARTITIONS
+        },
+        false,
+    )
+    .assert_all_hold();
+}
+
+/// Broken variant: trimming without waiting for workers that still hold a
+/// record before their decision. A worker pauses after its acquisition,
+/// its lock expires, another commits and ACCEPTs the record, the intent is
+/// deleted, and the paused worker's check and arbitration find nothing.
+#[test]
+fn broken_trim_without_grace_duplicates() {
+    let bounds = Bounds {
+        crashes: 0,
+        trims: 2,
+        ..PAUSE_AND_CRASH
+    };
+    let actions = assert_duplicate(&check(Design::TRIMMED_NO_GRACE, bounds, true));
+    assert!(
+        actions.iter().any(|a| matches!(a, Action::Trim(..))),
+        "{actions:?}"
+    );
+    assert!(
+        actions.iter().any(|a| matches!(a, Action::Expire(_))),
+        "{actions:?}"
+    );
+}
+
+/// Broken variant: deleting a committed intent before its records are
+/// terminal at the source. The committing worker crashes before its
+/// ACCEPT, the record comes back, and nothing in the ledger says it was
+/// produced.
+#[test]
+fn broken_trim_at_commit_duplicates() {
+    let bounds = Bounds {
+        expiries: 0,
+        trims: 2,
+        ..PAUSE_AND_CRASH
+    };
+    let actions = assert_duplicate(&check(Design::TRIMMED_AT_COMMIT, bounds, true));
+    assert!(
+        actions.iter().any(|a| matches!(a, Action::Trim(..))),
+        "{actions:?}"
+    );
+}
+
+/// Liveness with trimming: trimming never blocks progress.
+#[test]
+fn liveness_trimmed_after_pause_and_crash() {
+    assert_live(
+        Design::ARBITRATED_TRIMMED,
+        Bounds {
+            trims: 2,
+            ..PAUSE_AND_CRASH
+        },
+    );
+}
+
 fn assert_live(design: Design, bounds: Bounds) {
     let live = liveness(design, bounds);
     assert!(live.stuck.is_none(), "{design:?} {bounds:?}: a stuck state");
@@ -1681,6 +1878,7 @@ fn wider_bounds() {
         leader: LeaderFault::Restart,
         lock_violations: 0,
         rounds: 2,
+        trims: 0,
     };
     check(Design::ISSUE, wide, false).assert_all_hold();
     check(Design::ARBITRATED, wide, false).assert_all_hold();

@@ -266,3 +266,110 @@ async fn a_ledger_topic_that_could_lose_intents_is_refused() {
     assert!(msg.contains("exactly.once.ledger.topic"), "{msg}");
     b.shutdown().await;
 }
+
+/// The ledger is trimmed (DeleteRecords) once its intents' records are
+/// terminal at the source and the grace has passed; processing goes on
+/// exactly once across the trim, and a new process replays only what is
+/// left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ledger_is_trimmed_once_its_records_are_terminal() {
+    let b = broker_with(2).await;
+    let ids = setup(&b, "g-trim", &[("in", 2), ("out", 2)]).await;
+    produce_inputs(&b, "in", 2, 200).await;
+    let trimming = |b: &BrokerHandle| {
+        let mut cfg = config(b, "app-trim");
+        cfg.num_workers = 2;
+        cfg.ledger_partitions = Some(2);
+        cfg.ledger_trim_interval = Some(Duration::from_millis(200));
+        cfg.ledger_max_batch_age = Duration::from_secs(3);
+        cfg.ledger_trim_margin = Duration::from_millis(200);
+        cfg
+    };
+    let h = Runtime::builder(map_values_topology("g-trim"))
+        .config(trimming(&b))
+        .start()
+        .await
+        .unwrap();
+    wait_committed(&h, 200).await;
+    let m = h.metrics().clone();
+    wait_until(30, "a trim of the ledger", || {
+        m.ledger.trims.load(Ordering::Relaxed) > 0
+    })
+    .await;
+    // The broker's word, not the runtime's: the ledger's log start.
+    let ledger = "app-trim-eos-ledger";
+    let starts = admin(&b)
+        .list_start_offsets(&[(ledger.into(), 0), (ledger.into(), 1)])
+        .await
+        .unwrap();
+    let start: i64 = starts.values().map(|r| *r.as_ref().unwrap()).sum();
+    assert!(start > 0, "the ledger's log start moved: {starts:?}");
+    assert!(
+        m.ledger.log_start.load(Ordering::Relaxed) <= start,
+        "the metric never claims more than the broker holds"
+    );
+    // More input after the trim, then a second process of the app.
+    produce_inputs(&b, "in", 2, 200).await;
+    let h2 = Runtime::builder(map_values_topology("g-trim"))
+        .config(trimming(&b))
+        .start()
+        .await
+        .unwrap();
+    wait_until_async(30, "400 outputs", || async {
+        committed(&b, "out").await.len() >= 400
+    })
+    .await;
+    h.stop().await.unwrap();
+    h2.stop().await.unwrap();
+    let out = committed(&b, "out").await;
+    // produce_inputs numbers each run from 0: every value twice, once per run.
+    let counts = value_counts(&out);
+    assert_eq!(counts.len(), 200, "{counts:?}");
+    assert!(counts.values().all(|&n| n == 2), "{counts:?}");
+    assert_eq!(out.len(), 400);
+    assert_group_drained(&b, "g-trim", ids[0], 2);
+    b.shutdown().await;
+}
+
+/// A batch whose decision comes later than
+/// `exactly.once.ledger.max.batch.age.ms` after its acquisition is not
+/// committed: it is released and processed again, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_older_than_the_age_limit_is_released_not_committed() {
+    use sharestream::topology::{Serdes, StreamsBuilder};
+    let b = broker_with(2).await;
+    let ids = setup(&b, "g-old", &[("in", 1), ("out", 1)]).await;
+    produce_inputs(&b, "in", 1, 20).await;
+    let sb = StreamsBuilder::new("g-old");
+    sb.stream::<String, String>("in", Serdes::string(), Serdes::string())
+        .map_record_async(
+            4,
+            |r: sharestream::topology::Record<String, String>| async move {
+                // The first delivery of v3 takes longer than the age limit.
+                if r.value == "v3" && r.source().delivery_count == 1 {
+                    tokio::time::sleep(Duration::from_millis(2500)).await;
+                }
+                let v = format!("out-{}", r.value);
+                Ok::<_, std::convert::Infallible>(r.with_value(v))
+            },
+        )
+        .to("out", Serdes::string(), Serdes::string());
+    let mut cfg = config(&b, "app-old");
+    cfg.ledger_max_batch_age = Duration::from_millis(1500);
+    let h = Runtime::builder(sb.build().unwrap())
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    wait_committed(&h, 20).await;
+    let m = h.metrics().clone();
+    h.stop().await.unwrap();
+    assert!(
+        m.ledger.too_old.load(Ordering::Relaxed) > 0,
+        "the slow batch was refused"
+    );
+    let out = committed(&b, "out").await;
+    assert_exactly_once(&out, 20, |i| format!("out-v{i}"));
+    assert_group_drained(&b, "g-old", ids[0], 1);
+    b.shutdown().await;
+}

@@ -1450,6 +1450,7 @@ impl LeaderFetch {
             .pool
             .broker(self.broker.node_id, &self.broker.address);
         let timeout = self.inner.request_timeout + self.max_wait;
+        let sent_at = Instant::now();
         let result = match conn.connection().await {
             Ok(c) => match record_limit_unsupported(&c, self.inner.acquire_mode) {
                 Some(e) => Err(e),
@@ -1540,7 +1541,7 @@ impl LeaderFetch {
                         delivery_count: a.delivery_count,
                     })
                     .collect();
-                match decode_partition(&tp, p.records, &ranges, DEFAULT_MAX_DECOMPRESSED) {
+                match decode_partition(&tp, p.records, &ranges, DEFAULT_MAX_DECOMPRESSED, sent_at) {
                     Ok(d) => {
                         if !d.gaps.is_empty() {
                             out.gaps.push((tp.clone(), d.gaps));

@@ -48,6 +48,11 @@ pub struct ShareRecord {
     pub timestamp: i64,
     /// What the timestamp means.
     pub timestamp_type: TimestampType,
+    /// When this consumer sent the ShareFetch that acquired the record:
+    /// the broker acquired it later, so the time since is at least the
+    /// age of its acquisition (the exactly-once ledger bounds that age,
+    /// `exactly.once.ledger.max.batch.age.ms`).
+    pub acquired_at: tokio::time::Instant,
 }
 
 impl ShareRecord {
@@ -139,6 +144,7 @@ pub fn decode_partition(
     records: Option<Bytes>,
     acquired: &[AcquiredRange],
     max_decompressed: usize,
+    acquired_at: tokio::time::Instant,
 ) -> Result<DecodedPartition, ProtocolError> {
     // Ranges sorted by first offset; a later range with the same first
     // offset replaces an earlier one.
@@ -212,6 +218,7 @@ pub fn decode_partition(
                 headers: rec.headers,
                 timestamp: rec.timestamp,
                 timestamp_type,
+                acquired_at,
             });
         }
     }
@@ -292,7 +299,14 @@ mod tests {
                 delivery_count: 3,
             },
         ];
-        let d = decode_partition(&tp(), Some(wire.freeze()), &acquired, 1 << 20).unwrap();
+        let d = decode_partition(
+            &tp(),
+            Some(wire.freeze()),
+            &acquired,
+            1 << 20,
+            tokio::time::Instant::now(),
+        )
+        .unwrap();
         let offsets: Vec<i64> = d.records.iter().map(|r| r.offset).collect();
         assert_eq!(offsets, [2, 3, 4, 6, 7], "0 and 1 are not acquired");
         assert_eq!(d.gaps, [5, 8, 9], "marker and offsets without data");
@@ -321,7 +335,14 @@ mod tests {
                 delivery_count: 1,
             },
         ];
-        let d = decode_partition(&tp(), Some(wire.freeze()), &acquired, 1 << 20).unwrap();
+        let d = decode_partition(
+            &tp(),
+            Some(wire.freeze()),
+            &acquired,
+            1 << 20,
+            tokio::time::Instant::now(),
+        )
+        .unwrap();
         let offsets: Vec<i64> = d.records.iter().map(|r| r.offset).collect();
         assert_eq!(offsets, [0, 1, 2, 3, 5, 6], "4 is not acquired");
         let counts: Vec<i16> = d.records.iter().map(|r| r.delivery_count).collect();
@@ -336,12 +357,23 @@ mod tests {
             last_offset: i64::MAX,
             delivery_count: 1,
         }];
-        assert!(decode_partition(&tp(), None, &huge, 1 << 20).is_err());
+        assert!(
+            decode_partition(&tp(), None, &huge, 1 << 20, tokio::time::Instant::now()).is_err()
+        );
         let backwards = [AcquiredRange {
             first_offset: 5,
             last_offset: 4,
             delivery_count: 1,
         }];
-        assert!(decode_partition(&tp(), None, &backwards, 1 << 20).is_err());
+        assert!(
+            decode_partition(
+                &tp(),
+                None,
+                &backwards,
+                1 << 20,
+                tokio::time::Instant::now()
+            )
+            .is_err()
+        );
     }
 }

@@ -630,6 +630,13 @@ mod tests {
         }
     }
 
+    /// One acquisition instant for every test record, so that records
+    /// compare equal by content.
+    fn acquired_at() -> tokio::time::Instant {
+        static AT: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
+        *AT.get_or_init(tokio::time::Instant::now)
+    }
+
     fn rec(p: i32, offset: i64) -> ShareRecord {
         ShareRecord {
             topic: "in".into(),
@@ -642,6 +649,7 @@ mod tests {
             headers: vec![],
             timestamp: 0,
             timestamp_type: TimestampType::CreateTime,
+            acquired_at: acquired_at(),
         }
     }
 
