@@ -219,7 +219,10 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
         .as_secs();
     for (&size, &n) in [100usize, 1024].iter().zip(&counts) {
         for (layout, src) in &layouts {
-            let configs = [ProcessingGuarantee::AtLeastOnce, ProcessingGuarantee::ExactlyOnce];
+            let configs = [
+                ProcessingGuarantee::AtLeastOnce,
+                ProcessingGuarantee::ExactlyOnce,
+            ];
             let mut runs: Vec<Vec<Run>> = configs.iter().map(|_| Vec::new()).collect();
             for rep in 0..REPS {
                 for (i, &g) in configs.iter().enumerate() {

@@ -113,12 +113,12 @@ pub(crate) fn describe_groups(
                     .with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0)
                     .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
             }
-            if let Some(d) = core.consumer_groups().consumer_describe(&group_id) {
-                return consumer_protocol_group(core, ctx, &req, id.clone(), &resource, d);
-            }
-            let d = core
-                .consumer_groups()
-                .with_coordinator(|c| c.describe(&group_id));
+            let d = match core.consumer_groups().consumer_describe(&group_id) {
+                Some(d) => as_described_group(d),
+                None => core
+                    .consumer_groups()
+                    .with_coordinator(|c| c.describe(&group_id)),
+            };
             if version >= 6 && d.state == "Dead" {
                 // v6 (KIP-1043): a group that does not exist is an error.
                 return DescribedGroup::default()
@@ -164,46 +164,30 @@ pub(crate) fn describe_groups(
 }
 
 /// DescribeGroups of a consumer-protocol (KIP-848) group: its state, the
-/// protocol type `consumer` and its members. Their metadata and assignment
-/// bytes are left empty (Kafka fills them in the classic consumer
-/// protocol's encoding; ConsumerGroupDescribe carries the assignment).
-fn consumer_protocol_group(
-    core: &BrokerCore,
-    ctx: &RequestContext,
-    req: &DescribeGroupsRequest,
-    id: GroupId,
-    resource: &Resource,
+/// protocol type `consumer`, its assignor and its members. Their metadata
+/// and assignment bytes are left empty (Kafka fills them in the classic
+/// consumer protocol's encoding; ConsumerGroupDescribe carries the
+/// assignment).
+fn as_described_group(
     d: crate::consumer_group::consumer_protocol::DescribedConsumerGroup,
-) -> DescribedGroup {
-    let version = ctx.version();
-    let mut g = DescribedGroup::default()
-        .with_group_id(id)
-        .with_group_state(s(d.state.as_str()))
-        .with_protocol_type(s("consumer"))
-        .with_protocol_data(s(d.assignor_name))
-        .with_members(
-            d.members
-                .into_iter()
-                .map(|m| {
-                    let mut dm = DescribedGroupMember::default()
-                        .with_member_id(s(m.member_id))
-                        .with_client_id(s(m.client_id))
-                        .with_client_host(s(m.client_host));
-                    if version >= 4 {
-                        dm.group_instance_id = m.instance_id.map(s);
-                    }
-                    dm
-                })
-                .collect(),
-        );
-    if version >= 3 {
-        g.authorized_operations = if req.include_authorized_operations {
-            ctx.authorized_operations(core, resource)
-        } else {
-            AUTHORIZED_OPERATIONS_OMITTED
-        };
+) -> crate::consumer_group::DescribedGroup {
+    crate::consumer_group::DescribedGroup {
+        state: d.state.as_str(),
+        protocol_type: "consumer".to_string(),
+        protocol: d.assignor_name,
+        members: d
+            .members
+            .into_iter()
+            .map(|m| crate::consumer_group::DescribedMember {
+                member_id: m.member_id,
+                group_instance_id: m.instance_id,
+                client_id: m.client_id,
+                client_host: m.client_host,
+                metadata: Default::default(),
+                assignment: Default::default(),
+            })
+            .collect(),
     }
-    g
 }
 
 pub(crate) async fn delete_groups(

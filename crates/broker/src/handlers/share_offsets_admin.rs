@@ -34,8 +34,44 @@ fn s(v: impl Into<String>) -> StrBytes {
 const TOPIC_DENIED: &str = "Topic authorization failed.";
 const UNKNOWN_TOPIC: &str = "This server does not host this topic-partition.";
 
-fn disabled(core: &BrokerCore) -> bool {
-    !core.features().share_groups_enabled()
+/// The checks before any topic is looked at: the share feature
+/// (UNSUPPORTED_VERSION), then `op` on the group
+/// (GROUP_AUTHORIZATION_FAILED).
+fn group_gate(
+    core: &BrokerCore,
+    ctx: &RequestContext,
+    group_id: &str,
+    op: AclOperation,
+) -> Result<(), (ErrorCode, String)> {
+    if !core.features().share_groups_enabled() {
+        return Err((
+            ErrorCode::UNSUPPORTED_VERSION,
+            "Share groups are not enabled.".into(),
+        ));
+    }
+    if !ctx.allowed(core, op, &Resource::group(group_id)) {
+        return Err((
+            ErrorCode::GROUP_AUTHORIZATION_FAILED,
+            format!("Not authorized to {op:?} the group."),
+        ));
+    }
+    Ok(())
+}
+
+/// The error of one entry: the broker's own refusal, else the share
+/// service's outcome (taken in order, one per entry it was asked about).
+fn outcome(
+    refusal: Option<(ErrorCode, &'static str)>,
+    outcomes: &mut impl Iterator<Item = Result<(), GroupError>>,
+) -> Option<(ErrorCode, String)> {
+    match refusal {
+        Some((code, msg)) => Some((code, msg.to_string())),
+        None => match outcomes.next() {
+            Some(Ok(())) => None,
+            Some(Err(e)) => Some((e.code, e.message)),
+            None => Some((ErrorCode::UNKNOWN_SERVER_ERROR, "missing outcome".into())),
+        },
+    }
 }
 
 pub(crate) async fn alter_share_group_offsets(
@@ -48,18 +84,9 @@ pub(crate) async fn alter_share_group_offsets(
             .with_error_code(code.0)
             .with_error_message(Some(s(message)))
     };
-    if disabled(core) {
-        return top(
-            ErrorCode::UNSUPPORTED_VERSION,
-            "Share groups are not enabled.".into(),
-        );
-    }
     let group_id = req.group_id.0.to_string();
-    if !ctx.allowed(core, AclOperation::Read, &Resource::group(&group_id)) {
-        return top(
-            ErrorCode::GROUP_AUTHORIZATION_FAILED,
-            "Not authorized to read the group.".into(),
-        );
+    if let Err((code, message)) = group_gate(core, ctx, &group_id, AclOperation::Read) {
+        return top(code, message);
     }
     // Per topic: (name, id, [(partition, the broker's refusal)]).
     type Row = (
@@ -124,17 +151,7 @@ pub(crate) async fn alter_share_group_offsets(
                         .map(|(i, refusal)| {
                             let p = alter::AlterShareGroupOffsetsResponsePartition::default()
                                 .with_partition_index(i);
-                            let error = match refusal {
-                                Some((code, msg)) => Some((code, msg.to_string())),
-                                None => match outcomes.next() {
-                                    Some(Ok(())) => None,
-                                    Some(Err(e)) => Some((e.code, e.message)),
-                                    None => Some((
-                                        ErrorCode::UNKNOWN_SERVER_ERROR,
-                                        "missing outcome".to_string(),
-                                    )),
-                                },
-                            };
+                            let error = outcome(refusal, &mut outcomes);
                             match error {
                                 None => p,
                                 Some((code, msg)) => {
@@ -159,18 +176,9 @@ pub(crate) async fn delete_share_group_offsets(
             .with_error_code(code.0)
             .with_error_message(Some(s(message)))
     };
-    if disabled(core) {
-        return top(
-            ErrorCode::UNSUPPORTED_VERSION,
-            "Share groups are not enabled.".into(),
-        );
-    }
     let group_id = req.group_id.0.to_string();
-    if !ctx.allowed(core, AclOperation::Delete, &Resource::group(&group_id)) {
-        return top(
-            ErrorCode::GROUP_AUTHORIZATION_FAILED,
-            "Not authorized to delete the group's offsets.".into(),
-        );
+    if let Err((code, message)) = group_gate(core, ctx, &group_id, AclOperation::Delete) {
+        return top(code, message);
     }
     // Per topic: (name, id, the broker's refusal).
     let mut rows: Vec<(TopicName, Uuid, Option<(ErrorCode, &'static str)>)> = Vec::new();
@@ -209,14 +217,7 @@ pub(crate) async fn delete_share_group_offsets(
             let t = delete::DeleteShareGroupOffsetsResponseTopic::default()
                 .with_topic_name(name)
                 .with_topic_id(id);
-            let error = match refusal {
-                Some((code, msg)) => Some((code, msg.to_string())),
-                None => match outcomes.next() {
-                    Some(Ok(())) => None,
-                    Some(Err(e)) => Some((e.code, e.message)),
-                    None => Some((ErrorCode::UNKNOWN_SERVER_ERROR, "missing outcome".into())),
-                },
-            };
+            let error = outcome(refusal, &mut outcomes);
             match error {
                 None => t,
                 Some((code, msg)) => t.with_error_code(code.0).with_error_message(Some(s(msg))),

@@ -28,7 +28,9 @@
 //! - **Offsets.** [`ConsumerProtocolGroups::validate_commit`] is the check
 //!   of an OffsetCommit into such a group: the member must exist
 //!   (UNKNOWN_MEMBER_ID) at its current epoch (STALE_MEMBER_EPOCH for an
-//!   older one, FENCED_MEMBER_EPOCH for a newer one).
+//!   older one, FENCED_MEMBER_EPOCH for a newer one);
+//!   [`ConsumerProtocolGroups::validate_fetch`] that of an OffsetFetch v9+
+//!   naming a member (STALE_MEMBER_EPOCH for any other epoch).
 //!
 //! Not persisted (as classic membership, D19): after a restart members get
 //! UNKNOWN_MEMBER_ID and rejoin. Not implemented: static membership's
@@ -662,6 +664,29 @@ impl ConsumerProtocolGroups {
             std::cmp::Ordering::Equal => Ok(()),
             std::cmp::Ordering::Less => Err(ErrorCode::STALE_MEMBER_EPOCH),
             std::cmp::Ordering::Greater => Err(ErrorCode::FENCED_MEMBER_EPOCH),
+        }
+    }
+
+    /// The OffsetFetch (v9+) check of a member: none for a group that is
+    /// not a consumer-protocol group here; else the member must exist
+    /// (UNKNOWN_MEMBER_ID) at its current epoch (STALE_MEMBER_EPOCH).
+    pub fn validate_fetch(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        member_epoch: i32,
+    ) -> Result<(), ErrorCode> {
+        let Some(g) = self.groups.get(group_id) else {
+            return Ok(());
+        };
+        let m = g
+            .members
+            .get(member_id)
+            .ok_or(ErrorCode::UNKNOWN_MEMBER_ID)?;
+        if m.epoch == member_epoch {
+            Ok(())
+        } else {
+            Err(ErrorCode::STALE_MEMBER_EPOCH)
         }
     }
 

@@ -198,6 +198,20 @@ fn kip848_epochs_fence_and_stale_commits_are_refused() {
         g.validate_commit("h", "m1", 2),
         Err(ErrorCode::GROUP_ID_NOT_FOUND)
     );
+    assert_eq!(g.validate_fetch("g", "m1", 2), Ok(()));
+    assert_eq!(
+        g.validate_fetch("g", "m1", 1),
+        Err(ErrorCode::STALE_MEMBER_EPOCH)
+    );
+    assert_eq!(
+        g.validate_fetch("g", "zz", 2),
+        Err(ErrorCode::UNKNOWN_MEMBER_ID)
+    );
+    assert_eq!(
+        g.validate_fetch("classic", "m1", 1),
+        Ok(()),
+        "not ours to check"
+    );
 }
 
 #[test]
