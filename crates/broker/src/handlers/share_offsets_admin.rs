@@ -31,6 +31,9 @@ fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())
 }
 
+/// The broker's own refusal of a partition or topic: code and message.
+type Refusal = (ErrorCode, &'static str);
+
 const TOPIC_DENIED: &str = "Topic authorization failed.";
 const UNKNOWN_TOPIC: &str = "This server does not host this topic-partition.";
 
@@ -61,7 +64,7 @@ fn group_gate(
 /// The error of one entry: the broker's own refusal, else the share
 /// service's outcome (taken in order, one per entry it was asked about).
 fn outcome(
-    refusal: Option<(ErrorCode, &'static str)>,
+    refusal: Option<Refusal>,
     outcomes: &mut impl Iterator<Item = Result<(), GroupError>>,
 ) -> Option<(ErrorCode, String)> {
     match refusal {
@@ -89,11 +92,7 @@ pub(crate) async fn alter_share_group_offsets(
         return top(code, message);
     }
     // Per topic: (name, id, [(partition, the broker's refusal)]).
-    type Row = (
-        TopicName,
-        Uuid,
-        Vec<(i32, Option<(ErrorCode, &'static str)>)>,
-    );
+    type Row = (TopicName, Uuid, Vec<(i32, Option<Refusal>)>);
     let mut rows: Vec<Row> = Vec::with_capacity(req.topics.len());
     let mut asked: Vec<(Uuid, i32, i64)> = Vec::new();
     {
@@ -181,7 +180,7 @@ pub(crate) async fn delete_share_group_offsets(
         return top(code, message);
     }
     // Per topic: (name, id, the broker's refusal).
-    let mut rows: Vec<(TopicName, Uuid, Option<(ErrorCode, &'static str)>)> = Vec::new();
+    let mut rows: Vec<(TopicName, Uuid, Option<Refusal>)> = Vec::new();
     let mut asked: Vec<Uuid> = Vec::new();
     {
         let reg = core.topics().read();

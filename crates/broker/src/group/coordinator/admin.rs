@@ -10,7 +10,7 @@
 //! (NON_EMPTY_GROUP). Group configs are kept when a group is deleted: in
 //! Kafka they live apart from the group, in the cluster metadata.
 
-use super::{Group, GroupError, ShareGroupCoordinator};
+use super::{GroupError, ShareGroupCoordinator};
 use sharestream_protocol::ErrorCode;
 
 impl ShareGroupCoordinator {
@@ -23,10 +23,7 @@ impl ShareGroupCoordinator {
                 "The group id must not be empty.",
             ));
         }
-        let group = self
-            .groups
-            .entry(group_id.to_string())
-            .or_insert_with(Group::default);
+        let group = self.groups.entry(group_id.to_string()).or_default();
         if group.members.is_empty() {
             Ok(())
         } else {
