@@ -460,6 +460,7 @@ public final class Check {
         p.put(ConsumerConfig.GROUP_ID_CONFIG, o.str("group"));
         int partitions;
         List<String> values = new ArrayList<>();
+        long start = System.currentTimeMillis();
         try (KafkaConsumer<String, String> c1 = new KafkaConsumer<>(p)) {
             partitions = c1.partitionsFor(topic, Duration.ofSeconds(20)).size();
             c1.subscribe(List.of(topic));
@@ -481,6 +482,10 @@ public final class Check {
                     overlap |= !both.isEmpty();
                     if (!c1.assignment().isEmpty() && !c2.assignment().isEmpty()
                             && c1.assignment().size() + c2.assignment().size() == partitions) {
+                        if (!paired) {
+                            // From the first subscribe to both members owning their share.
+                            out.put("ms_to_pair", System.currentTimeMillis() - start);
+                        }
                         paired = true;
                         if (expect == 0 || new java.util.HashSet<>(values).size() >= expect) {
                             break;
@@ -492,6 +497,7 @@ public final class Check {
                     .put("c2_partitions", c2.assignment().size());
             }
             // c2 left: c1 must take everything.
+            long left = System.currentTimeMillis();
             int alone = 0;
             while (System.currentTimeMillis() < deadline) {
                 for (ConsumerRecord<String, String> r : c1.poll(Duration.ofMillis(200))) {
@@ -502,7 +508,8 @@ public final class Check {
                     break;
                 }
             }
-            out.put("after_leave_partitions", alone).put("partitions", partitions);
+            out.put("after_leave_partitions", alone).put("partitions", partitions)
+                .put("ms_to_take_over", System.currentTimeMillis() - left);
         }
         out.put("received", values.size()).put("distinct", new java.util.HashSet<>(values).size());
     }
