@@ -464,6 +464,41 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
         },
         Scenario {
             client: "kafka-consumer-groups",
+            feature: "--list --type shows the KIP-848 group as Consumer",
+            runner: Runner::Java,
+            args: groups_tool(b, &["--list", "--type"]),
+            output: Output::Text,
+            needs: &[CONSUMER_GROUP_HEARTBEAT],
+            embedded_gap: None,
+            verify: |v| share_groups_tool::has_row(v, &["interop-cg-kip848", "Consumer"]),
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-consumer-groups",
+            feature: "--describe --state of the KIP-848 group (uniform, Empty)",
+            runner: Runner::Java,
+            args: groups_tool(b, &["--describe", "--group", "interop-cg-kip848", "--state"]),
+            output: Output::Text,
+            needs: &[CONSUMER_GROUP_HEARTBEAT],
+            embedded_gap: None,
+            verify: |v| {
+                // GROUP, COORDINATOR (ID) in two words, ASSIGNMENT-STRATEGY,
+                // STATE, #MEMBERS.
+                let text = v["text"].as_str().unwrap_or("");
+                let ok = text.lines().any(|l| {
+                    let w: Vec<&str> = l.split_whitespace().collect();
+                    w.len() == 6 && w[0] == "interop-cg-kip848" && w[3..] == ["uniform", "Empty", "0"]
+                });
+                if v["exit"] == 0 && ok {
+                    Ok(())
+                } else {
+                    Err(format!("exit {}: {:?}", v["exit"], text.trim()))
+                }
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-consumer-groups",
             feature: "--describe a group with committed offsets",
             runner: Runner::Java,
             // The group of the sendOffsetsToTransaction row.
