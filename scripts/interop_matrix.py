@@ -70,7 +70,9 @@ GAPS = """\
   (`remote.storage.enable=true` is refused, as on a broker without tiered
   storage). Dynamic broker configs are stored and described (sources
   DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG) but change
-  nothing; a static or unknown broker config is INVALID_REQUEST.
+  nothing, except KIP-1191's `errors.deadletterqueue.auto.create.topics.enable`
+  and `errors.deadletterqueue.topic.name.prefix` (docs/DESIGN.md D24); a
+  static or unknown broker config is INVALID_REQUEST.
 - **Transactions admin**: DescribeProducers, DescribeTransactions and
   ListTransactions v0-1 are served (kafka-transactions.sh `list`,
   `describe`, `describe-producers`); ListTransactions v2's id pattern and
@@ -112,6 +114,23 @@ GAPS = """\
   `clusterId=null, nodeId=-1`; the producer's connection to node 0 sent
   `clusterId='sharestream-embedded', nodeId=0` (the admin client's sent
   null/-1 there too).
+
+## KIP-1191 dead-letter queue (the `share-dlq` check)
+
+The java-share-consumer row "KIP-1191 dead-letter queue" runs the same
+check against both backends: the check raises `share.version` to 2 when the
+finalized level is lower (Apache Kafka 4.4 and our broker already finalize
+2 or more, so neither needs it), creates `dlq.interop-share-dlq` with the
+topic config `errors.deadletterqueue.group.enable=true` (Kafka writes
+nothing to a topic without it, and the name must start with the broker's
+`errors.deadletterqueue.topic.name.prefix`, `dlq.` by default), sets the
+group configs `errors.deadletterqueue.topic.name` and
+`errors.deadletterqueue.copy.record.enable=true`, REJECTs 5 records with a
+KafkaShareConsumer in explicit mode, then reads the dead-letter topic with a
+plain consumer: 5 records, each with the `__dlq.errors.topic`, `.partition`,
+`.offset`, `.group`, `.delivery.count` (1) and `.message` ("Offset rejected
+by client.") headers and the source key and value. Nothing else needs
+enabling on Apache Kafka 4.4. Our broker's side: docs/DESIGN.md D24.
 
 ## sharestream's runtime against Apache Kafka (the mirror example, by hand)
 

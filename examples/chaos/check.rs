@@ -338,7 +338,11 @@ pub fn offline_share_state(
                     r.tx_pending += n;
                     r.non_terminal += n;
                 }
-                RecordState::Available | RecordState::Acquired => r.non_terminal += n,
+                // ARCHIVING (KIP-1191) waits for its dead-letter record: not
+                // terminal yet (the chaos runs configure no queue).
+                RecordState::Available | RecordState::Acquired | RecordState::Archiving => {
+                    r.non_terminal += n
+                }
             }
         }
     }

@@ -249,12 +249,6 @@ impl LedgerPartitionIndex {
         self.intents.is_empty()
     }
 
-    /// Moves the position (after OFFSET_OUT_OF_RANGE: the log start moved
-    /// past it). The intents already read are kept.
-    pub fn reset_position(&mut self, position: i64) {
-        self.position = position;
-    }
-
     /// Applies one fetched batch of the ledger partition. Batches below
     /// the position (a fetch repeats the batch that holds the fetch
     /// offset) are skipped. `partitions` is the ledger topic's partition

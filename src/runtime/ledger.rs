@@ -611,16 +611,32 @@ async fn tail(ledger: Arc<Ledger>, p: i32, mut shutdown: watch::Receiver<bool>) 
                     Ordering::Relaxed,
                 );
             }
-            Ok(Fetched::OutOfRange { log_start }) => {
-                tracing::warn!(
-                    topic = %topic,
-                    partition = p,
-                    position,
-                    log_start,
-                    "the ledger's log start moved past the index; reading on from the log start"
-                );
-                slot.index.lock().reset_position(log_start);
-                slot.position.send_replace(log_start);
+            Ok(Fetched::OutOfRange) => {
+                // The log start moved past the index (a trim): Kafka does
+                // not say where it is in the Fetch answer, ListOffsets does.
+                let asked = [(topic.clone(), p)];
+                let start = match ledger.admin.list_start_offsets(&asked).await {
+                    Ok(mut m) => m.remove(&asked[0]).and_then(|r| r.ok()),
+                    Err(_) => None,
+                };
+                match start {
+                    Some(start) if start > position => {
+                        tracing::info!(
+                            topic = %topic,
+                            partition = p,
+                            position,
+                            log_start = start,
+                            "the ledger's log start moved past the index (trimmed); reading on from it"
+                        );
+                        slot.index.lock().prune(start);
+                        slot.position.send_replace(start);
+                    }
+                    other => {
+                        tracing::debug!(topic = %topic, partition = p, position, log_start = ?other, "ledger fetch out of range; retrying");
+                        slot.metadata.invalidate(&topic);
+                        tokio::time::sleep(TAIL_BACKOFF).await;
+                    }
+                }
             }
             Err(e) => {
                 tracing::debug!(topic = %topic, partition = p, error = %e, "ledger fetch failed; retrying");
@@ -729,9 +745,8 @@ enum Fetched {
         batches: Vec<RecordBatchView>,
         high_watermark: i64,
     },
-    OutOfRange {
-        log_start: i64,
-    },
+    /// The offset is below the log start (or above the end).
+    OutOfRange,
 }
 
 /// One read_uncommitted Fetch of ledger partition `p` from `offset`,
@@ -778,9 +793,7 @@ async fn fetch(
         .and_then(|mut t| t.partitions.pop())
         .ok_or_else(|| ClientError::Poisoned("empty fetch answer".into()))?;
     if part.error_code == ErrorCode::OFFSET_OUT_OF_RANGE.0 {
-        return Ok(Fetched::OutOfRange {
-            log_start: part.log_start_offset,
-        });
+        return Ok(Fetched::OutOfRange);
     }
     ClientError::check("Fetch", part.error_code, None)?;
     let batches = RecordBatchView::parse_all(part.records.unwrap_or_default())

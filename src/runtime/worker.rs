@@ -1112,10 +1112,40 @@ impl Worker {
             }
             Err(RuntimeError::Unsupported(why)) => Err(RuntimeError::Unsupported(why)),
             Err(e) => {
-                tracing::warn!(worker = self.index, error = %e, records = records.len(), "cannot check the records against the exactly-once ledger; releasing them (they come back)");
+                tracing::warn!(worker = self.index, error = %e, records = records.len(), "cannot check the records against the exactly-once ledger; releasing them (they come back), and polling no more until the target cluster answers");
                 self.settle_unprocessed(records.as_slice(), AcknowledgeType::Release)?;
+                self.wait_for_ledger(&ledger, &parts).await;
                 Ok(ShareRecords::default())
             }
+        }
+    }
+
+    /// Waits (backing off up to 5 s) until the ledger's end offsets can be
+    /// read again, or shutdown. Each acquisition counts towards the share
+    /// group's delivery limit (Kafka's default is 5), so polling again at
+    /// once while the target cluster is down would spend a record's
+    /// deliveries in a few seconds and have the source archive it unprocessed.
+    async fn wait_for_ledger(
+        &mut self,
+        ledger: &super::ledger::Ledger,
+        parts: &std::collections::BTreeSet<i32>,
+    ) {
+        let t0 = Instant::now();
+        let mut delay = Duration::from_millis(100);
+        while !self.stopping() {
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = self.shutdown.changed() => return,
+            }
+            if ledger.end_offsets(parts).await.is_ok() {
+                tracing::info!(
+                    worker = self.index,
+                    waited_ms = t0.elapsed().as_millis() as u64,
+                    "the exactly-once ledger can be read again; polling on"
+                );
+                return;
+            }
+            delay = (delay * 2).min(Duration::from_secs(5));
         }
     }
 

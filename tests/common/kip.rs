@@ -5,9 +5,6 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::incremental_alter_configs_request::{
-    AlterConfigsResource, AlterableConfig,
-};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::share_fetch_request as sf;
 use kafka_protocol::messages::*;
@@ -80,23 +77,9 @@ pub fn produce_req(
 }
 
 pub async fn earliest(c: &mut RawClient, group: &str) {
-    let r = c
-        .send(
-            &IncrementalAlterConfigsRequest::default().with_resources(vec![
-                AlterConfigsResource::default()
-                    .with_resource_type(32)
-                    .with_resource_name(s(group))
-                    .with_configs(vec![
-                        AlterableConfig::default()
-                            .with_name(s("share.auto.offset.reset"))
-                            .with_config_operation(0)
-                            .with_value(Some(s("earliest"))),
-                    ]),
-            ]),
-            1,
-        )
-        .await;
-    assert_eq!(r.responses[0].error_code, 0);
+    let (code, msg) =
+        super::dlq::set_group_configs(c, group, &[("share.auto.offset.reset", "earliest")]).await;
+    assert_eq!(code, 0, "{msg:?}");
 }
 
 /// Joins `member` to the group subscribed to INPUT; returns its epoch.

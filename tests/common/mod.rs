@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod broker;
+pub mod dlq;
 pub mod kip;
 pub mod records;
 pub mod sasl;

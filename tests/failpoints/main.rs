@@ -15,5 +15,6 @@ mod rt;
 /// another test's broker or runtime.
 pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+mod dead_letter_failpoints;
 mod kip1289_failpoints;
 mod runtime_eos;

@@ -200,6 +200,9 @@ const T_SHARE_ACQ: &str = "interop-share-acquire";
 const ACQUIRE_RECORDS: i64 = 300;
 /// `max.poll.records` of the acquire-mode scenarios.
 const ACQUIRE_MAX_POLL: i64 = 7;
+/// The source topic of the KIP-1191 scenario (its dead-letter topic is
+/// `dlq.` + this, created by the check).
+const T_SHARE_DLQ: &str = "interop-share-dlq";
 const T_PERF: &str = "interop-perf";
 const T_PY: &str = "interop-python";
 const T_PY_SHARE: &str = "interop-python-share";
@@ -221,6 +224,7 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
         T_SHARE_X,
         T_SHARE_I,
         T_SHARE_ACQ,
+        T_SHARE_DLQ,
         T_PERF,
         T_PY,
         T_PY_SHARE,
@@ -661,6 +665,39 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
             timeout: t60,
         });
     }
+    // KIP-1191: every record REJECTed by a KafkaShareConsumer lands in the
+    // group's dead-letter topic with the __dlq.errors.* headers and, with
+    // copy on, its key and value. Kafka needs share.version >= 2 (4.4
+    // finalizes 2 by default; the check raises it where it is lower) and
+    // the topic config errors.deadletterqueue.group.enable=true on a topic
+    // named with the prefix dlq. (both set up by the check).
+    out.push(Scenario {
+        client: "java-share-consumer",
+        feature: "KIP-1191 dead-letter queue: REJECT, then read the DLQ topic (copy on)",
+        runner: Runner::Java,
+        args: j(&[
+            "share-dlq",
+            "--topic",
+            T_SHARE_DLQ,
+            "--group",
+            "interop-share-dlq",
+            "--dlq",
+            "dlq.interop-share-dlq",
+            "--produce",
+            "5",
+        ]),
+        output: Output::ResultLine,
+        needs: &[SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE],
+        embedded_gap: None,
+        verify: |v| {
+            ok(v)?;
+            expect_eq(v, "rejected", 5)?;
+            expect_eq(v, "dlq_records", 5)?;
+            expect_eq(v, "headers_ok", 5)?;
+            expect_eq(v, "copied", 5)
+        },
+        timeout: t60,
+    });
     // KIP-1222: the first record is acknowledged RENEW (IsRenewAck), comes
     // back in a later poll still at delivery count 1, and is ACCEPTed; the
     // same 300 records, a third share group.

@@ -27,6 +27,7 @@ mod broker_authz;
 mod broker_bad_input;
 mod broker_consumer_groups;
 mod broker_consumer_protocol;
+mod broker_dead_letters;
 mod broker_features;
 mod broker_list_offsets_versions;
 mod broker_records_admin;

@@ -373,3 +373,52 @@ async fn a_batch_older_than_the_age_limit_is_released_not_committed() {
     assert_group_drained(&b, "g-old", ids[0], 1);
     b.shutdown().await;
 }
+
+/// While the target cluster cannot be read, a worker releases what it
+/// polled and polls no more until the ledger answers again: each
+/// acquisition counts towards the source's delivery limit (Kafka's default
+/// is 5), and polling on at once would spend a record's deliveries in
+/// seconds and have it archived unprocessed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_that_cannot_be_read_spends_no_deliveries() {
+    let source = broker_with(2).await;
+    let target = broker().await;
+    let ids = setup(&source, "g-down", &[("in", 1)]).await;
+    admin(&target)
+        .create_topic(NewTopic::new("out", 1))
+        .await
+        .unwrap();
+    produce_inputs(&source, "in", 1, 10).await;
+    let mut cfg = config(&target, "app-down");
+    cfg.source_bootstrap_servers = Some(vec![source.bootstrap_servers()]);
+    cfg.request_timeout = Duration::from_millis(500);
+    let h = Runtime::builder(map_values_topology("g-down"))
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    wait_committed(&h, 10).await;
+    // The target goes away; ten more records arrive at the source.
+    target.shutdown().await;
+    produce_inputs(&source, "in", 1, 10).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let shares = source.core().shares();
+    // Nothing archived at the delivery limit: the start offset stays at
+    // the first of the ten new records.
+    let (start, _) = shares.partition_offsets("g-down", ids[0], 0).unwrap();
+    assert_eq!(start, 10, "records archived unprocessed");
+    let runs = shares.record_runs("g-down", ids[0], 0);
+    let max_delivery = runs
+        .iter()
+        .map(|(_, _, info)| info.delivery_count)
+        .max()
+        .unwrap_or(0);
+    // At most a few polls in 4 s (backing off from 100 ms), not one per
+    // poll loop turn.
+    assert!(
+        (1..=5).contains(&max_delivery),
+        "delivery count {max_delivery} after 4 s without a target"
+    );
+    h.stop().await.unwrap();
+    source.shutdown().await;
+}

@@ -47,6 +47,12 @@ impl Features {
         self.share_version >= 3 && self.transaction_version >= 2
     }
 
+    /// Whether KIP-1191 dead-letter queues may be in force
+    /// (`share.version >= 2`).
+    pub fn dead_letter_queues_enabled(&self) -> bool {
+        self.share_version >= 2
+    }
+
     /// Whether share groups are enabled at all.
     pub fn share_groups_enabled(&self) -> bool {
         self.share_version >= 1
@@ -143,7 +149,7 @@ impl BrokerCore {
                 .min(Semaphore::MAX_PERMITS)
                 .min(u32::MAX as usize),
         );
-        let shares = super::share_service::ShareService::open(
+        let shares = super::share_service::ShareService::open_with(
             match &config.storage {
                 StorageMode::Directory(dir) => Some(dir.join("share-state")),
                 StorageMode::Memory => None,
@@ -151,6 +157,7 @@ impl BrokerCore {
             .as_deref(),
             config.share_groups.clone(),
             config.clock.now_ms(),
+            features.dead_letter_queues_enabled(),
         )?;
         let consumer_groups = super::consumer_groups::GroupService::open(
             match &config.storage {
@@ -386,6 +393,8 @@ impl BrokerCore {
             f.share_version = share_version;
             f.transaction_version = transaction_version;
             f.epoch += 1;
+            self.shares
+                .set_dead_letter_feature(f.dead_letter_queues_enabled());
         }
         self.persist_metadata()
     }

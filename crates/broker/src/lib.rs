@@ -63,6 +63,7 @@ pub mod config;
 pub mod consumer_group;
 pub mod consumer_groups;
 pub mod core;
+pub mod dead_letter_writer;
 pub mod group;
 mod handlers;
 pub mod log;

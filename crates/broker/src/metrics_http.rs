@@ -95,6 +95,7 @@ pub fn render(core: &BrokerCore) -> String {
     ));
     let mut out = core.metrics().render_prometheus(&gauges);
     out.push_str(&core.shares().render_prometheus());
+    out.push_str(&core.shares().render_dead_letter_prometheus());
     out
 }
 

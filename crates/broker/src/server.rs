@@ -95,6 +95,10 @@ impl Broker {
             core.clone(),
             shutdown_rx.clone(),
         )));
+        timers.push(tokio::spawn(super::dead_letter_writer::run(
+            core.clone(),
+            shutdown_rx.clone(),
+        )));
         let mut metrics_addr = None;
         if let Some(addr) = core.config().metrics_listen {
             let l = super::metrics_http::bind(addr).await?;

@@ -39,6 +39,8 @@ pub enum ConfigKind {
     /// Kafka's throttled-replicas list: empty, `*`, or
     /// `partition:broker` pairs.
     ThrottledReplicas,
+    /// Any string (its own rules are checked where it is used).
+    Text,
 }
 
 impl ConfigKind {
@@ -46,7 +48,7 @@ impl ConfigKind {
     pub fn type_code(&self) -> i8 {
         match self {
             ConfigKind::Boolean => 1,
-            ConfigKind::OneOf(_) => 2,
+            ConfigKind::OneOf(_) | ConfigKind::Text => 2,
             ConfigKind::Int(..) => 3,
             ConfigKind::Long(..) => 5,
             ConfigKind::Double(..) => 6,
@@ -131,6 +133,9 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         Long(0, i64::MAX),
         AcceptedOnly,
     ),
+    // KIP-1191: whether share groups may use the topic as their
+    // dead-letter queue.
+    def("errors.deadletterqueue.group.enable", "false", Boolean, Yes),
     def(
         "file.delete.delay.ms",
         "60000",
@@ -598,6 +603,7 @@ pub fn validate_value(key: &str, value: &str, kind: ConfigKind) -> Result<(), To
                 None => Ok(()),
             }
         }
+        Text => Ok(()),
         ThrottledReplicas => {
             let ok = v.is_empty()
                 || v == "*"

@@ -116,7 +116,9 @@ struct BrokerArgs {
     /// group.share.{,min.,max.}heartbeat.interval.ms,
     /// group.share.{,min.,max.}delivery.count.limit,
     /// group.share.{,min.,max.}partition.max.record.locks,
-    /// group.share.max.size and group.share.max.share.sessions, e.g.
+    /// group.share.max.size and group.share.max.share.sessions, and the
+    /// dead-letter queue's errors.deadletterqueue.auto.create.topics.enable
+    /// and errors.deadletterqueue.topic.name.prefix (KIP-1191), e.g.
     /// --override group.share.min.record.lock.duration.ms=1000.
     #[arg(long = "override", value_name = "NAME=VALUE")]
     overrides: Vec<String>,
@@ -476,6 +478,29 @@ mod tests {
         assert_eq!(c.min_record_lock_duration_ms, 1000);
         assert_eq!(c.record_lock_duration_ms, 3000);
         assert_eq!(c.delivery_count_limit, 3);
+    }
+
+    /// KIP-1191's broker settings go through the same flag.
+    #[test]
+    fn overrides_set_the_dead_letter_queue_settings() {
+        let c = share_groups(&broker_args(&[
+            "--override",
+            "errors.deadletterqueue.auto.create.topics.enable=true",
+            "--override",
+            "errors.deadletterqueue.topic.name.prefix=dead.",
+        ]))
+        .unwrap();
+        assert!(c.dlq_auto_create_topics_enable);
+        assert_eq!(c.dlq_topic_name_prefix, "dead.");
+        let e = share_groups(&broker_args(&[
+            "--override",
+            "errors.deadletterqueue.topic.name.prefix=__x",
+        ]))
+        .unwrap_err();
+        assert!(
+            e.contains("errors.deadletterqueue.topic.name.prefix"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -15,6 +15,13 @@
 //! - `runtime.abort_mid_batch`, `runtime.stale_member_epoch`,
 //!   `runtime.crash_before_commit`: see the runtime's module docs.
 //!
+//! - `dead_letters.hold`: the broker's dead-letter writer leaves an
+//!   ARCHIVING run for a later pass (KIP-1191; a kill then finds it
+//!   ARCHIVING).
+//! - `dead_letters.after_append`: the writer appends a run's dead-letter
+//!   records and stops short of making them ARCHIVED (the crash window of
+//!   docs/DESIGN.md D24).
+//!
 //! Pause points ([`pause`], armed with [`arm_pause`]) hold a task at a named
 //! place for a while after calling a hook, so that a test outside the
 //! process (the copier chaos test) can SIGKILL it exactly there:

@@ -16,8 +16,14 @@
 //! | `share.renew.acknowledge.enable` | `true` | `true`, `false` |
 //! | `share.auto.offset.reset` | `latest` | `latest`, `earliest` |
 //! | `share.isolation.level` | `read_uncommitted` | `read_uncommitted`, `read_committed` |
+//! | `errors.deadletterqueue.topic.name` | empty (no queue) | any name not starting with `__` |
+//! | `errors.deadletterqueue.copy.record.enable` | `false` | `true`, `false` |
 //!
 //! and the session timeout must stay greater than the heartbeat interval.
+//! The dead-letter queue's broker settings (KIP-1191) are
+//! `errors.deadletterqueue.auto.create.topics.enable` (false) and
+//! `errors.deadletterqueue.topic.name.prefix` (`dlq.`), set like the others
+//! (and, as in Kafka, as dynamic broker configs, docs/DESIGN.md D24).
 //! The broker settings themselves have static ranges (Kafka's `ConfigDef`
 //! validators), checked by [`ShareGroupBrokerConfig::validate`], and are set
 //! by their Kafka names through [`ShareGroupBrokerConfig::set`] (the
@@ -56,10 +62,24 @@ pub const SHARE_PARTITION_MAX_RECORD_LOCKS: &str = "share.partition.max.record.l
 /// `share.renew.acknowledge.enable` (KIP-1222, KIP-1240).
 pub const SHARE_RENEW_ACKNOWLEDGE_ENABLE: &str = "share.renew.acknowledge.enable";
 
+/// `errors.deadletterqueue.topic.name` (KIP-1191): the group's dead-letter
+/// topic; empty (the default) for none.
+pub const ERRORS_DLQ_TOPIC_NAME: &str = "errors.deadletterqueue.topic.name";
+/// `errors.deadletterqueue.copy.record.enable` (KIP-1191): whether a
+/// dead-letter record carries the key and value of the record.
+pub const ERRORS_DLQ_COPY_RECORD_ENABLE: &str = "errors.deadletterqueue.copy.record.enable";
+/// Broker setting `errors.deadletterqueue.auto.create.topics.enable`.
+pub const ERRORS_DLQ_AUTO_CREATE_TOPICS_ENABLE: &str =
+    "errors.deadletterqueue.auto.create.topics.enable";
+/// Broker setting `errors.deadletterqueue.topic.name.prefix`.
+pub const ERRORS_DLQ_TOPIC_NAME_PREFIX: &str = "errors.deadletterqueue.topic.name.prefix";
+
 /// Every group-level config this broker understands, in the order
 /// [`ShareGroupCoordinator::describe_config`](super::ShareGroupCoordinator::describe_config)
 /// lists them.
 pub const GROUP_CONFIG_NAMES: &[&str] = &[
+    ERRORS_DLQ_COPY_RECORD_ENABLE,
+    ERRORS_DLQ_TOPIC_NAME,
     SHARE_AUTO_OFFSET_RESET,
     SHARE_DELIVERY_COUNT_LIMIT,
     SHARE_HEARTBEAT_INTERVAL_MS,
@@ -134,6 +154,13 @@ pub struct ShareGroupBrokerConfig {
     /// `group.share.max.share.sessions`: share sessions per broker
     /// (SHARE_SESSION_LIMIT_REACHED beyond).
     pub max_share_sessions: i32,
+    /// `errors.deadletterqueue.auto.create.topics.enable` (KIP-1191): a
+    /// group's dead-letter topic that does not exist is created when its
+    /// first dead letter is written.
+    pub dlq_auto_create_topics_enable: bool,
+    /// `errors.deadletterqueue.topic.name.prefix` (KIP-1191): the prefix a
+    /// dead-letter topic's name must have; empty for no rule.
+    pub dlq_topic_name_prefix: String,
 }
 
 impl Default for ShareGroupBrokerConfig {
@@ -156,6 +183,8 @@ impl Default for ShareGroupBrokerConfig {
             max_partition_max_record_locks: 4_000,
             max_size: 200,
             max_share_sessions: 2_000,
+            dlq_auto_create_topics_enable: false,
+            dlq_topic_name_prefix: "dlq.".to_string(),
         }
     }
 }
@@ -165,6 +194,14 @@ impl ShareGroupBrokerConfig {
     /// the BROKER resource.
     pub fn entries(&self) -> Vec<(&'static str, String)> {
         vec![
+            (
+                ERRORS_DLQ_AUTO_CREATE_TOPICS_ENABLE,
+                self.dlq_auto_create_topics_enable.to_string(),
+            ),
+            (
+                ERRORS_DLQ_TOPIC_NAME_PREFIX,
+                self.dlq_topic_name_prefix.clone(),
+            ),
             (
                 "group.share.delivery.count.limit",
                 self.delivery_count_limit.to_string(),
@@ -241,6 +278,17 @@ impl ShareGroupBrokerConfig {
     /// setting is in.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
         let v = value.trim();
+        match name {
+            ERRORS_DLQ_AUTO_CREATE_TOPICS_ENABLE => {
+                self.dlq_auto_create_topics_enable = parse_bool(name, value)?;
+                return Ok(());
+            }
+            ERRORS_DLQ_TOPIC_NAME_PREFIX => {
+                self.dlq_topic_name_prefix = v.to_string();
+                return Ok(());
+            }
+            _ => {}
+        }
         let int = || {
             v.parse::<i32>().map_err(|_| {
                 format!("Invalid value {value} for configuration {name}: Not a number of type INT")
@@ -469,6 +517,7 @@ impl ShareGroupBrokerConfig {
         if self.session_timeout_ms <= self.heartbeat_interval_ms {
             return Err("group.share.session.timeout.ms must be greater than group.share.heartbeat.interval.ms".to_string());
         }
+        check_dlq_prefix(&self.dlq_topic_name_prefix)?;
         // Kafka's ShareGroupConfig.validate.
         if usize::try_from(self.max_share_sessions).unwrap_or(0) < self.max_size {
             return Err(
@@ -504,6 +553,10 @@ pub struct GroupConfig {
     /// `share.renew.acknowledge.enable`: whether RENEW acknowledgements are
     /// served (KIP-1222; Kafka's default is true).
     pub renew_acknowledge_enabled: bool,
+    /// `errors.deadletterqueue.topic.name` (KIP-1191); empty for none.
+    pub dlq_topic_name: String,
+    /// `errors.deadletterqueue.copy.record.enable` (KIP-1191).
+    pub dlq_copy_record_enable: bool,
 }
 
 impl GroupConfig {
@@ -518,6 +571,8 @@ impl GroupConfig {
             isolation_level: IsolationLevel::default(),
             partition_max_record_locks: broker.partition_max_record_locks,
             renew_acknowledge_enabled: true,
+            dlq_topic_name: String::new(),
+            dlq_copy_record_enable: false,
         }
     }
 
@@ -606,6 +661,18 @@ impl GroupConfig {
             SHARE_PARTITION_MAX_RECORD_LOCKS => {
                 self.partition_max_record_locks = parse_int(name, value)?
             }
+            ERRORS_DLQ_TOPIC_NAME => {
+                let v = value.trim();
+                // Kafka's GroupConfig.validateValues: internal names are
+                // reserved.
+                if v.starts_with("__") {
+                    return Err(format!(
+                        "{ERRORS_DLQ_TOPIC_NAME}: DLQ topic name must not start with '__'"
+                    ));
+                }
+                self.dlq_topic_name = v.to_string();
+            }
+            ERRORS_DLQ_COPY_RECORD_ENABLE => self.dlq_copy_record_enable = parse_bool(name, value)?,
             SHARE_RENEW_ACKNOWLEDGE_ENABLE => {
                 self.renew_acknowledge_enabled = match value.trim().to_ascii_lowercase().as_str() {
                     "true" => true,
@@ -653,6 +720,8 @@ impl GroupConfig {
             SHARE_DELIVERY_COUNT_LIMIT => self.delivery_count_limit.to_string(),
             SHARE_PARTITION_MAX_RECORD_LOCKS => self.partition_max_record_locks.to_string(),
             SHARE_RENEW_ACKNOWLEDGE_ENABLE => self.renew_acknowledge_enabled.to_string(),
+            ERRORS_DLQ_TOPIC_NAME => self.dlq_topic_name.clone(),
+            ERRORS_DLQ_COPY_RECORD_ENABLE => self.dlq_copy_record_enable.to_string(),
             SHARE_AUTO_OFFSET_RESET => self.auto_offset_reset.as_str().to_string(),
             SHARE_ISOLATION_LEVEL => self.isolation_level.as_str().to_string(),
             _ => return None,
@@ -679,6 +748,40 @@ impl GroupConfig {
         }
         Ok(())
     }
+}
+
+fn parse_bool(name: &str, value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(format!(
+            "Invalid value {value} for configuration {name}: Expected value to be either true or false"
+        )),
+    }
+}
+
+/// `errors.deadletterqueue.topic.name.prefix`: empty (no rule), or the
+/// start of a legal topic name that is not an internal one (`__`), since a
+/// dead-letter topic must carry it.
+fn check_dlq_prefix(prefix: &str) -> Result<(), String> {
+    let bad = |why: &str| {
+        Err(format!(
+            "Invalid value {prefix} for configuration {ERRORS_DLQ_TOPIC_NAME_PREFIX}: {why}"
+        ))
+    };
+    if prefix.starts_with("__") {
+        return bad("a dead-letter topic name may not start with '__' (internal topics)");
+    }
+    if prefix.len() >= 249 {
+        return bad("longer than a topic name may be");
+    }
+    if !prefix
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    {
+        return bad("a topic name holds only ASCII alphanumerics, '.', '_' and '-'");
+    }
+    Ok(())
 }
 
 fn parse_int(name: &str, value: &str) -> Result<i32, String> {
@@ -792,6 +895,10 @@ pub struct GroupConfigEntry {
     /// Default or group-level.
     pub source: ConfigSource,
 }
+
+#[cfg(test)]
+#[path = "dead_letter_config_tests.rs"]
+mod dead_letter_config_tests;
 
 #[cfg(test)]
 mod tests {

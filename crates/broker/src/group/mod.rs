@@ -24,8 +24,9 @@ pub mod coordinator;
 
 pub use assignor::{Assignment, SIMPLE_ASSIGNOR_NAME};
 pub use config::{
-    AutoOffsetReset, ConfigError, ConfigSource, GroupConfig, GroupConfigEntry, IsolationLevel,
-    ShareGroupBrokerConfig,
+    AutoOffsetReset, ConfigError, ConfigSource, ERRORS_DLQ_AUTO_CREATE_TOPICS_ENABLE,
+    ERRORS_DLQ_COPY_RECORD_ENABLE, ERRORS_DLQ_TOPIC_NAME, ERRORS_DLQ_TOPIC_NAME_PREFIX,
+    GroupConfig, GroupConfigEntry, IsolationLevel, ShareGroupBrokerConfig,
 };
 pub use coordinator::{
     CoordinatorSnapshot, DepartedMember, DepartureReason, DescribedGroup, DescribedMember,

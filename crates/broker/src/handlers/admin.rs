@@ -377,7 +377,16 @@ fn broker_configs(core: &BrokerCore) -> Vec<(&'static str, String, i8)> {
             .broker_config()
             .entries()
             .into_iter()
-            .map(|(k, v)| (k, v, TYPE_INT)),
+            .map(|(k, v)| {
+                let ty = if v.parse::<i64>().is_ok() {
+                    TYPE_INT
+                } else if v == "true" || v == "false" {
+                    TYPE_BOOLEAN
+                } else {
+                    TYPE_STRING
+                };
+                (k, v, ty)
+            }),
     )
     .collect()
 }

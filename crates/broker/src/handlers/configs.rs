@@ -16,7 +16,10 @@
 //!
 //! Dynamic broker configs are stored (metadata.json in disk mode) and
 //! reported by DescribeConfigs with their dynamic source; they do not
-//! change the embedded broker's behaviour.
+//! change the embedded broker's behaviour, except KIP-1191's
+//! `errors.deadletterqueue.auto.create.topics.enable` and
+//! `errors.deadletterqueue.topic.name.prefix`, which override the static
+//! settings (this node's value, else the cluster-wide default).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -57,6 +60,9 @@ pub(crate) const DYNAMIC_BROKER_CONFIGS: &[(&str, ConfigKind)] = &[
         OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]),
     ),
     ("compression.zstd.level", Int(-131072, 22)),
+    // KIP-1191, honoured: the dead-letter writer reads them at every write.
+    (crate::group::ERRORS_DLQ_AUTO_CREATE_TOPICS_ENABLE, Boolean),
+    (crate::group::ERRORS_DLQ_TOPIC_NAME_PREFIX, Text),
     ("follower.replication.throttled.rate", Long(0, i64::MAX)),
     ("leader.replication.throttled.rate", Long(0, i64::MAX)),
     ("log.cleaner.backoff.ms", Long(0, i64::MAX)),
@@ -128,7 +134,17 @@ fn validate_broker_config(name: &str, value: &str) -> Result<(), TopicError> {
             message: format!("Cannot update these configs dynamically: Set({name})"),
         });
     };
-    crate::topics::validate_value(name, value, kind)
+    crate::topics::validate_value(name, value, kind)?;
+    if name == crate::group::ERRORS_DLQ_TOPIC_NAME_PREFIX {
+        // The same rule as the static setting.
+        crate::group::ShareGroupBrokerConfig::default()
+            .with_overrides([(name, value)])
+            .map_err(|m| TopicError {
+                code: ErrorCode::INVALID_CONFIG,
+                message: m,
+            })?;
+    }
+    Ok(())
 }
 
 fn is_list(kind: ConfigKind) -> bool {

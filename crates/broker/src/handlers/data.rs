@@ -371,6 +371,7 @@ fn fetch_once(
                 log.read_bounded(fetch_offset, budget.max(1), upper)
             };
             let pd = base
+                .clone()
                 .with_high_watermark(hw)
                 .with_last_stable_offset(lso)
                 .with_log_start_offset(log.log_start_offset());
@@ -399,8 +400,14 @@ fn fetch_once(
                             .with_aborted_transactions(aborted),
                     );
                 }
+                // As Kafka answers a partition it could not read (an offset
+                // out of range, above all): no watermarks, no log start
+                // (-1); the client asks ListOffsets where to go on.
                 Err(e) => parts.push(
-                    pd.with_error_code(e.error_code().0)
+                    base.with_high_watermark(-1)
+                        .with_last_stable_offset(-1)
+                        .with_log_start_offset(-1)
+                        .with_error_code(e.error_code().0)
                         .with_records(Some(Bytes::new())),
                 ),
             }

@@ -964,6 +964,24 @@ pub(crate) fn incremental_alter_configs(
                     }
                 }
             }
+            // D24: naming a dead-letter topic lets the broker write to it on
+            // the group's behalf, so the principal must be allowed to Write
+            // to that topic itself.
+            if let Some(topic) = ops.iter().find_map(|(n, v)| {
+                (n == crate::group::ERRORS_DLQ_TOPIC_NAME)
+                    .then_some(v.as_deref())
+                    .flatten()
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+            }) && !ctx.allowed(core, AclOperation::Write, &Resource::topic(topic))
+            {
+                return base
+                    .with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0)
+                    .with_error_message(Some(s(format!(
+                        "Not authorized to write to {topic}, named by {}",
+                        crate::group::ERRORS_DLQ_TOPIC_NAME
+                    ))));
+            }
             let borrowed: Vec<(&str, Option<&str>)> =
                 ops.iter().map(|(n, v)| (n.as_str(), v.as_deref())).collect();
             match core

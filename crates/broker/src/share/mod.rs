@@ -84,6 +84,17 @@
 //! broker recovered. [`SharePartition::txn_pending_records`] lets the broker
 //! refuse a downgrade below `share.version` 3 (D2).
 //!
+//! # Dead-letter queues (KIP-1191)
+//!
+//! With [`SharePartitionConfig::dead_letter_queue`] on, what a REJECT (or a
+//! committed transactional REJECT) or the delivery count limit would make
+//! ARCHIVED becomes ARCHIVING (state 3): never delivered again, not
+//! terminal. [`SharePartition::take_dead_letters`] hands the new ARCHIVING
+//! runs to the broker's writer, which calls
+//! [`SharePartition::finish_dead_letters`] once their dead-letter records
+//! are written (or given up); ARCHIVING is persisted and handed out again
+//! after a restore (docs/DESIGN.md D24).
+//!
 //! # Retention
 //!
 //! [`SharePartition::advance_log_start`] archives AVAILABLE and ACQUIRED

@@ -9,9 +9,10 @@ use std::sync::Arc;
 use super::runs::RunMap;
 use super::state::{PersistedRecordState, PersistedRun, SharePartitionState};
 use super::types::{
-    AcknowledgeType, AcknowledgementBatch, AcquireMode, AcquiredRange, Acquisition, Effects,
-    IsolationLevel, LogView, MarkerOutcome, OffsetRange, RecordState, RecoveredTxn, ShareError,
-    SharePartitionConfig, SharePartitionMetrics, StateError, TickOutcome, TxnAckType,
+    AcknowledgeType, AcknowledgementBatch, AcquireMode, AcquiredRange, Acquisition,
+    DeadLetterCause, DeadLetterRange, Effects, IsolationLevel, LogView, MarkerOutcome, OffsetRange,
+    RecordState, RecoveredTxn, ShareError, SharePartitionConfig, SharePartitionMetrics, StateError,
+    TickOutcome, TxnAckType,
 };
 
 /// A staged acknowledgement (TX_PENDING).
@@ -31,10 +32,15 @@ struct Pending {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum SlotState {
     Available,
-    Acquired { member: Arc<str>, deadline_ms: i64 },
+    Acquired {
+        member: Arc<str>,
+        deadline_ms: i64,
+    },
     Acknowledged,
     Archived,
     TxPending(Pending),
+    /// KIP-1191: waiting for its dead-letter record.
+    Archiving(DeadLetterCause),
 }
 
 /// The value of one run of offsets.
@@ -61,11 +67,12 @@ impl SlotState {
             SlotState::Acknowledged => RecordState::Acknowledged,
             SlotState::Archived => RecordState::Archived,
             SlotState::TxPending(_) => RecordState::TxPending,
+            SlotState::Archiving(_) => RecordState::Archiving,
         }
     }
 }
 
-const KINDS: usize = 5;
+const KINDS: usize = 6;
 
 fn kind(state: RecordState) -> usize {
     match state {
@@ -74,6 +81,7 @@ fn kind(state: RecordState) -> usize {
         RecordState::Acknowledged => 2,
         RecordState::Archived => 3,
         RecordState::TxPending => 4,
+        RecordState::Archiving => 5,
     }
 }
 
@@ -112,6 +120,8 @@ pub struct RecordInfo {
     pub producer: Option<(i64, i16)>,
     /// The staged acknowledge type (TX_PENDING).
     pub txn_ack: Option<TxnAckType>,
+    /// Why the record is a dead letter (ARCHIVING).
+    pub dead_letter: Option<DeadLetterCause>,
 }
 
 impl RecordInfo {
@@ -123,6 +133,7 @@ impl RecordInfo {
             lock_deadline_ms: None,
             producer: None,
             txn_ack: None,
+            dead_letter: None,
         };
         match &slot.state {
             SlotState::Acquired {
@@ -138,6 +149,7 @@ impl RecordInfo {
                 info.producer = Some((p.producer_id, p.producer_epoch));
                 info.txn_ack = Some(p.ack);
             }
+            SlotState::Archiving(cause) => info.dead_letter = Some(*cause),
             _ => {}
         }
         info
@@ -175,6 +187,9 @@ pub struct SharePartition {
     /// and is refused, so that no later marker resolves it and it is never
     /// left TX_PENDING with no transaction to resolve it.
     marker_floor: BTreeMap<i64, (i16, i64)>,
+    /// ARCHIVING runs not yet handed to the dead-letter writer (KIP-1191),
+    /// in the order they became ARCHIVING.
+    dead_letters: Vec<DeadLetterRange>,
 }
 
 /// Marker floors older than this are forgotten once there are more than
@@ -263,6 +278,7 @@ impl SharePartition {
             deadline_floor: i64::MAX,
             log_start_offset: 0,
             marker_floor: BTreeMap::new(),
+            dead_letters: Vec::new(),
         }
     }
 
@@ -304,6 +320,66 @@ impl SharePartition {
     /// partition (D2).
     pub fn txn_pending_records(&self) -> u64 {
         self.counts.get(RecordState::TxPending)
+    }
+
+    /// KIP-1191: the ARCHIVING runs that became ARCHIVING since the last
+    /// call (or were restored so), for the broker's dead-letter writer. The
+    /// broker must persist the snapshot that holds them as ARCHIVING before
+    /// it writes their dead-letter records, then call
+    /// [`finish_dead_letters`](Self::finish_dead_letters) (or
+    /// [`return_dead_letters`](Self::return_dead_letters) to try again
+    /// later).
+    pub fn take_dead_letters(&mut self) -> Vec<DeadLetterRange> {
+        std::mem::take(&mut self.dead_letters)
+    }
+
+    /// Whether ARCHIVING runs wait to be taken.
+    pub fn has_dead_letters(&self) -> bool {
+        !self.dead_letters.is_empty()
+    }
+
+    /// Puts runs taken by [`take_dead_letters`](Self::take_dead_letters)
+    /// back, for a later attempt; runs no longer ARCHIVING are dropped.
+    pub fn return_dead_letters(&mut self, ranges: &[DeadLetterRange]) {
+        for r in ranges {
+            for (f, l) in self.archiving_runs(r.first_offset, r.last_offset) {
+                Self::note_dead_letter(&mut self.dead_letters, f, l, r.delivery_count, r.cause);
+            }
+        }
+    }
+
+    /// The dead-letter records of `first..=last` were written, or their
+    /// write failed for good (counted and logged by the writer): those
+    /// ARCHIVING records become ARCHIVED and the start offset may move past
+    /// them. Other states in the range are left alone. Returns the number
+    /// of records archived.
+    pub fn finish_dead_letters(&mut self, first: i64, last: i64) -> (u64, Effects) {
+        let mut archived = 0u64;
+        for (f, l) in self.archiving_runs(first, last) {
+            self.rewrite(f, l, |_, _, old| Slot {
+                delivery_count: old.delivery_count,
+                state: SlotState::Archived,
+            });
+            archived += (l - f + 1) as u64;
+            self.dirty = true;
+        }
+        let effects = Effects {
+            records_available: self.advance_start(),
+        };
+        (archived, effects)
+    }
+
+    /// The ARCHIVING runs within `first..=last` (clipped to the window).
+    fn archiving_runs(&self, first: i64, last: i64) -> Vec<(i64, i64)> {
+        let (first, last) = (first.max(self.start_offset), last.min(self.end_offset - 1));
+        if first > last {
+            return Vec::new();
+        }
+        self.runs
+            .range(first, last)
+            .filter(|(_, _, s)| matches!(s.state, SlotState::Archiving(_)))
+            .map(|(f, l, _)| (f, l))
+            .collect()
     }
 
     /// Whether the state changed since the last call (the broker persists a
@@ -351,6 +427,7 @@ impl SharePartition {
             redeliveries_total: self.redeliveries_total,
             txn_pending_lock_expired_total: self.txn_pending_lock_expired_total,
             archived_at_limit_total: self.archived_at_limit_total,
+            archiving_records: self.counts.get(RecordState::Archiving),
         }
     }
 
@@ -360,12 +437,23 @@ impl SharePartition {
         now_ms.saturating_add(self.config.record_lock_duration_ms)
     }
 
-    /// AVAILABLE, or ARCHIVED at the delivery count limit.
-    fn released(limit: u16, delivery_count: u16) -> SlotState {
+    /// AVAILABLE, or at the delivery count limit ARCHIVED (ARCHIVING with
+    /// a dead-letter queue, `dlq`).
+    fn released(limit: u16, dlq: bool, delivery_count: u16) -> SlotState {
         if delivery_count >= limit {
-            SlotState::Archived
+            Self::dead(dlq, DeadLetterCause::DeliveryCountExceeded)
         } else {
             SlotState::Available
+        }
+    }
+
+    /// What a record that will never be delivered again becomes: ARCHIVED,
+    /// or ARCHIVING for `cause` when the group has a dead-letter queue.
+    fn dead(dlq: bool, cause: DeadLetterCause) -> SlotState {
+        if dlq {
+            SlotState::Archiving(cause)
+        } else {
+            SlotState::Archived
         }
     }
 
@@ -373,13 +461,14 @@ impl SharePartition {
     /// records archived at the delivery count limit to `at_limit`.
     fn released_counting(
         limit: u16,
+        dlq: bool,
         delivery_count: u16,
         first: i64,
         last: i64,
         at_limit: &std::cell::Cell<u64>,
     ) -> SlotState {
-        let state = Self::released(limit, delivery_count);
-        if state == SlotState::Archived {
+        let state = Self::released(limit, dlq, delivery_count);
+        if state != SlotState::Available {
             at_limit.set(at_limit.get() + (last - first + 1) as u64);
             tracing::warn!(
                 first_offset = first,
@@ -397,8 +486,14 @@ impl SharePartition {
     fn rewrite(&mut self, first: i64, last: i64, mut f: impl FnMut(i64, i64, &Slot) -> Slot) {
         let counts = &mut self.counts;
         let floor = &mut self.deadline_floor;
+        let dead_letters = &mut self.dead_letters;
         self.runs.update(first, last, |rf, rl, old| {
             let new = f(rf, rl, old);
+            if let SlotState::Archiving(cause) = new.state
+                && !matches!(old.state, SlotState::Archiving(_))
+            {
+                Self::note_dead_letter(dead_letters, rf, rl, new.delivery_count, cause);
+            }
             if let Some(d) = new.state.deadline() {
                 *floor = (*floor).min(d);
             }
@@ -411,7 +506,42 @@ impl SharePartition {
         });
     }
 
+    /// Adds a run that just became ARCHIVING to the writer's queue, merged
+    /// with the previous one when they touch and agree.
+    fn note_dead_letter(
+        queue: &mut Vec<DeadLetterRange>,
+        first: i64,
+        last: i64,
+        delivery_count: u16,
+        cause: DeadLetterCause,
+    ) {
+        match queue.last_mut() {
+            Some(p)
+                if p.last_offset + 1 == first
+                    && p.delivery_count == delivery_count
+                    && p.cause == cause =>
+            {
+                p.last_offset = last
+            }
+            _ => queue.push(DeadLetterRange {
+                first_offset: first,
+                last_offset: last,
+                delivery_count,
+                cause,
+            }),
+        }
+    }
+
     fn insert(&mut self, first: i64, last: i64, slot: Slot) {
+        if let SlotState::Archiving(cause) = slot.state {
+            Self::note_dead_letter(
+                &mut self.dead_letters,
+                first,
+                last,
+                slot.delivery_count,
+                cause,
+            );
+        }
         if let Some(d) = slot.state.deadline() {
             self.deadline_floor = self.deadline_floor.min(d);
         }
@@ -510,11 +640,13 @@ impl SharePartition {
             }
         }
         let limit = self.config.delivery_count_limit;
+        let dlq = self.config.dead_letter_queue;
         for (f, l) in acquired {
             let mut available = false;
             let at_limit = std::cell::Cell::new(0u64);
             self.rewrite(f, l, |rf, rl, old| {
-                let state = Self::released_counting(limit, old.delivery_count, rf, rl, &at_limit);
+                let state =
+                    Self::released_counting(limit, dlq, old.delivery_count, rf, rl, &at_limit);
                 available |= state == SlotState::Available;
                 Slot {
                     delivery_count: old.delivery_count,
@@ -782,6 +914,7 @@ impl SharePartition {
             self.check_acquired_by(member_id, f, l)?;
         }
         let limit = self.config.delivery_count_limit;
+        let dlq = self.config.dead_letter_queue;
         let deadline_ms = self.lock_deadline(now_ms);
         for (f, l, ty) in segments {
             let mut available = false;
@@ -789,9 +922,11 @@ impl SharePartition {
             self.rewrite(f, l, |rf, rl, old| {
                 let state = match ty {
                     AcknowledgeType::Accept => SlotState::Acknowledged,
-                    AcknowledgeType::Gap | AcknowledgeType::Reject => SlotState::Archived,
+                    // A gap has no record to dead-letter.
+                    AcknowledgeType::Gap => SlotState::Archived,
+                    AcknowledgeType::Reject => Self::dead(dlq, DeadLetterCause::Rejected),
                     AcknowledgeType::Release => {
-                        Self::released_counting(limit, old.delivery_count, rf, rl, &at_limit)
+                        Self::released_counting(limit, dlq, old.delivery_count, rf, rl, &at_limit)
                     }
                     AcknowledgeType::Renew => match &old.state {
                         SlotState::Acquired { member, .. } => SlotState::Acquired {
@@ -829,11 +964,13 @@ impl SharePartition {
             .map(|(f, l, _)| (f, l))
             .collect();
         let limit = self.config.delivery_count_limit;
+        let dlq = self.config.dead_letter_queue;
         for (f, l) in held {
             let mut available = false;
             let at_limit = std::cell::Cell::new(0u64);
             self.rewrite(f, l, |rf, rl, old| {
-                let state = Self::released_counting(limit, old.delivery_count, rf, rl, &at_limit);
+                let state =
+                    Self::released_counting(limit, dlq, old.delivery_count, rf, rl, &at_limit);
                 available |= state == SlotState::Available;
                 Slot {
                     delivery_count: old.delivery_count,
@@ -887,8 +1024,10 @@ impl SharePartition {
                 // A gap (an offset acquired without data) carries nothing to
                 // make atomic, but a client may put it in the transaction
                 // (the KIP author's branch allows it, D5): on commit it is
-                // archived, as a REJECT is; on abort it comes back.
-                AcknowledgeType::Reject | AcknowledgeType::Gap => TxnAckType::Reject,
+                // archived, as a REJECT is (but never dead-lettered, D24); on
+                // abort it comes back.
+                AcknowledgeType::Reject => TxnAckType::Reject,
+                AcknowledgeType::Gap => TxnAckType::Gap,
                 other => {
                     return Err(ShareError::InvalidRecordState(format!(
                         "acknowledge type {other:?} for offsets {f}..={l} cannot be staged in a \
@@ -943,6 +1082,7 @@ impl SharePartition {
             .map(|(f, l, _)| (f, l))
             .collect();
         let limit = self.config.delivery_count_limit;
+        let dlq = self.config.dead_letter_queue;
         let deadline_ms = self.lock_deadline(now_ms);
         let mut out = MarkerOutcome::default();
         for (f, l) in ranges {
@@ -954,13 +1094,17 @@ impl SharePartition {
                 };
                 let state = match (commit, p.ack) {
                     (true, TxnAckType::Accept) => SlotState::Acknowledged,
-                    (true, TxnAckType::Reject) => SlotState::Archived,
+                    // KIP-1191 with KIP-1289: a staged REJECT reaches the
+                    // dead-letter queue only here, when its transaction
+                    // commits; an abort (below) brings it back.
+                    (true, TxnAckType::Reject) => Self::dead(dlq, DeadLetterCause::Rejected),
+                    (true, TxnAckType::Gap) => SlotState::Archived,
                     (false, _) if member_alive(&p.member) => SlotState::Acquired {
                         member: p.member.clone(),
                         deadline_ms,
                     },
                     (false, _) => {
-                        Self::released_counting(limit, old.delivery_count, rf, rl, &at_limit)
+                        Self::released_counting(limit, dlq, old.delivery_count, rf, rl, &at_limit)
                     }
                 };
                 available |= state == SlotState::Available;
@@ -1171,6 +1315,7 @@ impl SharePartition {
                     producer_epoch: p.producer_epoch,
                     ack: p.ack,
                 },
+                SlotState::Archiving(cause) => PersistedRecordState::Archiving { cause: *cause },
             };
             match runs.last_mut() {
                 Some(prev)
@@ -1215,13 +1360,17 @@ impl SharePartition {
         sp.state_epoch = state.state_epoch.saturating_add(1);
         sp.end_offset = state.end_offset;
         let limit = config.delivery_count_limit;
+        let dlq = config.dead_letter_queue;
         let lock_deadline_ms = sp.lock_deadline(now_ms);
         for run in state.runs {
             let dc = run.delivery_count;
             let slot_state = match run.state {
                 PersistedRecordState::Available | PersistedRecordState::Acquired => {
-                    Self::released(limit, dc)
+                    Self::released(limit, dlq, dc)
                 }
+                // Its dead-letter record may not have been written: it is
+                // handed to the writer again (at least once, D24).
+                PersistedRecordState::Archiving { cause } => SlotState::Archiving(cause),
                 PersistedRecordState::Acknowledged => SlotState::Acknowledged,
                 PersistedRecordState::Archived => SlotState::Archived,
                 PersistedRecordState::TxPending {
@@ -1256,3 +1405,7 @@ impl SharePartition {
 #[cfg(test)]
 #[path = "partition_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "dead_letter_tests.rs"]
+mod dead_letter_tests;

@@ -14,6 +14,7 @@ fn cfg() -> SharePartitionConfig {
         max_in_flight_records: 100,
         isolation: IsolationLevel::ReadUncommitted,
         renew_acknowledge_enabled: true,
+        dead_letter_queue: false,
     }
 }
 
@@ -1988,6 +1989,7 @@ mod random_ops {
                     IsolationLevel::ReadUncommitted
                 },
                 renew_acknowledge_enabled: true,
+                dead_letter_queue: false,
             };
             run(config, log, ops);
         }

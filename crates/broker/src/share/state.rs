@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::types::{StateError, TxnAckType};
+use super::types::{DeadLetterCause, StateError, TxnAckType};
 
 /// Persisted state of one share partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +63,13 @@ pub enum PersistedRecordState {
         producer_epoch: i16,
         /// The staged acknowledge type.
         ack: TxnAckType,
+    },
+    // Last, so that states written before it decode unchanged.
+    /// ARCHIVING (KIP-1191): the dead-letter record may not be written yet;
+    /// restored as ARCHIVING and handed to the dead-letter writer again.
+    Archiving {
+        /// Why (the `__dlq.errors.message` header).
+        cause: DeadLetterCause,
     },
 }
 

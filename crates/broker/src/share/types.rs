@@ -36,6 +36,13 @@ pub struct SharePartitionConfig {
     /// is true). Off, a batch holding a RENEW fails its partition with
     /// INVALID_RECORD_STATE and changes nothing.
     pub renew_acknowledge_enabled: bool,
+    /// Whether the group has a dead-letter queue in force (KIP-1191: the
+    /// group config `errors.deadletterqueue.topic.name` is set and
+    /// `share.version` is at least 2). On, a record that a REJECT or the
+    /// delivery count limit would archive becomes ARCHIVING instead, and
+    /// [`take_dead_letters`](super::SharePartition::take_dead_letters) hands
+    /// it to the broker's dead-letter writer.
+    pub dead_letter_queue: bool,
 }
 
 impl Default for SharePartitionConfig {
@@ -46,6 +53,7 @@ impl Default for SharePartitionConfig {
             max_in_flight_records: DEFAULT_MAX_IN_FLIGHT_RECORDS,
             isolation: IsolationLevel::ReadUncommitted,
             renew_acknowledge_enabled: true,
+            dead_letter_queue: false,
         }
     }
 }
@@ -64,15 +72,21 @@ pub enum RecordState {
     /// Acknowledgement staged in a producer's transaction (KIP-1289); the
     /// transaction's outcome decides.
     TxPending,
+    /// On its way to the group's dead-letter topic (KIP-1191): never
+    /// delivered again, but not terminal until the dead-letter record is
+    /// written (or its write has failed for good), so the start offset
+    /// waits for it.
+    Archiving,
 }
 
 impl RecordState {
-    /// Kafka's numeric id (ARCHIVING, 3, is not used here).
+    /// Kafka's numeric id.
     pub fn id(self) -> i8 {
         match self {
             RecordState::Available => 0,
             RecordState::Acquired => 1,
             RecordState::Acknowledged => 2,
+            RecordState::Archiving => 3,
             RecordState::Archived => 4,
             RecordState::TxPending => 5,
         }
@@ -84,6 +98,44 @@ impl RecordState {
     }
 }
 
+/// Why a record goes to the dead-letter queue (KIP-1191). The text of
+/// [`message`](Self::message) is the `__dlq.errors.message` header Kafka
+/// writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DeadLetterCause {
+    /// A member acknowledged the record with REJECT (directly, or in a
+    /// committed transaction).
+    Rejected,
+    /// The record reached the delivery count limit.
+    DeliveryCountExceeded,
+}
+
+impl DeadLetterCause {
+    /// The `__dlq.errors.message` header's value, as Kafka 4.4 writes it.
+    pub fn message(self) -> &'static str {
+        match self {
+            DeadLetterCause::Rejected => "Offset rejected by client.",
+            DeadLetterCause::DeliveryCountExceeded => {
+                "Offset delivery count exceeded the threshold."
+            }
+        }
+    }
+}
+
+/// A run of ARCHIVING offsets handed to the dead-letter writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadLetterRange {
+    /// First offset, inclusive.
+    pub first_offset: i64,
+    /// Last offset, inclusive.
+    pub last_offset: i64,
+    /// Delivery count of every record of the run (the
+    /// `__dlq.errors.delivery.count` header).
+    pub delivery_count: u16,
+    /// Why they are dead letters.
+    pub cause: DeadLetterCause,
+}
+
 /// The two acknowledge types a transaction may stage (KIP-1289).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum TxnAckType {
@@ -91,6 +143,11 @@ pub enum TxnAckType {
     Accept,
     /// Commit makes the record ARCHIVED.
     Reject,
+    /// A gap (an offset acquired without data) staged in the transaction:
+    /// commit makes it ARCHIVED like a REJECT, but never a dead letter
+    /// (KIP-1191: there is no record to write). Last, so that states
+    /// written before it decode unchanged.
+    Gap,
 }
 
 /// One acknowledgement batch as carried on the wire.
@@ -284,6 +341,8 @@ pub struct SharePartitionMetrics {
     /// Records archived because their delivery count reached
     /// `share.delivery.count.limit` (never delivered again), since creation.
     pub archived_at_limit_total: u64,
+    /// ARCHIVING records (waiting for their dead-letter record).
+    pub archiving_records: u64,
 }
 
 /// A refused operation; nothing was changed.

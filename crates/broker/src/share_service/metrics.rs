@@ -64,7 +64,7 @@ impl ShareService {
             &'static str,
             fn(&SharePartitionMetrics) -> u64,
         );
-        let series: [Series; 7] = [
+        let series: [Series; 8] = [
             (
                 "share_partition_in_flight_records",
                 "gauge",
@@ -88,6 +88,12 @@ impl ShareService {
                 "gauge",
                 "Records ARCHIVED in the window.",
                 |m| m.archived_records,
+            ),
+            (
+                "share_partition_archiving_records",
+                "gauge",
+                "Records ARCHIVING: waiting for their dead-letter record (KIP-1191).",
+                |m| m.archiving_records,
             ),
             (
                 "share_partition_lock_expired_total",

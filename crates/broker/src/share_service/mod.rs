@@ -43,6 +43,7 @@
 //! broker's [`Clock`](crate::clock::Clock)), so tests drive lock and session
 //! expiry with explicit times.
 
+pub mod dead_letters;
 pub mod fetch;
 pub mod metrics;
 mod offsets_admin;
@@ -160,6 +161,10 @@ struct Inner {
     persisted_coordinator: CoordinatorSnapshot,
     max_sessions: usize,
     rewrite_min_bytes: u64,
+    /// `share.version >= 2`: dead-letter queues may be in force (KIP-1191).
+    dead_letter_feature: bool,
+    /// The dead-letter writer's counters, per group.
+    dead_letter_counts: BTreeMap<String, dead_letters::DeadLetterCounts>,
 }
 
 /// The broker's share groups: coordinator, share partitions, sessions,
@@ -173,13 +178,16 @@ pub struct ShareService {
     parked: std::sync::atomic::AtomicUsize,
 }
 
-fn partition_config(c: &GroupConfig) -> SharePartitionConfig {
+/// The share-partition settings of a group's config; `dead_letter_feature`
+/// is whether `share.version` allows dead-letter queues.
+fn partition_config(c: &GroupConfig, dead_letter_feature: bool) -> SharePartitionConfig {
     SharePartitionConfig {
         record_lock_duration_ms: i64::from(c.record_lock_duration_ms),
         delivery_count_limit: u16::try_from(c.delivery_count_limit.max(1)).unwrap_or(u16::MAX),
         max_in_flight_records: u32::try_from(c.partition_max_record_locks.max(1)).unwrap_or(1),
         isolation: c.isolation_level,
         renew_acknowledge_enabled: c.renew_acknowledge_enabled,
+        dead_letter_queue: dead_letter_feature && !c.dlq_topic_name.is_empty(),
     }
 }
 
@@ -202,6 +210,18 @@ impl ShareService {
         dir: Option<&Path>,
         broker: ShareGroupBrokerConfig,
         now_ms: i64,
+    ) -> std::io::Result<Self> {
+        Self::open_with(dir, broker, now_ms, false)
+    }
+
+    /// [`Self::open`] with dead-letter queues allowed or not
+    /// (`share.version >= 2`) from the start, so that restored records at
+    /// the delivery count limit go to the queue when it is in force.
+    pub fn open_with(
+        dir: Option<&Path>,
+        broker: ShareGroupBrokerConfig,
+        now_ms: i64,
+        dead_letter_feature: bool,
     ) -> std::io::Result<Self> {
         let mut coordinator_snapshot = CoordinatorSnapshot::default();
         let mut states: BTreeMap<SharePartitionKey, SharePartitionState> = BTreeMap::new();
@@ -241,7 +261,10 @@ impl ShareService {
         let coordinator = ShareGroupCoordinator::restore(broker, coordinator_snapshot.clone());
         let mut partitions = BTreeMap::new();
         for (k, state) in states {
-            let config = partition_config(&coordinator.group_config(&k.group_id));
+            // Restored ARCHIVING runs are handed to the writer whatever the
+            // feature level.
+            let config =
+                partition_config(&coordinator.group_config(&k.group_id), dead_letter_feature);
             match SharePartition::restore(config, state, now_ms) {
                 Ok(mut sp) => {
                     sp.take_dirty();
@@ -269,6 +292,8 @@ impl ShareService {
                 persisted_coordinator: coordinator_snapshot,
                 max_sessions,
                 rewrite_min_bytes: REWRITE_MIN_BYTES,
+                dead_letter_feature,
+                dead_letter_counts: BTreeMap::new(),
             }),
             journal,
             available: watch::channel(0).0,
@@ -387,7 +412,10 @@ impl ShareService {
                 .coordinator
                 .alter_configs(group_id, ops, validate_only)?;
             if !validate_only {
-                let config = partition_config(&inner.coordinator.group_config(group_id));
+                let config = partition_config(
+                    &inner.coordinator.group_config(group_id),
+                    inner.dead_letter_feature,
+                );
                 for (k, e) in inner.partitions.iter_mut() {
                     if k.group_id == group_id {
                         e.sp.set_config(config);
@@ -837,7 +865,8 @@ impl Inner {
             AutoOffsetReset::Latest => log.high_watermark(),
             AutoOffsetReset::Earliest => log.log_start_offset(),
         };
-        let mut sp = SharePartition::new(partition_config(&config), start);
+        let mut sp =
+            SharePartition::new(partition_config(&config, self.dead_letter_feature), start);
         // Persist the start offset chosen now, so "latest" keeps its
         // meaning across a restart.
         sp.take_dirty();

@@ -19,6 +19,9 @@ import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.FeatureUpdate;
+import org.apache.kafka.clients.admin.FinalizedVersionRange;
+import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
@@ -38,6 +41,8 @@ import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicIdPartition;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -165,7 +170,7 @@ public final class Check {
 
     public static void main(String[] args) {
         if (args.length == 0) {
-            System.err.println("usage: Check <admin|produce-idempotent|produce-txn|consume|consume-pair|eos-copy|share-consume> --bootstrap HOST:PORT ...");
+            System.err.println("usage: Check <admin|produce-idempotent|produce-txn|consume|consume-pair|eos-copy|share-consume|share-dlq> --bootstrap HOST:PORT ...");
             System.exit(2);
         }
         String cmd = args[0];
@@ -181,6 +186,7 @@ public final class Check {
                 case "consume-pair": consumePair(o, out); break;
                 case "eos-copy": eosCopy(o, out); break;
                 case "share-consume": shareConsume(o, out); break;
+                case "share-dlq": shareDlq(o, out); break;
                 default: throw new IllegalArgumentException("unknown command " + cmd);
             }
             out.put("ok", true);
@@ -660,5 +666,122 @@ public final class Check {
             }
         }
         out.put("closed", true);
+    }
+
+    static String header(ConsumerRecord<String, String> r, String name) {
+        Header h = r.headers().lastHeader(name);
+        return h == null || h.value() == null ? null : new String(h.value(), java.nio.charset.StandardCharsets.UTF_8);
+    }
+
+    /**
+     * KIP-1191: raises share.version to 2 if it is lower, creates the
+     * dead-letter topic (errors.deadletterqueue.group.enable=true), points the
+     * group at it with copy on, produces records, REJECTs each with a
+     * KafkaShareConsumer (explicit mode), then reads the dead-letter topic
+     * with a plain consumer and checks the __dlq.errors.* headers and the
+     * copied key and value.
+     */
+    static void shareDlq(Opts o, Json out) throws Exception {
+        String topic = o.str("topic");
+        String group = o.str("group");
+        String dlq = o.str("dlq");
+        int n = o.num("produce", 5);
+        long deadline = System.currentTimeMillis() + o.num("timeout-ms", 40000);
+        try (Admin admin = Admin.create(base(o))) {
+            FinalizedVersionRange sv = admin.describeFeatures().featureMetadata().get(20, TimeUnit.SECONDS)
+                .finalizedFeatures().get("share.version");
+            short before = sv == null ? 0 : sv.maxVersionLevel();
+            out.put("share_version_before", (int) before);
+            if (before < 2) {
+                admin.updateFeatures(Map.of("share.version",
+                        new FeatureUpdate((short) 2, FeatureUpdate.UpgradeType.UPGRADE)),
+                    new UpdateFeaturesOptions()).all().get(20, TimeUnit.SECONDS);
+                out.put("share_version_upgraded_to", 2);
+            }
+            NewTopic nt = new NewTopic(dlq, 1, (short) 1)
+                .configs(Map.of("errors.deadletterqueue.group.enable", "true"));
+            try {
+                admin.createTopics(List.of(nt)).all().get(20, TimeUnit.SECONDS);
+            } catch (ExecutionException e) {
+                if (!(e.getCause() instanceof TopicExistsException)) {
+                    throw e;
+                }
+            }
+            ConfigResource g = new ConfigResource(ConfigResource.Type.GROUP, group);
+            List<AlterConfigOp> ops = new ArrayList<>();
+            for (String[] kv : new String[][] {
+                {"share.auto.offset.reset", "earliest"},
+                {"errors.deadletterqueue.topic.name", dlq},
+                {"errors.deadletterqueue.copy.record.enable", "true"}}) {
+                ops.add(new AlterConfigOp(new ConfigEntry(kv[0], kv[1]), AlterConfigOp.OpType.SET));
+            }
+            admin.incrementalAlterConfigs(Map.of(g, ops)).all().get(20, TimeUnit.SECONDS);
+        }
+        Properties pp = base(o);
+        pp.put(ProducerConfig.ACKS_CONFIG, "all");
+        try (KafkaProducer<String, String> producer = producer(o, pp)) {
+            for (int i = 0; i < n; i++) {
+                producer.send(new ProducerRecord<>(topic, "k" + i, "dead-" + i));
+            }
+            producer.flush();
+        }
+        Properties p = base(o);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put("share.acknowledgement.mode", "explicit");
+        java.util.Set<String> rejected = new java.util.HashSet<>();
+        Map<String, String> keyOf = new HashMap<>();
+        try (KafkaShareConsumer<String, String> consumer = new KafkaShareConsumer<>(p)) {
+            consumer.subscribe(List.of(topic));
+            while (System.currentTimeMillis() < deadline && rejected.size() < n) {
+                ConsumerRecords<String, String> recs = consumer.poll(Duration.ofMillis(300));
+                if (recs.isEmpty()) {
+                    continue;
+                }
+                for (ConsumerRecord<String, String> r : recs) {
+                    consumer.acknowledge(r, AcknowledgeType.REJECT);
+                    rejected.add(r.value());
+                    keyOf.put(r.value(), r.key());
+                }
+                consumer.commitSync(Duration.ofSeconds(15));
+            }
+        }
+        out.put("rejected", rejected.size());
+        Properties cp = base(o);
+        cp.put(ConsumerConfig.GROUP_ID_CONFIG, group + "-dlq-reader");
+        cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        int records = 0;
+        int headersOk = 0;
+        int copied = 0;
+        List<String> messages = new ArrayList<>();
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(cp)) {
+            TopicPartition tp = new TopicPartition(dlq, 0);
+            c.assign(List.of(tp));
+            c.seekToBeginning(List.of(tp));
+            while (System.currentTimeMillis() < deadline && records < n) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(300))) {
+                    records++;
+                    String msg = header(r, "__dlq.errors.message");
+                    messages.add(String.valueOf(msg));
+                    if (topic.equals(header(r, "__dlq.errors.topic"))
+                        && "0".equals(header(r, "__dlq.errors.partition"))
+                        && header(r, "__dlq.errors.offset") != null
+                        && group.equals(header(r, "__dlq.errors.group"))
+                        && "1".equals(header(r, "__dlq.errors.delivery.count"))
+                        && "Offset rejected by client.".equals(msg)) {
+                        headersOk++;
+                    }
+                    if (r.value() != null && rejected.contains(r.value())
+                        && r.key() != null && r.key().equals(keyOf.get(r.value()))) {
+                        copied++;
+                    }
+                }
+            }
+        }
+        out.put("dlq_records", records).put("headers_ok", headersOk).put("copied", copied);
+        out.put("messages", new java.util.TreeSet<>(messages));
     }
 }
