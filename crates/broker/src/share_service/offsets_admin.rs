@@ -112,7 +112,10 @@ impl ShareService {
         if let Err(e) = inner.coordinator.ensure_empty_group(group_id) {
             return Pending::new(Err(e), Default::default());
         }
-        let config = partition_config(&inner.coordinator.group_config(group_id));
+        let config = partition_config(
+            &inner.coordinator.group_config(group_id),
+            inner.dead_letter_feature,
+        );
         let mut out = Vec::with_capacity(offsets.len());
         for &(topic_id, partition, offset) in offsets {
             let k = key(group_id, topic_id, partition);
