@@ -53,8 +53,6 @@ GAPS = """\
   `--delete-offsets`, `--delete`): served, with Kafka's rules; a share
   partition whose records are staged in an open KIP-1289 transaction is
   not reset or deleted until it ends (CONCURRENT_TRANSACTIONS, D26).
-  DescribeShareGroupOffsets is served at v0 here, so the tool's LAG
-  column shows `-` on our broker (v1 carries the lag, KIP-1226).
 - **Topic and broker configs** (issue #17): CreateTopics, AlterConfigs
   and IncrementalAlterConfigs accept every topic config of Kafka 4.x with
   Kafka's bounds (INVALID_CONFIG otherwise). Honoured: `cleanup.policy`
@@ -114,6 +112,24 @@ GAPS = """\
   `clusterId=null, nodeId=-1`; the producer's connection to node 0 sent
   `clusterId='sharestream-embedded', nodeId=0` (the admin client's sent
   null/-1 there too).
+
+- DescribeShareGroupOffsets v1 (issue #18, KIP-1226): `kafka-share-groups.sh
+  --describe --offsets` of Kafka 4.4 prints a LAG column, which needs v1;
+  the broker served v0 only, which carries no lag. It now serves v1 with the
+  lag Kafka computes (high watermark - start offset - records above it
+  already acknowledged or archived); row `kafka-share-groups` (the group
+  that read every record: lag 0).
+- librdkafka's ShareConsumer close (issue #18): `close()` sends the leave
+  heartbeat and the final ShareAcknowledge at once, on two connections; when
+  the leave was handled first the acknowledgements were dropped and the
+  records came back (D18 fixed it). Row `confluent-kafka-python / ShareConsumer
+  close with pending explicit acks` (confluent-kafka 2.16.1, librdkafka
+  2.16.0, which has `ShareConsumer`) asserts that a second member gets none
+  of the 20 acknowledged records back.
+- The renew gate (issue #18, KIP-1240 `share.renew.acknowledge.enable`):
+  rows `kafka-configs` and `java-share-consumer / RENEW with
+  share.renew.acknowledge.enable=false` check that a RENEW is refused with
+  INVALID_RECORD_STATE when a group turns it off, as on Kafka 4.4.
 
 ## KIP-1191 dead-letter queue (the `share-dlq` check)
 

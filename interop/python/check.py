@@ -7,6 +7,7 @@ when the scenario raised.
   check.py produce-txn --bootstrap B --topic T --txn-id ID --count N [--abort]
   check.py consume --bootstrap B --topic T --expect N      (read_committed, assign)
   check.py share-consume --bootstrap B --topic T --group G --produce N
+  check.py share-close-pending --bootstrap B --topic T --group G --produce N
 """
 
 import argparse
@@ -133,9 +134,63 @@ def share_consume(args, out):
     out.update(mode="implicit", received=len(values), distinct=len(set(values)))
 
 
+def share_close_pending(args, out):
+    """Explicit acknowledgement: every record ACCEPTed, no commit, then
+    close(), which sends the pending acknowledgements with the leave
+    (librdkafka sends the leave heartbeat and the final ShareAcknowledge at
+    once, on two connections). A second consumer of the group then polls:
+    nothing may come back (after_close 0)."""
+    out["group_config_set"] = set_earliest(args, out)
+    conf = base(args)
+    conf.update({"group.id": args.group, "share.acknowledgement.mode": "explicit"})
+    c = ck.ShareConsumer(conf)
+    c.subscribe([args.topic])
+    p = ck.Producer(base(args))
+    for i in range(args.produce):
+        p.produce(args.topic, key=f"k{i}", value=f"{args.prefix}-{i}")
+    p.flush(30)
+    values = set()
+    deadline = time.time() + args.timeout_ms / 1000
+    while time.time() < deadline and len(values) < args.produce:
+        for m in c.poll(0.3) or []:
+            if not m.error():
+                values.add(m.value().decode())
+                c.acknowledge(m)
+    c.close()
+    out.update(received=len(values))
+    c2 = ck.ShareConsumer(conf)
+    c2.subscribe([args.topic])
+    again = 0
+    watch = time.time() + args.watch_ms / 1000
+    while time.time() < watch:
+        for m in c2.poll(0.3) or []:
+            if not m.error():
+                again += 1
+                c2.acknowledge(m)
+    c2.close()
+    out.update(after_close=again)
+
+
+def set_earliest(args, out):
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
+                                       ConfigResource, ResourceType)
+    try:
+        admin = AdminClient(base(args))
+        res = ConfigResource(ResourceType.GROUP, args.group, incremental_configs=[
+            ConfigEntry("share.auto.offset.reset", "earliest",
+                        incremental_operation=AlterConfigOpType.SET)])
+        for f in admin.incremental_alter_configs([res]).values():
+            f.result(20)
+        return True
+    except Exception as e:
+        out["group_config_error"] = f"{type(e).__name__}: {e}"
+        return False
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("command", choices=["produce-txn", "consume", "subscribe", "share-consume"])
+    ap.add_argument("command", choices=["produce-txn", "consume", "subscribe", "share-consume",
+                                        "share-close-pending"])
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--topic", required=True)
     ap.add_argument("--txn-id", default="py-txn")
@@ -147,13 +202,15 @@ def main():
     ap.add_argument("--abort", action="store_true")
     ap.add_argument("--timeout-ms", type=int, default=20000)
     ap.add_argument("--warmup-ms", type=int, default=3000)
+    ap.add_argument("--watch-ms", type=int, default=12000)
     args = ap.parse_args()
     out = {"check": args.command, "client_version": ck.__version__,
            "librdkafka": ck.libversion()[0]}
     status = 0
     try:
         {"produce-txn": produce_txn, "consume": consume, "subscribe": subscribe,
-         "share-consume": share_consume}[args.command](args, out)
+         "share-consume": share_consume,
+         "share-close-pending": share_close_pending}[args.command](args, out)
         out["ok"] = True
     except Exception as e:  # reported to the suite, which decides
         traceback.print_exc()

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::protocol::share_offsets_v1::DescribeShareGroupOffsetsV1Request;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_request::{
@@ -142,6 +143,17 @@ impl AlterConfigOp {
             AlterConfigOp::Subtract(v) => (3, Some(StrBytes::from_string(v.clone()))),
         }
     }
+}
+
+/// A share partition's offsets as DescribeShareGroupOffsets gives them
+/// (Java's `SharePartitionOffsetInfo`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharePartitionOffsetInfo {
+    /// The share-partition start offset; -1 while the group has no state
+    /// for the partition.
+    pub start_offset: i64,
+    /// The share-partition lag (KIP-1226), where the broker gives it.
+    pub lag: Option<i64>,
 }
 
 /// The admin client.
@@ -399,12 +411,34 @@ impl AdminClient {
     /// coordinator. `topics` `None` asks for every partition the group has
     /// state for. A partition the group has no state for yet answers -1.
     /// A broker without the API fails with
-    /// [`ClientError::UnsupportedVersion`].
+    /// [`ClientError::UnsupportedVersion`]. With the lag:
+    /// [`Self::describe_share_group_offsets_with_lag`].
     pub async fn describe_share_group_offsets(
         &self,
         group_id: &str,
         topics: Option<&[(String, Vec<i32>)]>,
     ) -> Result<BTreeMap<(String, i32), Result<i64, ClientError>>, ClientError> {
+        Ok(self
+            .describe_share_group_offsets_with_lag(group_id, topics)
+            .await?
+            .into_iter()
+            .map(|(k, r)| (k, r.map(|i| i.start_offset)))
+            .collect())
+    }
+
+    /// [`Self::describe_share_group_offsets`] with each partition's
+    /// share-partition lag where the broker gives it
+    /// (DescribeShareGroupOffsets v1, KIP-1226: Kafka 4.3+ and our broker;
+    /// Java's `SharePartitionOffsetInfo.lag()`): the records from the start
+    /// offset to the high watermark not yet delivered for good. `lag` is
+    /// `None` from a broker with version 0 only, or where the broker does
+    /// not know it (-1 on the wire).
+    pub async fn describe_share_group_offsets_with_lag(
+        &self,
+        group_id: &str,
+        topics: Option<&[(String, Vec<i32>)]>,
+    ) -> Result<BTreeMap<(String, i32), Result<SharePartitionOffsetInfo, ClientError>>, ClientError>
+    {
         use kafka_protocol::messages::describe_share_group_offsets_request as req_mod;
         let group = req_mod::DescribeShareGroupOffsetsRequestGroup::default()
             .with_group_id(GroupId(StrBytes::from_string(group_id.to_string())))
@@ -417,13 +451,17 @@ impl AdminClient {
                     })
                     .collect()
             }));
-        let req = DescribeShareGroupOffsetsRequest::default().with_groups(vec![group]);
+        let req = DescribeShareGroupOffsetsV1Request {
+            request: DescribeShareGroupOffsetsRequest::default().with_groups(vec![group]),
+        };
         let conn = self
             .metadata
             .find_coordinator(0, group_id, self.timeout)
             .await?;
-        let resp = conn.send(&req).await?;
+        let answer = conn.send(&req).await?;
+        let resp = &answer.response;
         let mut out = BTreeMap::new();
+        let mut index = 0;
         for g in &resp.groups {
             ClientError::check(
                 "DescribeShareGroupOffsets",
@@ -437,7 +475,11 @@ impl AdminClient {
                         p.error_code,
                         p.error_message.as_ref().map(|m| m.to_string()),
                     )
-                    .map(|()| p.start_offset);
+                    .map(|()| SharePartitionOffsetInfo {
+                        start_offset: p.start_offset,
+                        lag: Some(answer.lag(index)).filter(|l| *l >= 0),
+                    });
+                    index += 1;
                     out.insert((t.topic_name.0.to_string(), p.partition_index), r);
                 }
             }

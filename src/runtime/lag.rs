@@ -5,7 +5,11 @@
 //! [`RuntimeMetrics::set_share_group_lag`]. It runs in its own task with
 //! its own admin client, so the workers never wait for it.
 //!
-//! Lag of a partition = max(0, LSO - SPSO). A partition the group has no
+//! Where the broker gives the share-partition lag (DescribeShareGroupOffsets
+//! v1, KIP-1226: Kafka 4.3+ and our broker), the gauge takes the broker's
+//! figure, which also leaves out the records above the start offset that are
+//! already acknowledged or archived; ListOffsets is then not asked. Else,
+//! lag of a partition = max(0, LSO - SPSO). A partition the group has no
 //! state for yet (SPSO -1: nothing was fetched) counts from the log start,
 //! which is 0 on the embedded broker and otherwise an over-estimate by the
 //! records before the log start or before the reset point.
@@ -23,7 +27,7 @@ use tokio::sync::watch;
 
 use super::metrics::RuntimeMetrics;
 use crate::client::ClientError;
-use crate::client::admin::AdminClient;
+use crate::client::admin::{AdminClient, SharePartitionOffsetInfo};
 
 /// Lag per topic-partition from start offsets and end offsets; partitions
 /// missing from either answer (or answered with an error) are left out.
@@ -39,6 +43,20 @@ pub fn compute_lag(
             Some((tp.clone(), (end - start.max(0)).max(0)))
         })
         .collect()
+}
+
+/// The broker's lag for every partition, if it gave one for each of them
+/// (a partition answered with an error is left out).
+pub fn broker_lag(
+    infos: &BTreeMap<(String, i32), Result<SharePartitionOffsetInfo, ClientError>>,
+) -> Option<BTreeMap<(String, i32), i64>> {
+    let mut out = BTreeMap::new();
+    for (tp, r) in infos {
+        if let Ok(i) = r {
+            out.insert(tp.clone(), i.lag?);
+        }
+    }
+    Some(out)
 }
 
 /// One refresh: the lag of every partition of `topics`.
@@ -59,9 +77,16 @@ pub async fn refresh(
         partitions.extend(ps.iter().map(|p| (t.clone(), *p)));
         asked.push((t.clone(), ps));
     }
-    let starts = admin
-        .describe_share_group_offsets(group_id, Some(&asked))
+    let infos = admin
+        .describe_share_group_offsets_with_lag(group_id, Some(&asked))
         .await?;
+    if let Some(lag) = broker_lag(&infos) {
+        return Ok(lag);
+    }
+    let starts = infos
+        .into_iter()
+        .map(|(tp, r)| (tp, r.map(|i| i.start_offset)))
+        .collect();
     let ends = admin.list_end_offsets(&partitions, true).await?;
     Ok(compute_lag(&starts, &ends))
 }
@@ -129,5 +154,27 @@ mod tests {
         ]);
         let lag = compute_lag(&starts, &ends);
         assert_eq!(lag, BTreeMap::from([(tp(0), 15), (tp(1), 7), (tp(2), 0)]));
+    }
+
+    #[test]
+    fn the_brokers_lag_is_taken_only_when_every_partition_has_one() {
+        let tp = |p: i32| ("in".to_string(), p);
+        let info = |lag| {
+            Ok(SharePartitionOffsetInfo {
+                start_offset: 3,
+                lag,
+            })
+        };
+        let mut infos = BTreeMap::from([(tp(0), info(Some(4))), (tp(1), info(Some(0)))]);
+        infos.insert(
+            tp(2),
+            Err(ClientError::check("DescribeShareGroupOffsets", 3, None).unwrap_err()),
+        );
+        assert_eq!(
+            broker_lag(&infos),
+            Some(BTreeMap::from([(tp(0), 4), (tp(1), 0)]))
+        );
+        infos.insert(tp(3), info(None));
+        assert_eq!(broker_lag(&infos), None, "a version-0 broker: compute it");
     }
 }

@@ -70,11 +70,16 @@
 //! back by up to one more interval. The poll waits at most until the
 //! deadline.
 //!
-//! After an abort the broker puts the records back to ACQUIRED for the same
-//! member (D6) and the consumer hands them out again on its next poll, so
-//! they are simply processed again. Offsets acquired without data (gaps)
-//! have nothing to make atomic: the share consumer acknowledges them as
-//! GAP outside the transaction (D5). Fatal producer errors (fenced,
+//! After an abort the records are processed again. Where they come from
+//! depends on the broker setting `group.share.transaction.abort.record.state`
+//! (D25), read at start-up: with `available` (the default, as the KIP
+//! author's branch) the broker makes the staged records AVAILABLE, the
+//! consumer forgets them and a fetch delivers them again (to this worker or
+//! another); with `acquired` the broker puts them back to ACQUIRED for the
+//! same member (D6) and the consumer hands them out again on its next poll.
+//! Records not staged yet are handed back either way. Offsets acquired
+//! without data (gaps) are held by the share consumer and staged with the
+//! records as GAP (D5). Fatal producer errors (fenced,
 //! unsupported, authorization) stop the application with
 //! [`RuntimeError::Producer`]; so does [`Outcome::Fail`](crate::topology::Outcome)
 //! ([`RuntimeError::Processing`]), after aborting the transaction.
@@ -123,6 +128,8 @@
 //!
 //! With the `failpoints` feature: `runtime.abort_mid_batch` (a poll batch
 //! stops sending halfway and its transaction aborts),
+//! `runtime.abort_after_stage` (the acknowledgements are staged, then the
+//! transaction fails abortably and aborts),
 //! `runtime.stale_member_epoch` (acknowledgements are staged with the
 //! previous member epoch, as after a racing rebalance),
 //! `runtime.crash_before_commit` (the worker drops its clients between
@@ -462,6 +469,10 @@ impl RuntimeBuilder {
             }
         }
         let instance = Arc::new(instance);
+        // KIP-1289: where the broker puts the records of an aborted
+        // transaction (D25), and gaps ride in the transaction (D5).
+        let kip1289 = guarantee == ProcessingGuarantee::ExactlyOnce && ledger.is_none();
+        let aborted_records_return = kip1289 && aborted_records_return(&config, &connection).await;
         let limit = match config.delivery_count_limit {
             Some(l) => l,
             None => delivery_count_limit(&config, &connection, self.topology.share_group()).await,
@@ -503,6 +514,7 @@ impl RuntimeBuilder {
                     worker: index,
                     source,
                 })?;
+            consumer.set_gaps_in_transaction(kip1289);
             consumer
                 .subscribe(topics.iter().cloned())
                 .map_err(|source| RuntimeError::Consumer {
@@ -525,6 +537,7 @@ impl RuntimeBuilder {
                 last_delivery: last_delivery.clone(),
                 ledger: ledger.clone(),
                 ledger_acks: None,
+                aborted_records_return,
             });
         }
 
@@ -712,6 +725,37 @@ async fn delivery_count_limit(
             KAFKA_DEFAULT
         }
     }
+}
+
+/// The broker setting saying where aborted records go (D25).
+const ABORT_RECORD_STATE_CONFIG: &str = "group.share.transaction.abort.record.state";
+
+/// Whether the broker returns the records of a transaction the producer
+/// aborted to the member that staged them (`acquired`, D6/D25), so that the
+/// consumer hands them back; else (`available`, the default, and any broker
+/// without the setting, such as the KIP author's branch) the broker makes
+/// them AVAILABLE and they are fetched again.
+async fn aborted_records_return(config: &RuntimeConfig, connection: &ConnectionConfig) -> bool {
+    let admin = AdminClient::new(config.source_servers().to_vec(), connection.clone());
+    let state = match admin.describe_broker_configs().await {
+        Ok((_, c)) => c.get(ABORT_RECORD_STATE_CONFIG).cloned().flatten(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read {ABORT_RECORD_STATE_CONFIG}; assuming aborted records become available");
+            None
+        }
+    };
+    let acquired = state.as_deref() == Some("acquired");
+    tracing::info!(
+        setting = ABORT_RECORD_STATE_CONFIG,
+        value = state.as_deref().unwrap_or("(not set: available)"),
+        "records of an aborted transaction are {}",
+        if acquired {
+            "handed back by the consumer (the broker keeps them acquired for it)"
+        } else {
+            "fetched again (the broker makes them available)"
+        }
+    );
+    acquired
 }
 
 /// Each source topic's partition count; a topic not created yet (or a

@@ -133,6 +133,10 @@ pub(crate) struct Worker {
     /// The acknowledgements of the transaction being committed through the
     /// ledger: sent as ordinary acknowledgements once it committed.
     pub ledger_acks: Option<TransactionAcknowledgements>,
+    /// KIP-1289: the broker returns the staged records of an aborted
+    /// transaction to this member (`acquired`, D25), so the consumer hands
+    /// them back; otherwise they become AVAILABLE and are fetched again.
+    pub aborted_records_return: bool,
 }
 
 /// The delivery-limit policy (docs/DESIGN.md D17): a record whose
@@ -843,7 +847,12 @@ impl Worker {
             }
             Err(TxnFailure::Abortable(e)) => {
                 tracing::warn!(worker = self.index, error = %e, "transaction failed; aborting, the records will be processed again");
-                self.abort(b).await?;
+                // A staging that failed left (some of) the sealed records
+                // acquired by this member, not staged: hand them back (any
+                // that were staged elsewhere fail re-staging and are then
+                // abandoned). After a failed EndTxn everything was staged.
+                let unstaged = e.api() == Some("TxnShareAcknowledge");
+                self.abort_handing_back(b, unstaged).await?;
             }
             Err(TxnFailure::Fatal(e)) => {
                 let fenced =
@@ -900,6 +909,16 @@ impl Worker {
                     .await
                     .map_err(classify)?;
                 failpoints::pause("runtime.window_staged").await;
+                if failpoints::hit("runtime.abort_after_stage") {
+                    // Staged, then an abortable failure (as from a send
+                    // whose error surfaces at the commit): the abort
+                    // settles records that the broker holds TX_PENDING.
+                    return Err(classify(ProducerError::Abortable(Box::new(
+                        ProducerError::InvalidTxnState(
+                            "injected failure (runtime.abort_after_stage)".into(),
+                        ),
+                    ))));
+                }
             }
             if failpoints::hit("runtime.crash_before_commit") {
                 return Err(TxnFailure::Fatal(RuntimeError::WorkerCrashed {
@@ -911,9 +930,31 @@ impl Worker {
         }
     }
 
-    /// Aborts the open transaction; its records come back on the next poll.
+    /// Aborts the open transaction; its records come back on the next poll:
+    /// handed back by the consumer where this member still holds them
+    /// (records never staged; staged ones under the ledger, or on a broker
+    /// that returns them, `acquired`), else fetched again (staged ones on a
+    /// broker that makes them AVAILABLE, D25).
     async fn abort(&mut self, b: OpenBatch) -> Result<(), RuntimeError> {
-        self.abort_with(b, TransactionOutcome::Aborted).await
+        self.abort_handing_back(b, false).await
+    }
+
+    /// [`Self::abort`]; `unstaged`: the sealed set may not have been staged
+    /// (its staging failed), so this member may still hold it.
+    async fn abort_handing_back(
+        &mut self,
+        b: OpenBatch,
+        unstaged: bool,
+    ) -> Result<(), RuntimeError> {
+        let staged = if unstaged || self.ledger.is_some() || self.aborted_records_return {
+            TransactionOutcome::Aborted
+        } else {
+            TransactionOutcome::Abandoned
+        };
+        let r = self.producer.abort_transaction().await;
+        self.settle(TransactionOutcome::Aborted, staged);
+        self.on_aborted(b.records);
+        r.map_err(|e| self.fatal_producer(e))
     }
 
     /// Aborts the open transaction and reports `outcome` (Aborted or
@@ -935,12 +976,18 @@ impl Worker {
     }
 
     fn hand_back_as(&mut self, outcome: TransactionOutcome) {
+        self.settle(outcome, outcome);
+    }
+
+    /// Reports `unstaged` for the records not sealed yet and `staged` for
+    /// the sealed set of the open transaction.
+    fn settle(&mut self, unstaged: TransactionOutcome, staged: TransactionOutcome) {
         self.ledger_acks = None;
         if let Some(t) = self.consumer.take_transaction_acknowledgements() {
-            let _ = self.consumer.transaction_outcome(t.id, outcome);
+            let _ = self.consumer.transaction_outcome(t.id, unstaged);
         }
         if let Some(id) = self.txn_id.take() {
-            let _ = self.consumer.transaction_outcome(id, outcome);
+            let _ = self.consumer.transaction_outcome(id, staged);
         }
     }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
 use sharestream::broker::clock::{ManualClock, wall_clock_ms};
+use sharestream::broker::group::config::AbortedRecordState;
 use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
 use sharestream::protocol::ErrorCode;
 use uuid::Uuid;
@@ -70,6 +71,12 @@ impl TestBroker {
             c.share_groups.record_lock_duration_ms = ms;
             c.share_groups.min_record_lock_duration_ms = ms;
         })
+    }
+
+    /// What a KIP-1289 abort the producer asked for does to its staged
+    /// records (`group.share.transaction.abort.record.state`, D25).
+    pub fn aborted_records(self, state: AbortedRecordState) -> Self {
+        self.configure(|c| c.share_groups.transaction_abort_record_state = state)
     }
 
     /// Runs the broker on a manual clock (starting at the wall-clock time

@@ -81,6 +81,54 @@ async fn abort_mid_batch_records_come_back_and_are_processed_once() {
     b.shutdown().await;
 }
 
+/// D25 and D5 in the runtime: under both values of
+/// `group.share.transaction.abort.record.state`, the records of aborted
+/// transactions are processed again and end in the output exactly once
+/// (`available`: fetched again; `acquired`: handed back), and the commit
+/// markers of a transactionally written input (gaps, staged with the
+/// records) leave nothing in flight.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborts_under_both_abort_record_states_with_a_transactional_input() {
+    use sharestream::broker::group::config::AbortedRecordState;
+    let _serial = SERIAL.lock().await;
+    for state in [AbortedRecordState::Available, AbortedRecordState::Acquired] {
+        let b = broker_with_abort_state(state).await;
+        let group = format!("g-abort-{}", state.as_str());
+        let ids = setup(&b, &group, &[("in", 1), ("out", 1)]).await;
+        produce_inputs_in_transactions(&b, "in", 1, 200, 20).await;
+        // Two aborts before staging (records still held: handed back) and
+        // two after (TX_PENDING at the broker: the abort record state
+        // decides).
+        sharestream::failpoints::arm("runtime.abort_mid_batch", Some(2));
+        sharestream::failpoints::arm("runtime.abort_after_stage", Some(2));
+        let h = Runtime::builder(map_values_topology(&group))
+            .config(config(&b, &format!("app-abort-{}", state.as_str())))
+            .start()
+            .await
+            .unwrap();
+        wait_committed(&h, 200).await;
+        let m = h.metrics().clone();
+        h.stop().await.unwrap();
+        sharestream::failpoints::disarm("runtime.abort_mid_batch");
+        sharestream::failpoints::disarm("runtime.abort_after_stage");
+        assert_eq!(
+            m.transactions_aborted.load(Ordering::Relaxed),
+            4,
+            "{state:?}"
+        );
+        assert!(m.records_in.load(Ordering::Relaxed) > 200, "{state:?}");
+        println!(
+            "abort record state {}: {} records in for 200 inputs, 4 aborts",
+            state.as_str(),
+            m.records_in.load(Ordering::Relaxed)
+        );
+        assert_exactly_once(&committed(&b, "out").await, 200, |i| format!("out-v{i}"));
+        assert_group_drained(&b, &group, ids[0], 1);
+        b.shutdown().await;
+    }
+}
+
 #[cfg(feature = "failpoints")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_member_epoch_aborts_and_the_retry_commits() {

@@ -9,6 +9,7 @@ use crate::common::broker::TestBroker;
 use bytes::Bytes;
 use sharestream::broker::BrokerHandle;
 use sharestream::broker::group::ShareGroupBrokerConfig;
+use sharestream::broker::group::config::AbortedRecordState;
 use sharestream::client::admin::{AdminClient, AlterConfigOp, NewTopic};
 use sharestream::client::{ConnectionConfig, Metadata, Producer, ProducerConfig, ProducerRecord};
 use sharestream::protocol::records::RecordHeader;
@@ -29,22 +30,38 @@ pub async fn broker_with(share_version: i16) -> BrokerHandle {
 /// A broker whose share partitions hold at most `record_locks` records in
 /// flight (`group.share.partition.max.record.locks`).
 pub async fn broker_with_locks(share_version: i16, record_locks: i32) -> BrokerHandle {
+    broker_configured(share_version, |c| {
+        c.partition_max_record_locks = record_locks
+    })
+    .await
+}
+
+/// A broker whose KIP-1289 aborts put the staged records in `state`
+/// (`group.share.transaction.abort.record.state`, D25).
+pub async fn broker_with_abort_state(state: AbortedRecordState) -> BrokerHandle {
+    broker_configured(3, |c| c.transaction_abort_record_state = state).await
+}
+
+async fn broker_configured(
+    share_version: i16,
+    f: impl FnOnce(&mut ShareGroupBrokerConfig),
+) -> BrokerHandle {
     let _ = tracing_subscriber::fmt()
         .with_test_writer()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .try_init();
-    let share_groups = ShareGroupBrokerConfig {
+    let mut share_groups = ShareGroupBrokerConfig {
         session_timeout_ms: 1_500,
         min_session_timeout_ms: 1_000,
         heartbeat_interval_ms: 200,
         min_heartbeat_interval_ms: 100,
         record_lock_duration_ms: 1_500,
         min_record_lock_duration_ms: 1_000,
-        partition_max_record_locks: record_locks,
         ..ShareGroupBrokerConfig::default()
     };
+    f(&mut share_groups);
     TestBroker::in_memory()
         .configure(|c| {
             c.share_version = share_version;
@@ -97,15 +114,50 @@ pub async fn produce_inputs(b: &BrokerHandle, topic: &str, partitions: i32, n: u
     .unwrap();
     let mut futures = Vec::new();
     for i in 0..n {
-        let mut r = ProducerRecord::new(topic, format!("v{i}"))
-            .with_key(format!("k{i}"))
-            .with_partition(i as i32 % partitions);
-        r.headers = vec![RecordHeader::new("i", Some(Bytes::from(i.to_string())))];
-        r.timestamp = Some(1_700_000_000_000 + i as i64);
-        futures.push(p.send(r).await);
+        futures.push(p.send(input_record(topic, partitions, i)).await);
     }
     for f in futures {
         f.await.unwrap();
+    }
+    p.close().await;
+}
+
+fn input_record(topic: &str, partitions: i32, i: usize) -> ProducerRecord {
+    let mut r = ProducerRecord::new(topic, format!("v{i}"))
+        .with_key(format!("k{i}"))
+        .with_partition(i as i32 % partitions);
+    r.headers = vec![RecordHeader::new("i", Some(Bytes::from(i.to_string())))];
+    r.timestamp = Some(1_700_000_000_000 + i as i64);
+    r
+}
+
+/// [`produce_inputs`] in transactions of `per_txn` records: every
+/// transaction leaves a commit marker in each partition it wrote, which
+/// share consumers acquire without data (a gap).
+pub async fn produce_inputs_in_transactions(
+    b: &BrokerHandle,
+    topic: &str,
+    partitions: i32,
+    n: usize,
+    per_txn: usize,
+) {
+    let p = Producer::new(
+        ProducerConfig::builder()
+            .bootstrap_servers(b.bootstrap_servers())
+            .linger(Duration::from_millis(2))
+            .transactional_id("inputs")
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    p.init_transactions().await.unwrap();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(per_txn) {
+        p.begin_transaction().unwrap();
+        for &i in chunk {
+            drop(p.send(input_record(topic, partitions, i)).await);
+        }
+        p.commit_transaction().await.unwrap();
     }
     p.close().await;
 }

@@ -1323,14 +1323,22 @@ async fn txn_share_acknowledge_authorization_errors_leave_every_record_as_it_was
     assert_eq!(r.error_code, 0);
     assert_eq!(kip::partition_errors(&r), vec![(0, 0)]);
     assert_eq!(kip::info(&e.b, e.input, 0, 0).state, RecordState::TxPending);
-    // Aborting reverts them to the member (D6).
+    // Aborting makes them AVAILABLE again (the default of
+    // group.share.transaction.abort.record.state, D25).
     assert_eq!(
         kip::end_txn(&mut e.admin, "tx-1", pid, epoch, false)
             .await
             .error_code,
         0
     );
-    assert_held_by(&e, "m1", 0..=2, 1);
+    for o in 0..=2 {
+        let i = kip::info(&e.b, e.input, 0, o);
+        assert_eq!(
+            (i.state, i.delivery_count, i.producer),
+            (RecordState::Available, 1, None),
+            "offset {o}"
+        );
+    }
     e.b.shutdown().await;
 }
 

@@ -367,7 +367,13 @@ async fn group_configs_are_validated_and_described_as_kafka_does() {
 /// the transaction commits; an abort brings the records back.
 #[tokio::test]
 async fn a_transactional_reject_reaches_the_queue_on_commit_and_not_on_abort() {
-    let (b, mut c, topic) = env(1, 0, true, Some((1, Some(true))), |_| {}).await;
+    // The abort returns the records to m1 (`acquired`, D25), which stages
+    // them again at once.
+    let (b, mut c, topic) = env(1, 0, true, Some((1, Some(true))), |c| {
+        c.share_groups.transaction_abort_record_state =
+            sharestream::broker::group::config::AbortedRecordState::Acquired;
+    })
+    .await;
     let epoch = heartbeat(&mut c, "m1", 1).await;
     let (pid, pe) = init_pid(&mut c, "t1", 60_000).await;
     let req = stage_req("t1", pid, pe, "m1", epoch, topic, &[(0, 0, 2, REJECT)]);
@@ -416,6 +422,33 @@ async fn a_transactional_reject_reaches_the_queue_on_commit_and_not_on_abort() {
         Some("1")
     );
     assert_eq!(got[0].1.value.as_deref(), Some(&b"v1"[..]));
+}
+
+/// With the default abort record state (`available`, D25) an aborted
+/// REJECT becomes AVAILABLE, and is no dead letter either.
+#[tokio::test]
+async fn an_aborted_transactional_reject_is_available_again_and_no_dead_letter() {
+    let (b, mut c, topic) = env(1, 0, true, Some((1, Some(true))), |_| {}).await;
+    let epoch = heartbeat(&mut c, "m1", 1).await;
+    let (pid, pe) = init_pid(&mut c, "t1", 60_000).await;
+    let req = stage_req("t1", pid, pe, "m1", epoch, topic, &[(0, 0, 2, REJECT)]);
+    assert_eq!(partition_errors(&stage(&mut c, &req).await), vec![(0, 0)]);
+    assert_eq!(end_txn(&mut c, "t1", pid, pe, false).await.error_code, 0);
+    wait_until("aborted: AVAILABLE", || {
+        (0..=2).all(|o| {
+            b.core()
+                .shares()
+                .record_info(GROUP, topic, 0, o)
+                .map(|i| i.state)
+                == Some(RecordState::Available)
+        })
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(
+        records_of(&b, DLQ).is_empty(),
+        "an aborted REJECT is no dead letter"
+    );
 }
 
 /// Naming a dead-letter topic needs Write on it (D24), besides

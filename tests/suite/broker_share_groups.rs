@@ -639,7 +639,7 @@ async fn describe_share_group_offsets_answers_the_share_partition_start_offset()
         .iter()
         .find(|x| x.api_key == 90)
         .expect("advertised");
-    assert_eq!((e.min_version, e.max_version), (0, 0));
+    assert_eq!((e.min_version, e.max_version), (0, 1), "v1: KIP-1226 lag");
 
     let r = c.send(&describe_offsets_req("nope", None), 0).await;
     assert_eq!(r.groups[0].error_code, ErrorCode::GROUP_ID_NOT_FOUND.0);
@@ -704,6 +704,33 @@ async fn describe_share_group_offsets_answers_the_share_partition_start_offset()
     );
     let lag = sharestream::runtime::lag::compute_lag(&starts, &ends);
     assert_eq!(lag.get(&("t".to_string(), 0)), Some(&3));
+
+    // KIP-1226: version 1 carries the share-partition lag, Kafka's
+    // high watermark - start offset - records above the start offset
+    // already delivered for good. Offset 4 acknowledged while 3 and 5 are
+    // still acquired: SPSO 3, HWM 6, one complete: lag 2 (the lag computed
+    // from the offsets alone says 3).
+    let a = acknowledge(&mut c, "m1", 2, topic, vec![(4, 4, ACCEPT)]).await;
+    assert_eq!(a.error_code, 0);
+    let v1 = sharestream::protocol::share_offsets_v1::DescribeShareGroupOffsetsV1Request {
+        request: describe_offsets_req("g", Some(vec![("t", vec![0, 7])])),
+    };
+    let r = c.send(&v1, 1).await;
+    assert_eq!(described(&r.response)[0], ("t".into(), 0, 3, 0));
+    assert_eq!(r.lags, vec![2, -1], "unknown partition: lag -1");
+    let r0 = c.send(&v1, 0).await;
+    assert_eq!(r0.lags, Vec::<i64>::new(), "v0 has no lag");
+    let with_lag = admin
+        .describe_share_group_offsets_with_lag("g", None)
+        .await
+        .unwrap();
+    let info = with_lag[&("t".to_string(), 0)].as_ref().unwrap();
+    assert_eq!((info.start_offset, info.lag), (3, Some(2)));
+    // The runtime's lag gauge takes the broker's figure.
+    let gauge = sharestream::runtime::lag::refresh(&admin, "g", &["t".to_string()])
+        .await
+        .unwrap();
+    assert_eq!(gauge.get(&("t".to_string(), 0)), Some(&2));
     let err = admin
         .describe_share_group_offsets("nope", None)
         .await

@@ -16,6 +16,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use sharestream::broker::group::config::AbortedRecordState;
 use sharestream::broker::share::RecordState;
 use sharestream::broker::{BrokerConfig, BrokerHandle};
 use sharestream::client::ProducerRecord;
@@ -257,10 +258,15 @@ async fn kip_loop_commits_outputs_and_acknowledgements_atomically() {
     env.broker.shutdown().await;
 }
 
+/// `group.share.transaction.abort.record.state=acquired` (D6, D25): the
+/// broker keeps aborted records for their member, and the consumer hands
+/// them back without a fetch.
 #[tokio::test]
 async fn abort_hands_the_same_records_back_then_commit_takes_them() {
     const N: usize = 10;
-    let env = setup(BrokerConfig::in_memory(), N, "g-abort").await;
+    let mut config = BrokerConfig::in_memory();
+    config.share_groups.transaction_abort_record_state = AbortedRecordState::Acquired;
+    let env = setup(config, N, "g-abort").await;
     let mut c = consumer(&env.broker, "g-abort", N);
     let p = txn_producer(&env.broker, "abort-1").await;
     let mut done = 0;
@@ -341,6 +347,150 @@ async fn abort_hands_the_same_records_back_then_commit_takes_them() {
     expect.sort();
     assert_eq!(out, expect, "aborted outputs are invisible");
     assert_all_acknowledged(&env, "g-abort", N as i64);
+    c.close(Duration::from_secs(5)).await.unwrap();
+    p.close().await;
+    env.broker.shutdown().await;
+}
+
+/// Writes `n` records `t0..` to `in` in one transaction: offsets
+/// `first..first + n`, then its commit marker, which share consumers
+/// acquire without data and acknowledge as a gap.
+async fn produce_in_a_transaction(b: &BrokerHandle, n: usize) {
+    let p = txn_producer(b, "input-writer").await;
+    p.begin_transaction().unwrap();
+    for i in 0..n {
+        drop(p.send(ProducerRecord::new("in", format!("t{i}"))).await);
+    }
+    p.commit_transaction().await.unwrap();
+    p.close().await;
+}
+
+/// The KIP author's branch API, with its integration test's loop
+/// (ShareGroupTransactionIntegrationTest): one record per poll,
+/// `acknowledge` then `acknowledgements_for_transaction` into the producer
+/// with the group metadata; the first transaction aborts and its input
+/// "must become available again": with the default
+/// `group.share.transaction.abort.record.state=available` (D25) the next
+/// polls fetch it again, without anything the consumer does. The input was
+/// written in a transaction, so its commit marker is a gap.
+#[tokio::test]
+async fn branch_api_aborted_input_becomes_available_again_and_is_redelivered() {
+    const N: usize = 6;
+    let env = setup(BrokerConfig::in_memory(), 0, "g-branch").await;
+    produce_in_a_transaction(&env.broker, N).await;
+    let mut c = consumer(&env.broker, "g-branch", 1);
+    c.set_gaps_in_transaction(true);
+    let p = txn_producer(&env.broker, "branch-1").await;
+    let mut committed = BTreeSet::new();
+    let mut aborted: Option<String> = None;
+    let mut redelivered = false;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while committed.len() < N && tokio::time::Instant::now() < deadline {
+        for r in c.poll(POLL).await.unwrap() {
+            let v = value(&r);
+            p.begin_transaction().unwrap();
+            drop(p.send(ProducerRecord::new("out", v.clone())).await);
+            c.acknowledge(&r, AcknowledgeType::Accept).unwrap();
+            let acks = c.acknowledgements_for_transaction().unwrap();
+            assert_eq!(acks.count(AcknowledgeType::Accept), 1);
+            p.send_share_acknowledgements_to_transaction(acks.clone(), &c.share_group_metadata())
+                .await
+                .unwrap();
+            if aborted.is_none() {
+                aborted = Some(v);
+                p.abort_transaction().await.unwrap();
+            } else {
+                p.commit_transaction().await.unwrap();
+                assert!(
+                    committed.insert(v.clone()),
+                    "committed input redelivered: {v}"
+                );
+                redelivered |= aborted.as_ref() == Some(&v);
+            }
+        }
+    }
+    assert_eq!(committed.len(), N, "{committed:?}");
+    assert!(redelivered, "Aborted input must become available again");
+    let out: BTreeSet<String> = committed_values(&env.broker, "out")
+        .await
+        .into_iter()
+        .collect();
+    assert_eq!(
+        out, committed,
+        "only committed transactions' outputs are visible"
+    );
+    // The input's commit marker, fetched by a poll without records, is
+    // acknowledged as a gap at the next poll: nothing stays in flight.
+    let spso = || {
+        env.broker
+            .core()
+            .shares()
+            .partition_offsets("g-branch", env.input_id, 0)
+            .unwrap()
+            .0
+    };
+    for _ in 0..50 {
+        if spso() > N as i64 {
+            break;
+        }
+        let r = c.poll(POLL).await.unwrap();
+        assert!(r.is_empty(), "nothing more to deliver");
+    }
+    assert_eq!(spso(), N as i64 + 1, "{:?}", share_states(&env, "g-branch"));
+    c.close(Duration::from_secs(5)).await.unwrap();
+    p.close().await;
+    env.broker.shutdown().await;
+}
+
+/// D5 on the client: with gaps in transactions (the runtime's KIP-1289
+/// path), the offsets acquired without data are staged with the records
+/// of the transaction (TX_PENDING until the commit) instead of being
+/// acknowledged on their own.
+#[tokio::test]
+async fn gaps_ride_in_the_transaction_with_the_records() {
+    const N: usize = 5;
+    let env = setup(BrokerConfig::in_memory(), 0, "g-gaps").await;
+    produce_in_a_transaction(&env.broker, N).await;
+    let mut c = consumer(&env.broker, "g-gaps", 10);
+    c.set_gaps_in_transaction(true);
+    let p = txn_producer(&env.broker, "gaps-1").await;
+    let mut records = Vec::new();
+    while records.len() < N {
+        records.extend(poll_some(&mut c).await);
+        for r in &records {
+            let _ = c.acknowledge_in_transaction(r, AcknowledgeType::Accept);
+        }
+    }
+    p.begin_transaction().unwrap();
+    let acks = c.take_transaction_acknowledgements().unwrap();
+    let staged = sharestream::eos::ShareAcknowledgements::from(&acks);
+    assert_eq!(staged.count(AcknowledgeType::Accept), N);
+    assert_eq!(staged.count(AcknowledgeType::Gap), 1, "the commit marker");
+    p.send_share_acknowledgements_to_transaction(staged, &c.share_group_metadata())
+        .await
+        .unwrap();
+    let marker = N as i64;
+    for _ in 0..500 {
+        if share_states(&env, "g-gaps").get(&marker) == Some(&RecordState::TxPending) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        share_states(&env, "g-gaps").get(&marker),
+        Some(&RecordState::TxPending),
+        "the gap waits for the transaction"
+    );
+    p.commit_transaction().await.unwrap();
+    c.transaction_outcome(acks.id, TransactionOutcome::Committed)
+        .unwrap();
+    let (spso, _) = env
+        .broker
+        .core()
+        .shares()
+        .partition_offsets("g-gaps", env.input_id, 0)
+        .unwrap();
+    assert_eq!(spso, marker + 1, "records acknowledged, gap archived");
     c.close(Duration::from_secs(5)).await.unwrap();
     p.close().await;
     env.broker.shutdown().await;

@@ -55,6 +55,8 @@ const DELETE_RECORDS: i16 = 21;
 const DESCRIBE_PRODUCERS: i16 = 61;
 const LIST_TRANSACTIONS: i16 = 66;
 const CONSUMER_GROUP_HEARTBEAT: i16 = 68;
+const DESCRIBE_SHARE_GROUP_OFFSETS: i16 = 90;
+const SHARE_GROUP_DESCRIBE: i16 = 77;
 
 /// `kafka-consumer-groups.sh` (ConsumerGroupCommand) with `args`.
 fn groups_tool(bootstrap: &str, args: &[&str]) -> Vec<String> {
@@ -206,6 +208,7 @@ const T_SHARE_DLQ: &str = "interop-share-dlq";
 const T_PERF: &str = "interop-perf";
 const T_PY: &str = "interop-python";
 const T_PY_SHARE: &str = "interop-python-share";
+const T_PY_CLOSE: &str = "interop-python-close";
 const T_KCAT: &str = "interop-kcat";
 const T_EOS_OUT: &str = "interop-eos-out";
 const PERF_RECORDS: i64 = 2000;
@@ -228,6 +231,7 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
         T_PERF,
         T_PY,
         T_PY_SHARE,
+        T_PY_CLOSE,
         T_KCAT,
         T_EOS_OUT,
     ];
@@ -730,6 +734,70 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
         },
         timeout: t60,
     });
+    // The renew gate (KIP-1240's share.renew.acknowledge.enable, default
+    // true in Kafka's code): off for a fourth group, a RENEW fails its
+    // partition with INVALID_RECORD_STATE.
+    out.push(Scenario {
+        client: "kafka-configs",
+        feature: "alter group config share.renew.acknowledge.enable=false",
+        runner: Runner::Java,
+        args: vec![
+            "org.apache.kafka.tools.ConfigCommand".into(),
+            "--bootstrap-server".into(),
+            b.into(),
+            "--alter".into(),
+            "--entity-type".into(),
+            "groups".into(),
+            "--entity-name".into(),
+            "interop-share-renew-off".into(),
+            "--add-config".into(),
+            "share.renew.acknowledge.enable=false".into(),
+        ],
+        output: Output::Lines,
+        needs: &[INCREMENTAL_ALTER_CONFIGS],
+        embedded_gap: None,
+        verify: |v| {
+            if v["exit"] == 0 {
+                Ok(())
+            } else {
+                Err(format!("exit {}: {}", v["exit"], v["last"]))
+            }
+        },
+        timeout: t60,
+    });
+    let all_but_renewed = (ACQUIRE_RECORDS - 1).to_string();
+    out.push(Scenario {
+        client: "java-share-consumer",
+        feature: "RENEW with share.renew.acknowledge.enable=false: INVALID_RECORD_STATE",
+        runner: Runner::Java,
+        args: j(&[
+            "share-consume",
+            "--topic",
+            T_SHARE_ACQ,
+            "--group",
+            "interop-share-renew-off",
+            "--mode",
+            "explicit",
+            "--renew-first",
+            "--expect",
+            &all_but_renewed,
+        ]),
+        output: Output::ResultLine,
+        needs: &[SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE],
+        embedded_gap: None,
+        verify: |v| {
+            ok(v)?;
+            if field_i64(v, "commit_errors") < 1 {
+                return Err("the RENEW was not refused".into());
+            }
+            let e = v["commit_error"].as_str().unwrap_or("");
+            if !e.contains("InvalidRecordState") {
+                return Err(format!("refused with {e:?}, not INVALID_RECORD_STATE"));
+            }
+            Ok(())
+        },
+        timeout: t60,
+    });
     let perf_n = PERF_RECORDS.to_string();
     // kafka-delete-records reads its offsets from a file; offset 0 keeps
     // every record for the rows that read this topic later.
@@ -982,6 +1050,38 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
             timeout: t60,
         },
     ]);
+    // kafka-share-groups.sh --describe --offsets: the share group that read
+    // all 2000 records of the perf topic; KIP-1226's LAG column (Kafka 4.3+
+    // asks DescribeShareGroupOffsets v1) is 0.
+    out.push(Scenario {
+        client: "kafka-share-groups",
+        feature: "--describe --offsets: start offset and lag (KIP-1226)",
+        runner: Runner::Java,
+        args: vec![
+            "org.apache.kafka.tools.consumer.group.ShareGroupCommand".into(),
+            "--bootstrap-server".into(),
+            b.into(),
+            "--describe".into(),
+            "--group".into(),
+            "interop-console-share".into(),
+            "--offsets".into(),
+        ],
+        output: Output::Lines,
+        needs: &[SHARE_GROUP_DESCRIBE, DESCRIBE_SHARE_GROUP_OFFSETS],
+        embedded_gap: None,
+        verify: |v| {
+            let last = v["last"].as_str().unwrap_or("");
+            let cols: Vec<&str> = last.split_whitespace().collect();
+            if v["exit"] != 0 || cols.first() != Some(&"interop-console-share") {
+                return Err(format!("exit {}: {last:?}", v["exit"]));
+            }
+            match cols.last() {
+                Some(&"0") => Ok(()),
+                other => Err(format!("lag column {other:?}, expected 0: {last:?}")),
+            }
+        },
+        timeout: t60,
+    });
     let p = |extra: &[&str]| -> Vec<String> {
         let mut v = s(extra);
         v.extend(s(&["--bootstrap", b]));
@@ -1095,6 +1195,32 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
             verify: |v| {
                 ok(v)?;
                 expect_eq(v, "distinct", 30)
+            },
+            timeout: t60,
+        },
+        // Issue #18, found with librdkafka: close() sends the leave and the
+        // final acknowledgements at once; the acknowledged records must not
+        // come back to the next member (D18).
+        Scenario {
+            client: "confluent-kafka-python",
+            feature: "ShareConsumer close with pending explicit acks: nothing redelivered",
+            runner: Runner::Python,
+            args: p(&[
+                "share-close-pending",
+                "--topic",
+                T_PY_CLOSE,
+                "--group",
+                "interop-py-close",
+                "--produce",
+                "20",
+            ]),
+            output: Output::ResultLine,
+            needs: &[SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_eq(v, "received", 20)?;
+                expect_eq(v, "after_close", 0)
             },
             timeout: t60,
         },

@@ -8,7 +8,8 @@
 //! delete the group.
 
 use super::{
-    DELETE_GROUPS, Output, PERF_RECORDS, Runner, SHARE_GROUP_HEARTBEAT, Scenario, T_PERF, Value, s,
+    DELETE_GROUPS, DESCRIBE_SHARE_GROUP_OFFSETS, Output, PERF_RECORDS, Runner,
+    SHARE_GROUP_DESCRIBE, SHARE_GROUP_HEARTBEAT, Scenario, T_PERF, Value, s,
 };
 use std::time::Duration;
 
@@ -17,8 +18,6 @@ pub(super) const GROUP: &str = "interop-console-share";
 
 const LIST_GROUPS: i16 = 16;
 const LIST_OFFSETS: i16 = 2;
-const SHARE_GROUP_DESCRIBE: i16 = 77;
-const DESCRIBE_SHARE_GROUP_OFFSETS: i16 = 90;
 const ALTER_SHARE_GROUP_OFFSETS: i16 = 91;
 const DELETE_SHARE_GROUP_OFFSETS: i16 = 92;
 
@@ -90,8 +89,9 @@ fn offsets_row_advanced(v: &Value) -> Result<(), String> {
 }
 
 /// What `--describe --offsets` shows for partition 0: the start offset,
-/// and the lag: the records above it, or `-` where the broker serves
-/// DescribeShareGroupOffsets v0 only (no Lag field, KIP-1226 is v1).
+/// and the lag: the records above it, or `-` where the lag is not known
+/// (a broker serving DescribeShareGroupOffsets v0 only, KIP-1226's lag
+/// being v1; or a share partition not read since its reset).
 fn offsets_row(v: &Value, start: i64) -> Result<(), String> {
     let lag = (PERF_RECORDS - start).to_string();
     let start = start.to_string();

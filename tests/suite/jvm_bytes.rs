@@ -53,6 +53,10 @@ use sharestream::protocol::api_versions_v5::{API_VERSIONS_API_KEY, ApiVersionsV5
 use sharestream::protocol::records::{
     BatchSpec, Compression, Record, RecordBatchView, TimestampType, control_batch, encode_batch,
 };
+use sharestream::protocol::share_offsets_v1::{
+    DESCRIBE_SHARE_GROUP_OFFSETS_API_KEY, DescribeShareGroupOffsetsV1Request,
+    DescribeShareGroupOffsetsV1Response,
+};
 use sharestream::protocol::share_v2::{
     SHARE_ACKNOWLEDGE_API_KEY, SHARE_FETCH_API_KEY, ShareAcknowledgeV2Request,
     ShareAcknowledgeV2Response, ShareFetchV2Request,
@@ -386,6 +390,70 @@ fn api_versions_api() -> Api {
     }
 }
 
+/// DescribeShareGroupOffsets through [`DescribeShareGroupOffsetsV1Request`]
+/// at versions 0 and 1 (KIP-1226: `Lag` in every partition of the
+/// response); kafka-protocol's structs stop at 0, and the generators of
+/// tests/support/gen_messages.rs do not cover the API, so the values are
+/// generated here.
+fn describe_share_group_offsets_api() -> Api {
+    use kafka_protocol::messages::describe_share_group_offsets_request as rq;
+    use kafka_protocol::messages::describe_share_group_offsets_response as rs;
+    Api {
+        name: "DescribeShareGroupOffsetsRequest",
+        key: DESCRIBE_SHARE_GROUP_OFFSETS_API_KEY,
+        versions: codec_versions(DESCRIBE_SHARE_GROUP_OFFSETS_API_KEY).expect("known key"),
+        request: |data, v, client_id| {
+            let mut g = G::new(data);
+            let groups = g.vec(|g| {
+                rq::DescribeShareGroupOffsetsRequestGroup::default()
+                    .with_group_id(GroupId(g.string()))
+                    .with_topics(g.opt(|g| {
+                        g.vec(|g| {
+                            rq::DescribeShareGroupOffsetsRequestTopic::default()
+                                .with_topic_name(TopicName(g.string()))
+                                .with_partitions(g.vec(|g| g.i32()))
+                        })
+                    }))
+            });
+            let req = DescribeShareGroupOffsetsV1Request {
+                request: DescribeShareGroupOffsetsRequest::default().with_groups(groups),
+            };
+            request_bytes(req, v, client_id)
+        },
+        response: |data, v, _| {
+            let mut g = G::new(data);
+            let mut lags = Vec::new();
+            let groups = g.vec(|g| {
+                rs::DescribeShareGroupOffsetsResponseGroup::default()
+                    .with_group_id(GroupId(g.string()))
+                    .with_topics(g.vec(|g| {
+                        rs::DescribeShareGroupOffsetsResponseTopic::default()
+                            .with_topic_name(TopicName(g.string()))
+                            .with_topic_id(g.uuid())
+                            .with_partitions(g.vec(|g| {
+                                lags.push(g.i64());
+                                rs::DescribeShareGroupOffsetsResponsePartition::default()
+                                    .with_partition_index(g.i32())
+                                    .with_start_offset(g.i64())
+                                    .with_leader_epoch(g.i32())
+                                    .with_error_code(g.i16())
+                                    .with_error_message(g.opt(|g| g.string()))
+                            }))
+                    }))
+                    .with_error_code(g.i16())
+                    .with_error_message(g.opt(|g| g.string()))
+            });
+            let resp = DescribeShareGroupOffsetsV1Response {
+                response: DescribeShareGroupOffsetsResponse::default()
+                    .with_throttle_time_ms(g.i32())
+                    .with_groups(groups),
+                lags,
+            };
+            response_bytes::<DescribeShareGroupOffsetsV1Request>(resp, v)
+        },
+    }
+}
+
 /// Every kafka-protocol API our layer uses (the list of
 /// tests/suite/protocol_roundtrip.rs, without our own TxnShareAcknowledge).
 fn apis() -> Vec<Api> {
@@ -493,6 +561,7 @@ fn apis() -> Vec<Api> {
         ),
         share_fetch_api(),
         share_acknowledge_api(),
+        describe_share_group_offsets_api(),
         api!(
             SaslHandshakeRequest,
             gm::sasl_handshake_request__SaslHandshakeRequest,
@@ -573,6 +642,8 @@ fn messages_are_byte_identical_to_kafka_clients() {
     let mut share_v2_pairs = 0usize;
     // ApiVersions v5 (KIP-1242, our api_versions_v5 wrapper), likewise.
     let mut api_versions_v5_pairs = 0usize;
+    // DescribeShareGroupOffsets v1 (KIP-1226, share_offsets_v1), likewise.
+    let mut share_offsets_v1_pairs = 0usize;
     let mut share_v2_cases = 0usize;
     let mut mismatches: Vec<String> = Vec::new();
     let mut excluded: Vec<String> = Vec::new();
@@ -593,6 +664,9 @@ fn messages_are_byte_identical_to_kafka_clients() {
             pairs += 1;
             if api.key == API_VERSIONS_API_KEY && v == 5 {
                 api_versions_v5_pairs += 1;
+            }
+            if api.key == DESCRIBE_SHARE_GROUP_OFFSETS_API_KEY && v == 1 {
+                share_offsets_v1_pairs += 1;
             }
             let share_v2 =
                 [SHARE_FETCH_API_KEY, SHARE_ACKNOWLEDGE_API_KEY].contains(&api.key) && v >= 2;
@@ -693,6 +767,10 @@ fn messages_are_byte_identical_to_kafka_clients() {
     assert_eq!(
         api_versions_v5_pairs, 1,
         "ApiVersions v5 must be compared (not compared: {excluded:?})"
+    );
+    assert_eq!(
+        share_offsets_v1_pairs, 1,
+        "DescribeShareGroupOffsets v1 must be compared (not compared: {excluded:?})"
     );
     assert_eq!(
         share_v2_pairs, 2,

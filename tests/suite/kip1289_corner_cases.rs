@@ -11,6 +11,7 @@ use common::kip::*;
 use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
 use kafka_protocol::messages::*;
 use sharestream::broker::clock::ManualClock;
+use sharestream::broker::group::config::AbortedRecordState;
 use sharestream::broker::share::RecordState;
 use sharestream::broker::txn_service::MarkerSink;
 use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
@@ -45,13 +46,20 @@ async fn env(config: BrokerConfig, partitions: i32) -> Env {
     env_on(TestBroker::with_config(config), partitions).await
 }
 
+/// The corner cases check D6's abort, which returns the records to their
+/// member: `acquired` (D25). `env_with_abort` picks the other.
 async fn env_on(broker: TestBroker, partitions: i32) -> Env {
+    env_with_abort(broker, partitions, AbortedRecordState::Acquired).await
+}
+
+async fn env_with_abort(broker: TestBroker, partitions: i32, abort: AbortedRecordState) -> Env {
     let Started {
         b,
         mut c,
         topics,
         clock,
     } = broker
+        .aborted_records(abort)
         .topic(INPUT, partitions)
         .topic(OUTPUT, 1)
         .earliest(GROUP)
@@ -189,6 +197,61 @@ async fn reject_in_a_transaction_archives_on_commit_and_abort_reverts_to_the_mem
     assert_eq!(partition_errors(&r), vec![(0, 0)]);
     assert_eq!(end_txn(&mut e.c, "t", pid, epoch, true).await.error_code, 0);
     assert_eq!(all(&e.b, e.input, 0), uniform(TERMINAL));
+}
+
+/// D25, the default (`group.share.transaction.abort.record.state=available`):
+/// as the KIP author's branch and its ShareGroupTransactionIntegrationTest
+/// have it, "aborted input must become available again" and is
+/// redelivered by the next fetch, here with its staged gap.
+#[tokio::test]
+async fn by_default_an_aborted_transactions_records_become_available_and_are_redelivered() {
+    let mut e = env_with_abort(TestBroker::in_memory(), 1, AbortedRecordState::Available).await;
+    let (pid, epoch) = init_pid(&mut e.c, "t", 60_000).await;
+    let req = stage_req(
+        "t",
+        pid,
+        epoch,
+        "m1",
+        e.epoch,
+        e.input,
+        &[(0, 0, 3, ACCEPT), (0, 4, 4, GAP), (0, 5, N - 1, REJECT)],
+    );
+    assert_eq!(partition_errors(&stage(&mut e.c, &req).await), vec![(0, 0)]);
+    assert_eq!(all(&e.b, e.input, 0), uniform(TX_PENDING));
+    let r = end_txn(&mut e.c, "t", pid, epoch, false).await;
+    assert_eq!(r.error_code, 0);
+    // AVAILABLE, for any member, delivery count not raised by the abort.
+    assert_eq!(all(&e.b, e.input, 0), uniform(AVAILABLE));
+    assert_eq!(info(&e.b, e.input, 0, 0).delivery_count, 1);
+    // The next fetch delivers them again (a second delivery).
+    let got = acquire(&mut e.c, "m1", e.input, &[0], 1).await;
+    assert_eq!(got, vec![(0, 0, N - 1)]);
+    assert_eq!(info(&e.b, e.input, 0, 0).delivery_count, 2);
+    // Staged again with the bumped epoch and committed: all terminal.
+    let epoch = r.producer_epoch;
+    let r = stage_all(&mut e, "t", pid, epoch, ACCEPT).await;
+    assert_eq!(partition_errors(&r), vec![(0, 0)]);
+    assert_eq!(end_txn(&mut e.c, "t", pid, epoch, true).await.error_code, 0);
+    assert_eq!(all(&e.b, e.input, 0), uniform(TERMINAL));
+}
+
+/// D25: `acquired` keeps D6's rule for the staged gap too: back to the
+/// member that staged it.
+#[tokio::test]
+async fn with_acquired_an_aborted_gap_returns_to_its_member() {
+    let mut e = env(BrokerConfig::in_memory(), 1).await;
+    let (pid, epoch) = init_pid(&mut e.c, "t", 60_000).await;
+    let r = stage_all(&mut e, "t", pid, epoch, GAP).await;
+    assert_eq!(partition_errors(&r), vec![(0, 0)]);
+    assert_eq!(
+        end_txn(&mut e.c, "t", pid, epoch, false).await.error_code,
+        0
+    );
+    let i = info(&e.b, e.input, 0, 4);
+    assert_eq!(
+        (i.state, i.member_id.as_deref(), i.delivery_count),
+        (RecordState::Acquired, Some("m1"), 1)
+    );
 }
 
 #[tokio::test]

@@ -116,9 +116,12 @@ struct BrokerArgs {
     /// group.share.{,min.,max.}heartbeat.interval.ms,
     /// group.share.{,min.,max.}delivery.count.limit,
     /// group.share.{,min.,max.}partition.max.record.locks,
-    /// group.share.max.size and group.share.max.share.sessions, and the
+    /// group.share.max.size and group.share.max.share.sessions, the
     /// dead-letter queue's errors.deadletterqueue.auto.create.topics.enable
-    /// and errors.deadletterqueue.topic.name.prefix (KIP-1191), e.g.
+    /// and errors.deadletterqueue.topic.name.prefix (KIP-1191), and ours,
+    /// group.share.transaction.abort.record.state=available|acquired (where
+    /// the records of a KIP-1289 transaction the producer aborted go,
+    /// docs/DESIGN.md D25), e.g.
     /// --override group.share.min.record.lock.duration.ms=1000.
     #[arg(long = "override", value_name = "NAME=VALUE")]
     overrides: Vec<String>,

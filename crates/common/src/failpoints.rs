@@ -12,7 +12,8 @@
 //!   is rebuilt from its log and the call answers COORDINATOR_NOT_AVAILABLE).
 //! - `txn.share_marker`: delivering a marker to a share participant fails
 //!   (the coordinator retries it after its backoff).
-//! - `runtime.abort_mid_batch`, `runtime.stale_member_epoch`,
+//! - `runtime.abort_mid_batch`, `runtime.abort_after_stage`,
+//!   `runtime.stale_member_epoch`,
 //!   `runtime.crash_before_commit`: see the runtime's module docs.
 //!
 //! - `dead_letters.hold`: the broker's dead-letter writer leaves an

@@ -26,6 +26,10 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message, Str
 use super::api_versions_v5::{API_VERSIONS_API_KEY, API_VERSIONS_VERSIONS, ApiVersionsV5Request};
 use super::error::ProtocolError;
 use super::frame::{finish_frame, start_frame};
+use super::share_offsets_v1::{
+    DESCRIBE_SHARE_GROUP_OFFSETS_API_KEY, DESCRIBE_SHARE_GROUP_OFFSETS_VERSIONS,
+    DescribeShareGroupOffsetsV1Request,
+};
 use super::share_v2::{
     SHARE_ACKNOWLEDGE_API_KEY, SHARE_FETCH_API_KEY, SHARE_VERSIONS, ShareAcknowledgeV2Request,
     ShareFetchV2Request,
@@ -86,6 +90,10 @@ pub fn codec_versions(api_key: i16) -> Option<Versions> {
     if api_key == API_VERSIONS_API_KEY {
         // Version 5 is ours (api_versions_v5.rs); kafka-protocol stops at 4.
         return Some(API_VERSIONS_VERSIONS);
+    }
+    if api_key == DESCRIBE_SHARE_GROUP_OFFSETS_API_KEY {
+        // Version 1 (KIP-1226 lag) is ours (share_offsets_v1.rs).
+        return Some(DESCRIBE_SHARE_GROUP_OFFSETS_VERSIONS);
     }
     let k = ApiKey::try_from(api_key).ok()?;
     let r = k.valid_versions();
@@ -265,6 +273,13 @@ pub fn decode_request(
     }
     if api_key == API_VERSIONS_API_KEY {
         return ApiVersionsV5Request::decode_request(body, version).map(AnyRequest::ApiVersions);
+    }
+    if api_key == DESCRIBE_SHARE_GROUP_OFFSETS_API_KEY {
+        // Version 1's request is version 0's; the broker answers through
+        // `DescribeShareGroupOffsetsV1Request` at the request's version.
+        return DescribeShareGroupOffsetsV1Request::decode_request(body, version).map(|r| {
+            AnyRequest::Kafka(Box::new(RequestKind::DescribeShareGroupOffsets(r.request)))
+        });
     }
     let key = ApiKey::try_from(api_key).map_err(|()| ProtocolError::UnknownApiKey { api_key })?;
     crate::alloc::warn_if_unguarded();
@@ -502,6 +517,7 @@ mod tests {
             (SHARE_FETCH_API_KEY, 1),
             (SHARE_ACKNOWLEDGE_API_KEY, 1),
             (API_VERSIONS_API_KEY, 4),
+            (DESCRIBE_SHARE_GROUP_OFFSETS_API_KEY, 0),
         ];
         for k in ApiKey::iter() {
             let mut v = codec_versions(k as i16).unwrap();

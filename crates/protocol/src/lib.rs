@@ -30,6 +30,7 @@ pub mod frame;
 pub mod records;
 pub mod sasl;
 pub mod share;
+pub mod share_offsets_v1;
 pub mod share_v2;
 pub mod txn_share_ack;
 pub mod versions;

@@ -63,7 +63,9 @@ use super::broker_connection::BrokerConnection;
 use super::config::{ConfigError, ProducerConfig};
 use super::error::ClientError;
 use super::metadata::Metadata;
-use crate::eos::{AcknowledgementBatch, ShareGroupMetadata, TopicIdPartition};
+use crate::eos::{
+    AcknowledgementBatch, ShareAcknowledgements, ShareGroupMetadata, TopicIdPartition,
+};
 use crate::protocol::ErrorCode;
 use crate::protocol::records::RecordHeader;
 use crate::protocol::txn_share_ack::{
@@ -161,6 +163,16 @@ impl ProducerError {
     /// stays usable.
     pub fn is_abortable(&self) -> bool {
         matches!(self, ProducerError::Abortable(_))
+    }
+
+    /// The broker API whose answer this error is, if any (e.g.
+    /// `"TxnShareAcknowledge"` for a staging that failed).
+    pub fn api(&self) -> Option<&'static str> {
+        match self {
+            ProducerError::Client(ClientError::Broker { api, .. }) => Some(api),
+            ProducerError::Abortable(inner) => inner.api(),
+            _ => None,
+        }
     }
 
     /// The broker error code inside, if any.
@@ -694,8 +706,13 @@ impl Producer {
 
     /// Stages share acknowledgements in the open transaction (KIP-1289).
     ///
+    /// Takes a [`ShareAcknowledgements`] (from
+    /// `ShareConsumer::acknowledgements_for_transaction`, the KIP author's
+    /// branch API) or, as the KIP text has it, a map of batches per share
+    /// partition (it converts).
+    ///
     /// Checks first, before any byte is written: a transaction is open on a
-    /// transactional producer; every type is ACCEPT or REJECT (else
+    /// transactional producer; every type is ACCEPT, REJECT or GAP (else
     /// [`ProducerError::InvalidRecordState`]); each partition's leader
     /// supports TxnShareAcknowledge (else the fatal
     /// [`ClientError::UnsupportedVersion`]). Then one request per leader is
@@ -703,9 +720,10 @@ impl Producer {
     /// errors surface at [`Producer::commit_transaction`].
     pub async fn send_share_acknowledgements_to_transaction(
         &self,
-        acknowledgements: BTreeMap<TopicIdPartition, Vec<AcknowledgementBatch>>,
+        acknowledgements: impl Into<ShareAcknowledgements>,
         group_metadata: &ShareGroupMetadata,
     ) -> Result<(), ProducerError> {
+        let acknowledgements = acknowledgements.into().into_acknowledgements();
         {
             let t = self.inner.txn.lock();
             if t.transactional_id().is_none() {

@@ -65,11 +65,21 @@
 //! [`ShareConsumer::take_transaction_acknowledgements`] seals those
 //! acknowledgements for the producer's TxnShareAcknowledge. When the
 //! transaction ends, [`ShareConsumer::transaction_outcome`] tells the
-//! consumer: after a commit it forgets the records; after an abort the
-//! broker has put them back to ACQUIRED for this member (D6), and the next
-//! poll hands them out again, as the KIP's pseudo code promises. `close`
+//! consumer: after a commit it forgets the records; after an abort on a
+//! broker that puts them back to ACQUIRED for this member
+//! (`group.share.transaction.abort.record.state=acquired`, D6/D25) the next
+//! poll hands them out again, as the KIP's pseudo code promises; where the
+//! broker makes them AVAILABLE (the default) report
+//! [`TransactionOutcome::Abandoned`] and a fetch brings them back. `close`
 //! leaves records whose transaction is undecided alone: the transaction
-//! decides them.
+//! decides them. With [`ShareConsumer::set_gaps_in_transaction`] the
+//! offsets acquired without data are sealed into the transaction as GAP
+//! (D5).
+//!
+//! The KIP author's branch API is here too:
+//! [`ShareConsumer::acknowledgements_for_transaction`] takes what
+//! [`ShareConsumer::acknowledge`] recorded (and the gaps) as
+//! [`ShareAcknowledgements`] for the producer, keeping nothing.
 //!
 //! # Close
 //!
@@ -143,7 +153,9 @@ pub use state::{TransactionAcknowledgements, TransactionAcknowledgementsId, Tran
 use crate::client::backoff::BackoffConfig;
 use crate::client::broker_connection::BrokerPool;
 use crate::client::error::ClientError;
-use crate::eos::{AcknowledgeType, Acknowledgements, ShareGroupMetadata, TopicIdPartition};
+use crate::eos::{
+    AcknowledgeType, Acknowledgements, ShareAcknowledgements, ShareGroupMetadata, TopicIdPartition,
+};
 use crate::protocol::ErrorCode;
 use crate::protocol::records::DEFAULT_MAX_DECOMPRESSED;
 use membership::{HeartbeatOutcome, Membership};
@@ -625,10 +637,52 @@ impl ShareConsumer {
     }
 
     /// Seals the acknowledgements taken by `acknowledge_in_transaction`
-    /// since the last call, for the producer to stage; `None` if there are
-    /// none. Report the transaction's end with [`Self::transaction_outcome`].
+    /// since the last call (with the held gaps, see
+    /// [`Self::set_gaps_in_transaction`]), for the producer to stage;
+    /// `None` if no record was taken. Report the transaction's end with
+    /// [`Self::transaction_outcome`].
     pub fn take_transaction_acknowledgements(&mut self) -> Option<TransactionAcknowledgements> {
         self.acks.take_transaction()
+    }
+
+    /// The KIP author's branch API (`acknowledgementsForTransaction`):
+    /// takes what was acknowledged with [`Self::acknowledge`] since the last
+    /// commit (ACCEPT, REJECT) and the offsets acquired without data (GAP)
+    /// out of the consumer's own acknowledgement path, for
+    /// [`Producer::send_share_acknowledgements_to_transaction`](crate::client::Producer::send_share_acknowledgements_to_transaction)
+    /// together with [`Self::share_group_metadata`]. Records not
+    /// acknowledged yet stay waiting. A pending RELEASE fails the call
+    /// ([`ConsumerError::IllegalState`] naming the offset) and nothing is
+    /// taken. Explicit mode only (D12). The gaps it passes through are
+    /// those not sent yet; for every gap to ride in a transaction (none
+    /// going out with a full poll's prefetch), turn on
+    /// [`Self::set_gaps_in_transaction`] before polling.
+    ///
+    /// Fire and forget, as on the branch: the consumer keeps nothing of
+    /// them. If the transaction aborts, the broker makes the records
+    /// AVAILABLE and the next polls fetch them again (the default of
+    /// `group.share.transaction.abort.record.state`, D25); a broker set to
+    /// `acquired` keeps them for this member until their lock expires. To
+    /// have aborted records handed back without a fetch, use
+    /// [`Self::acknowledge_in_transaction`],
+    /// [`Self::take_transaction_acknowledgements`] and
+    /// [`Self::transaction_outcome`] instead.
+    pub fn acknowledgements_for_transaction(
+        &mut self,
+    ) -> Result<ShareAcknowledgements, ConsumerError> {
+        self.ensure_open()?;
+        self.acks.acknowledgements_for_transaction()
+    }
+
+    /// Offsets acquired without data (gaps: control records, records of
+    /// aborted transactions under read_committed) ride in the next
+    /// transaction sealed by [`Self::take_transaction_acknowledgements`]
+    /// instead of going out as ordinary acknowledgements (the KIP author's
+    /// branch stages GAP; D5). A poll that begins while no record was taken
+    /// into a transaction since the last seal sends the held gaps as
+    /// ordinary acknowledgements, and so does `close`. Off by default.
+    pub fn set_gaps_in_transaction(&mut self, on: bool) {
+        self.acks.set_gaps_in_transaction(on);
     }
 
     /// Tells the consumer how the transaction holding `id` ended: on abort
@@ -1099,6 +1153,8 @@ impl ShareConsumer {
         if let Ok(Err(e)) = tokio::time::timeout_at(deadline, self.finish_prefetch()).await {
             tracing::debug!(error = %e, "the prefetch before close failed");
         }
+        // Gaps held for a transaction that will not come go out now.
+        self.acks.release_held_gaps();
         let flushed = tokio::time::timeout_at(deadline, self.flush_acknowledgements(true)).await;
         self.inner.membership.lock().unsubscribe(Instant::now());
         self.inner.publish();

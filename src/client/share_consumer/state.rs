@@ -14,7 +14,14 @@
 //!   Only records of the latest poll can be acknowledged; one offset can be
 //!   acknowledged once (the same type again is harmless).
 //! - **gaps**: acquired offsets without a record are added as pending GAP
-//!   acknowledgements by the fetch path (D5); they are never transactional.
+//!   acknowledgements by the fetch path (D5). With
+//!   [`AcknowledgementState::set_gaps_in_transaction`] (the runtime's
+//!   KIP-1289 path) they are *held* instead and ride in the next
+//!   transaction, as the KIP author's branch allows: a poll that starts
+//!   while no transaction is under way (nothing taken since the last seal)
+//!   and after a poll whose records went into none sends the held gaps as
+//!   ordinary acknowledgements, so gaps never wait for a transaction that
+//!   does not come.
 //!
 //! # Transactions (KIP-1289, D6, D8)
 //!
@@ -30,6 +37,14 @@
 //! again by the next poll, unchanged (same offset, same delivery count): the
 //! broker put them back to ACQUIRED for this member with a fresh lock (D6),
 //! so no fetch is needed and the runtime simply processes them again.
+//! Gaps sealed with a transaction go back to the held gaps on abort.
+//!
+//! [`AcknowledgementState::acknowledgements_for_transaction`] is the KIP
+//! author's branch API: it drains the ordinary acknowledgement path
+//! (records acknowledged with `acknowledge`, ACCEPT or REJECT, and the
+//! gaps) into a [`ShareAcknowledgements`] for the producer, and keeps
+//! nothing: what the transaction does to them is the broker's business
+//! (D25).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -38,7 +53,9 @@ use uuid::Uuid;
 use super::config::AcknowledgementMode;
 use super::error::ConsumerError;
 use super::record::ShareRecord;
-use crate::eos::{AcknowledgeType, PartitionAcknowledgements, TopicIdPartition};
+use crate::eos::{
+    AcknowledgeType, PartitionAcknowledgements, ShareAcknowledgements, TopicIdPartition,
+};
 
 /// Names one sealed set of acknowledgements taken for a transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -69,8 +86,15 @@ pub enum TransactionOutcome {
 pub struct TransactionAcknowledgements {
     /// Give this back to `transaction_outcome` once the transaction ended.
     pub id: TransactionAcknowledgementsId,
-    /// What to stage (ACCEPT and REJECT only), per share partition.
+    /// What to stage (ACCEPT, REJECT and, with gaps in transactions,
+    /// GAP), per share partition.
     pub acknowledgements: PartitionAcknowledgements,
+}
+
+impl From<&TransactionAcknowledgements> for ShareAcknowledgements {
+    fn from(t: &TransactionAcknowledgements) -> Self {
+        ShareAcknowledgements::from(&t.acknowledgements)
+    }
 }
 
 /// What became of one delivered offset. The record itself stays with the
@@ -106,8 +130,17 @@ pub struct AcknowledgementState {
     renewals: BTreeMap<TopicIdPartition, BTreeSet<i64>>,
     open_transaction: Vec<(ShareRecord, AcknowledgeType)>,
     sealed: BTreeMap<TransactionAcknowledgementsId, Vec<ShareRecord>>,
+    /// The gaps sealed with each transaction (gaps in transactions).
+    sealed_gaps: BTreeMap<TransactionAcknowledgementsId, PartitionAcknowledgements>,
     next_transaction: u64,
     handed_back: VecDeque<ShareRecord>,
+    /// Gaps go into the next transaction instead of the pending
+    /// acknowledgements.
+    gaps_in_transaction: bool,
+    /// Gaps held for the next transaction.
+    held_gaps: PartitionAcknowledgements,
+    /// Something was taken for a transaction since the last poll began.
+    transactional_since_poll: bool,
 }
 
 impl AcknowledgementState {
@@ -121,9 +154,35 @@ impl AcknowledgementState {
             renewals: BTreeMap::new(),
             open_transaction: Vec::new(),
             sealed: BTreeMap::new(),
+            sealed_gaps: BTreeMap::new(),
             next_transaction: 1,
             handed_back: VecDeque::new(),
+            gaps_in_transaction: false,
+            held_gaps: PartitionAcknowledgements::new(),
+            transactional_since_poll: false,
         }
+    }
+
+    /// Whether gaps ride in transactions (see the module docs). Turning it
+    /// off releases the held gaps to the pending acknowledgements.
+    pub fn set_gaps_in_transaction(&mut self, on: bool) {
+        self.gaps_in_transaction = on;
+        if !on {
+            self.release_held_gaps();
+        }
+    }
+
+    /// Moves the held gaps to the pending acknowledgements (sent with the
+    /// next request).
+    pub fn release_held_gaps(&mut self) {
+        for (tp, acks) in self.held_gaps.take().into_partitions() {
+            self.restore_pending(&tp, &acks);
+        }
+    }
+
+    /// Gaps held for the next transaction.
+    pub fn held_gaps(&self) -> usize {
+        self.held_gaps.len()
     }
 
     /// The acknowledgement mode.
@@ -143,6 +202,12 @@ impl AcknowledgementState {
             )));
         }
         self.accept_waiting();
+        if self.open_transaction.is_empty() && !self.transactional_since_poll {
+            // No transaction is under way, and the last poll's records went
+            // into none: the gaps would wait for one that may never come.
+            self.release_held_gaps();
+        }
+        self.transactional_since_poll = false;
         self.delivered.clear();
         self.waiting = 0;
         self.renewals.clear();
@@ -463,6 +528,7 @@ impl AcknowledgementState {
         }
         pd.offsets[j].1 = Delivered::InTransaction(ty);
         self.waiting -= 1;
+        self.transactional_since_poll = true;
         let tp = pd.tp.clone();
         self.open_transaction.push((record.clone(), ty));
         self.forget_renewal(&tp, offset);
@@ -488,6 +554,16 @@ impl AcknowledgementState {
             let _ = acks.add(&record.topic_id_partition(), record.offset, ty);
             records.push(record);
         }
+        let gaps = self.held_gaps.take();
+        for (tp, g) in gaps.partitions() {
+            for (offset, ty) in g.iter() {
+                // A gap offset holds no record, so no record shares it.
+                let _ = acks.add(tp, offset, ty);
+            }
+        }
+        if !gaps.is_empty() {
+            self.sealed_gaps.insert(id, gaps);
+        }
         self.sealed.insert(id, records);
         Some(TransactionAcknowledgements {
             id,
@@ -505,8 +581,17 @@ impl AcknowledgementState {
             ConsumerError::InvalidArgument(format!("unknown transaction acknowledgements {id:?}"))
         })?;
         let n = records.len();
+        let gaps = self.sealed_gaps.remove(&id);
         match outcome {
-            TransactionOutcome::Aborted => self.handed_back.extend(records),
+            TransactionOutcome::Aborted => {
+                self.handed_back.extend(records);
+                // Still acquired by this member: into the next transaction.
+                for (tp, g) in gaps.iter().flat_map(|g| g.partitions()) {
+                    for (offset, ty) in g.iter() {
+                        let _ = self.held_gaps.add(tp, offset, ty);
+                    }
+                }
+            }
             TransactionOutcome::Committed | TransactionOutcome::Abandoned => {}
         }
         Ok(n)
@@ -525,6 +610,7 @@ impl AcknowledgementState {
                 taken.id
             ))
         })?;
+        self.sealed_gaps.remove(&taken.id);
         let mut n = 0;
         for (tp, acks) in taken.acknowledgements.partitions() {
             for (offset, ty) in acks.iter() {
@@ -552,13 +638,63 @@ impl AcknowledgementState {
         self.handed_back.drain(..n).collect()
     }
 
-    /// Adds acquired-without-data offsets as pending GAP acknowledgements.
+    /// Adds acquired-without-data offsets as pending GAP acknowledgements
+    /// (held for the next transaction with gaps in transactions).
     pub fn add_gaps(&mut self, tp: &TopicIdPartition, offsets: &[i64]) {
+        let to = if self.gaps_in_transaction {
+            &mut self.held_gaps
+        } else {
+            &mut self.pending
+        };
         for &o in offsets {
             // An offset is acquired once per fetch; a conflict cannot happen
             // unless the broker repeats it, and then GAP stands.
-            let _ = self.pending.add(tp, o, AcknowledgeType::Gap);
+            let _ = to.add(tp, o, AcknowledgeType::Gap);
         }
+    }
+
+    /// The KIP author's branch API (`acknowledgementsForTransaction`):
+    /// drains the ordinary acknowledgement path, every pending
+    /// acknowledgement (records acknowledged with `acknowledge`, ACCEPT or
+    /// REJECT) and every gap, pending or held, into a
+    /// [`ShareAcknowledgements`] for the producer's transaction. Records not
+    /// acknowledged yet stay waiting. A pending RELEASE cannot be staged:
+    /// the call fails naming it and drains nothing. Explicit mode only
+    /// (D12), and not mixed with an open `acknowledge_in_transaction` set.
+    /// The consumer keeps nothing of them: after an abort the broker
+    /// decides where they go (D25).
+    pub fn acknowledgements_for_transaction(
+        &mut self,
+    ) -> Result<ShareAcknowledgements, ConsumerError> {
+        if self.mode != AcknowledgementMode::Explicit {
+            return Err(ConsumerError::IllegalState(
+                "transactional acknowledgement needs share.acknowledgement.mode=explicit (D12)"
+                    .into(),
+            ));
+        }
+        if !self.open_transaction.is_empty() {
+            return Err(ConsumerError::IllegalState(format!(
+                "{} records were taken with acknowledge_in_transaction: seal them with \
+                 take_transaction_acknowledgements instead",
+                self.open_transaction.len()
+            )));
+        }
+        for (tp, acks) in self.pending.partitions() {
+            if let Some((offset, ty)) = acks.iter().find(|(_, t)| !t.is_transactional()) {
+                return Err(ConsumerError::IllegalState(format!(
+                    "offset {offset} of {tp} is acknowledged as {ty:?}, which cannot be staged \
+                     in a transaction (only ACCEPT, REJECT and GAP); nothing was taken"
+                )));
+            }
+        }
+        self.transactional_since_poll = true;
+        let mut taken = self.pending.take();
+        for (tp, g) in self.held_gaps.take().into_partitions() {
+            for (offset, ty) in g.iter() {
+                let _ = taken.add(&tp, offset, ty);
+            }
+        }
+        Ok(ShareAcknowledgements::from(&taken))
     }
 
     /// `true` if acknowledgements are waiting to be sent.
@@ -799,6 +935,118 @@ mod tests {
                 (0, 9, AcknowledgeType::Gap)
             ]
         );
+    }
+
+    #[test]
+    fn gaps_ride_in_the_transaction_and_come_back_held_on_abort() {
+        let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
+        st.set_gaps_in_transaction(true);
+        st.deliver(&[rec(0, 1), rec(0, 3)]);
+        st.add_gaps(&tp(0), &[2, 4]);
+        assert!(!st.has_pending(), "held, not pending");
+        assert_eq!(st.held_gaps(), 2);
+        for o in [1, 3] {
+            st.acknowledge_in_transaction(&rec(0, o), AcknowledgeType::Accept)
+                .unwrap();
+        }
+        let txn = st.take_transaction().unwrap();
+        let staged: Vec<_> = txn
+            .acknowledgements
+            .partitions()
+            .flat_map(|(_, a)| a.iter().collect::<Vec<_>>())
+            .collect();
+        assert_eq!(
+            staged,
+            [
+                (1, AcknowledgeType::Accept),
+                (2, AcknowledgeType::Gap),
+                (3, AcknowledgeType::Accept),
+                (4, AcknowledgeType::Gap)
+            ]
+        );
+        assert_eq!(st.held_gaps(), 0);
+        st.transaction_outcome(txn.id, TransactionOutcome::Aborted)
+            .unwrap();
+        assert_eq!(st.held_gaps(), 2, "still ours after the abort: held again");
+        assert_eq!(st.take_handed_back(10), [rec(0, 1), rec(0, 3)]);
+        // Sealed again with the handed-back records and committed: gone.
+        st.begin_poll().unwrap();
+        st.deliver(&[rec(0, 1), rec(0, 3)]);
+        assert_eq!(st.held_gaps(), 2, "a transaction is under way");
+        for o in [1, 3] {
+            st.acknowledge_in_transaction(&rec(0, o), AcknowledgeType::Accept)
+                .unwrap();
+        }
+        let txn = st.take_transaction().unwrap();
+        assert_eq!(txn.acknowledgements.len(), 4);
+        st.transaction_outcome(txn.id, TransactionOutcome::Committed)
+            .unwrap();
+        assert_eq!(st.held_gaps(), 0);
+        assert!(!st.has_pending());
+    }
+
+    #[test]
+    fn held_gaps_go_out_when_no_transaction_takes_them() {
+        let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
+        st.set_gaps_in_transaction(true);
+        // A poll that delivered only gaps: the next poll sends them.
+        st.add_gaps(&tp(0), &[7]);
+        assert!(st.take_transaction().is_none(), "gaps alone seal nothing");
+        st.begin_poll().unwrap();
+        assert_eq!(pending(&mut st), [(0, 7, AcknowledgeType::Gap)]);
+        // An abandoned transaction forgets its gaps (the broker has them).
+        st.deliver(&[rec(0, 8)]);
+        st.add_gaps(&tp(0), &[9]);
+        st.acknowledge_in_transaction(&rec(0, 8), AcknowledgeType::Accept)
+            .unwrap();
+        let txn = st.take_transaction().unwrap();
+        st.transaction_outcome(txn.id, TransactionOutcome::Abandoned)
+            .unwrap();
+        assert_eq!(st.held_gaps(), 0);
+        // Switched off: held gaps become pending.
+        st.add_gaps(&tp(1), &[3]);
+        st.set_gaps_in_transaction(false);
+        assert_eq!(pending(&mut st), [(1, 3, AcknowledgeType::Gap)]);
+    }
+
+    #[test]
+    fn acknowledgements_for_transaction_drains_the_ordinary_path() {
+        // As the branch's ShareFetchTest: ACCEPT and REJECT acknowledged,
+        // the gap between them passed through, unacknowledged records left
+        // waiting; a RELEASE refuses the call and nothing is drained.
+        let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
+        st.deliver(&[rec(0, 10), rec(0, 12), rec(0, 13)]);
+        st.add_gaps(&tp(0), &[11]);
+        st.acknowledge(&tp(0), 10, AcknowledgeType::Accept).unwrap();
+        st.acknowledge(&tp(0), 12, AcknowledgeType::Reject).unwrap();
+        let taken = st.acknowledgements_for_transaction().unwrap();
+        let batches = &taken.acknowledgements()[&tp(0)];
+        let expanded: Vec<_> = batches.iter().flat_map(|b| b.expand()).collect();
+        assert_eq!(
+            expanded,
+            [
+                (10, AcknowledgeType::Accept),
+                (11, AcknowledgeType::Gap),
+                (12, AcknowledgeType::Reject)
+            ]
+        );
+        assert!(!st.has_pending(), "drained");
+        assert_eq!(st.waiting(), 1, "offset 13 still waits");
+        assert!(
+            st.acknowledgements_for_transaction().unwrap().is_empty(),
+            "taken once"
+        );
+        st.acknowledge(&tp(0), 13, AcknowledgeType::Release)
+            .unwrap();
+        let err = st
+            .acknowledgements_for_transaction()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("Release") && err.contains("13"), "{err}");
+        assert!(st.has_pending(), "a refused call drains nothing");
+        // Implicit mode cannot.
+        let mut imp = AcknowledgementState::new(AcknowledgementMode::Implicit);
+        assert!(imp.acknowledgements_for_transaction().is_err());
     }
 
     #[test]

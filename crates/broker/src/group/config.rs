@@ -62,6 +62,51 @@ pub const SHARE_PARTITION_MAX_RECORD_LOCKS: &str = "share.partition.max.record.l
 /// `share.renew.acknowledge.enable` (KIP-1222, KIP-1240).
 pub const SHARE_RENEW_ACKNOWLEDGE_ENABLE: &str = "share.renew.acknowledge.enable";
 
+/// `group.share.transaction.abort.record.state` (ours, docs/DESIGN.md D25):
+/// where the records of a share partition staged in a transaction go when
+/// the producer aborts it.
+pub const TRANSACTION_ABORT_RECORD_STATE: &str = "group.share.transaction.abort.record.state";
+
+/// The state records staged in a transaction (KIP-1289) take when the
+/// producer aborts the transaction (EndTxn abort); D25. Aborts the
+/// coordinator imposes (fence, transaction timeout) always make them
+/// AVAILABLE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AbortedRecordState {
+    /// AVAILABLE (ARCHIVED at the delivery count limit): fetched again by
+    /// any member, as the KIP author's branch does. The default.
+    #[default]
+    Available,
+    /// ACQUIRED again by the member that staged them, with a fresh lock and
+    /// the delivery count unchanged, while it is in the group (the KIP's
+    /// javadoc, D6); AVAILABLE otherwise.
+    Acquired,
+}
+
+impl AbortedRecordState {
+    /// The setting's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AbortedRecordState::Available => "available",
+            AbortedRecordState::Acquired => "acquired",
+        }
+    }
+}
+
+impl std::str::FromStr for AbortedRecordState {
+    type Err = String;
+    fn from_str(v: &str) -> Result<Self, String> {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "available" => Ok(AbortedRecordState::Available),
+            "acquired" => Ok(AbortedRecordState::Acquired),
+            _ => Err(format!(
+                "Invalid value {v} for configuration {TRANSACTION_ABORT_RECORD_STATE}: \
+                 String must be one of: available, acquired"
+            )),
+        }
+    }
+}
+
 /// `errors.deadletterqueue.topic.name` (KIP-1191): the group's dead-letter
 /// topic; empty (the default) for none.
 pub const ERRORS_DLQ_TOPIC_NAME: &str = "errors.deadletterqueue.topic.name";
@@ -154,6 +199,8 @@ pub struct ShareGroupBrokerConfig {
     /// `group.share.max.share.sessions`: share sessions per broker
     /// (SHARE_SESSION_LIMIT_REACHED beyond).
     pub max_share_sessions: i32,
+    /// `group.share.transaction.abort.record.state` (ours, D25).
+    pub transaction_abort_record_state: AbortedRecordState,
     /// `errors.deadletterqueue.auto.create.topics.enable` (KIP-1191): a
     /// group's dead-letter topic that does not exist is created when its
     /// first dead letter is written.
@@ -183,6 +230,7 @@ impl Default for ShareGroupBrokerConfig {
             max_partition_max_record_locks: 4_000,
             max_size: 200,
             max_share_sessions: 2_000,
+            transaction_abort_record_state: AbortedRecordState::Available,
             dlq_auto_create_topics_enable: false,
             dlq_topic_name_prefix: "dlq.".to_string(),
         }
@@ -267,6 +315,10 @@ impl ShareGroupBrokerConfig {
                 "group.share.session.timeout.ms",
                 self.session_timeout_ms.to_string(),
             ),
+            (
+                TRANSACTION_ABORT_RECORD_STATE,
+                self.transaction_abort_record_state.as_str().to_string(),
+            ),
         ]
     }
 
@@ -279,6 +331,10 @@ impl ShareGroupBrokerConfig {
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
         let v = value.trim();
         match name {
+            TRANSACTION_ABORT_RECORD_STATE => {
+                self.transaction_abort_record_state = v.parse()?;
+                return Ok(());
+            }
             ERRORS_DLQ_AUTO_CREATE_TOPICS_ENABLE => {
                 self.dlq_auto_create_topics_enable = parse_bool(name, value)?;
                 return Ok(());
@@ -1207,5 +1263,32 @@ mod tests {
                 .unwrap_err();
             assert!(e.contains(needle), "{name}={value}: {e}");
         }
+    }
+
+    #[test]
+    fn the_abort_record_state_is_available_by_default_and_set_by_name() {
+        let b = ShareGroupBrokerConfig::default();
+        assert_eq!(
+            b.transaction_abort_record_state,
+            AbortedRecordState::Available
+        );
+        assert!(
+            b.entries()
+                .contains(&(TRANSACTION_ABORT_RECORD_STATE, "available".to_string()))
+        );
+        let b = ShareGroupBrokerConfig::default()
+            .with_overrides([(TRANSACTION_ABORT_RECORD_STATE, "ACQUIRED")])
+            .unwrap();
+        assert_eq!(
+            b.transaction_abort_record_state,
+            AbortedRecordState::Acquired
+        );
+        let e = ShareGroupBrokerConfig::default()
+            .with_overrides([(TRANSACTION_ABORT_RECORD_STATE, "later")])
+            .unwrap_err();
+        assert!(
+            e.contains(TRANSACTION_ABORT_RECORD_STATE) && e.contains("available, acquired"),
+            "{e}"
+        );
     }
 }

@@ -56,7 +56,7 @@ const SERVED: &[(i16, i16, i16)] = &[
     (77, 1, 1), // ShareGroupDescribe
     (78, 1, 2), // ShareFetch (v2: acquire mode, renew)
     (79, 1, 2), // ShareAcknowledge (v2: renew)
-    (90, 0, 0), // DescribeShareGroupOffsets (v1 adds Lag; the codec has v0)
+    (90, 0, 1), // DescribeShareGroupOffsets (v1: KIP-1226 lag, share_offsets_v1.rs)
     (22, 0, 5), // InitProducerId
     (24, 0, 5), // AddPartitionsToTxn
     (25, 0, 4), // AddOffsetsToTxn

@@ -34,6 +34,7 @@ use sharestream_protocol::api::{
     AnyRequest, ApiRequest, RequestHeaderInfo, api_name, decode_request, encode_response_frame,
 };
 use sharestream_protocol::api_versions_v5::ApiVersionsV5Request;
+use sharestream_protocol::share_offsets_v1::DescribeShareGroupOffsetsV1Request;
 use sharestream_protocol::share_v2::{ShareAcknowledgeV2Request, ShareFetchV2Request};
 use sharestream_protocol::txn_share_ack::{
     TxnShareAcknowledgeRequest, TxnShareAcknowledgeResponse,
@@ -313,7 +314,7 @@ pub(crate) async fn dispatch(
             }
             RequestKind::DescribeShareGroupOffsets(r) => {
                 let resp = share::describe_share_group_offsets(core, &ctx, r);
-                respond::<DescribeShareGroupOffsetsRequest>(&ctx, &resp, out)
+                respond::<DescribeShareGroupOffsetsV1Request>(&ctx, &resp, out)
             }
             _ => Err(Close::Protocol(format!(
                 "no handler for {} (key {key})",

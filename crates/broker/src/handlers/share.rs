@@ -63,6 +63,7 @@ use crate::share_service::{
     Durable, FINAL_SHARE_SESSION_EPOCH, INITIAL_SHARE_SESSION_EPOCH, TopicIdPartition,
 };
 use sharestream_protocol::ErrorCode;
+use sharestream_protocol::share_offsets_v1::{DescribeShareGroupOffsetsV1Response, UNKNOWN_LAG};
 use sharestream_protocol::share_v2::{
     ShareAcknowledgeV2Request, ShareAcknowledgeV2Response, ShareFetchV2Request,
 };
@@ -1023,9 +1024,47 @@ pub(crate) fn describe_group_configs(
 /// start offset -1 (not initialized); topics left null mean every
 /// partition with state. Describe on the group is required
 /// (GROUP_AUTHORIZATION_FAILED for the group), Describe on each topic
-/// (TOPIC_AUTHORIZATION_FAILED for its partitions). v0 has no lag field:
-/// clients compute lag from the high watermark.
+/// (TOPIC_AUTHORIZATION_FAILED for its partitions). Version 1 (KIP-1226)
+/// also carries each partition's share-partition lag, as Kafka computes it:
+/// the high watermark, minus the start offset, minus the records at or
+/// above the start offset already delivered for good (ACKNOWLEDGED or
+/// ARCHIVED); -1 where the start offset is not known or the partition
+/// failed.
 pub(crate) fn describe_share_group_offsets(
+    core: &BrokerCore,
+    ctx: &RequestContext,
+    req: DescribeShareGroupOffsetsRequest,
+) -> DescribeShareGroupOffsetsV1Response {
+    let response = describe_share_group_start_offsets(core, ctx, req);
+    let mut lags = Vec::new();
+    for g in &response.groups {
+        for t in &g.topics {
+            for p in &t.partitions {
+                let lag = if p.error_code != 0 || p.start_offset < 0 {
+                    UNKNOWN_LAG
+                } else {
+                    let end = core
+                        .partition(t.topic_id, p.partition_index)
+                        .map(|l| l.lock().high_watermark());
+                    let done = core.shares().delivery_complete_count(
+                        &g.group_id,
+                        t.topic_id,
+                        p.partition_index,
+                    );
+                    match (end, done) {
+                        (Some(end), Some(done)) => (end - p.start_offset - done).max(0),
+                        (Some(end), None) => (end - p.start_offset).max(0),
+                        _ => UNKNOWN_LAG,
+                    }
+                };
+                lags.push(lag);
+            }
+        }
+    }
+    DescribeShareGroupOffsetsV1Response { response, lags }
+}
+
+fn describe_share_group_start_offsets(
     core: &BrokerCore,
     ctx: &RequestContext,
     req: DescribeShareGroupOffsetsRequest,

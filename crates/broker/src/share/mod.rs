@@ -20,14 +20,19 @@
 //!   |   +-----------------------------------------+  |  +-- GAP, REJECT --> ARCHIVED
 //!   |      (ARCHIVED instead at the delivery         |  +-- RENEW: new deadline
 //!   |       count limit)                             |
-//!   |                          stage (ACCEPT/REJECT  |  in a transaction)
+//!   |                   stage (ACCEPT/REJECT/GAP  |  in a transaction)
 //!   |                                                v
-//!   |  abort, member gone   TX_PENDING (producer id, epoch, type; lock suspended)
+//!   |  abort (see below)    TX_PENDING (producer id, epoch, type; lock suspended)
 //!   +---------------------------  |   |
-//!        (ARCHIVED at the limit)  |   +-- commit: ACCEPT -> ACKNOWLEDGED, REJECT -> ARCHIVED
-//!                                 +------ abort, member alive: ACQUIRED, fresh lock,
-//!                                         same delivery count
+//!        (ARCHIVED at the limit)  |   +-- commit: ACCEPT -> ACKNOWLEDGED, REJECT/GAP -> ARCHIVED
+//!                                 +------ abort under `acquired`, member alive:
+//!                                         ACQUIRED, fresh lock, same delivery count
 //! ```
+//!
+//! Which abort applies is the broker setting
+//! `group.share.transaction.abort.record.state` (docs/DESIGN.md D25):
+//! `available` (the default) makes every aborted record AVAILABLE, as do an
+//! imposed abort (fence, timeout) and a member gone under `acquired`.
 //!
 //! The window is stored as runs ([`runs::RunMap`]): a `BTreeMap` from the
 //! first offset of a run to its last offset and one value (state, delivery

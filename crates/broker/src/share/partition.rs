@@ -1021,12 +1021,12 @@ impl SharePartition {
         for &(f, l, ty) in &segments {
             let ack = match ty {
                 AcknowledgeType::Accept => TxnAckType::Accept,
+                AcknowledgeType::Reject => TxnAckType::Reject,
                 // A gap (an offset acquired without data) carries nothing to
                 // make atomic, but a client may put it in the transaction
                 // (the KIP author's branch allows it, D5): on commit it is
                 // archived, as a REJECT is (but never dead-lettered, D24); on
-                // abort it comes back.
-                AcknowledgeType::Reject => TxnAckType::Reject,
+                // abort it goes where the other records go (D25).
                 AcknowledgeType::Gap => TxnAckType::Gap,
                 other => {
                     return Err(ShareError::InvalidRecordState(format!(

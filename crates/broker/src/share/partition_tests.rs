@@ -2087,6 +2087,7 @@ fn a_gap_rides_in_the_transaction_and_is_archived_on_commit() {
     )
     .unwrap();
     assert_eq!(sp.txn_pending_records(), 5);
+    assert_eq!(sp.record(2).unwrap().txn_ack, Some(TxnAckType::Gap));
     // Abort: the gap comes back with the rest.
     sp.apply_marker(PID, EPOCH + 1, false, 2, alive);
     assert_eq!(st(&sp, 2), Some(RecordState::Acquired));

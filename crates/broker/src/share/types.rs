@@ -136,7 +136,8 @@ pub struct DeadLetterRange {
     pub cause: DeadLetterCause,
 }
 
-/// The two acknowledge types a transaction may stage (KIP-1289).
+/// The acknowledge types a transaction may stage (KIP-1289 and the KIP
+/// author's branch: ACCEPT, REJECT and GAP).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum TxnAckType {
     /// Commit makes the record ACKNOWLEDGED.

@@ -61,6 +61,7 @@ use super::group::{
     AutoOffsetReset, ConfigError, CoordinatorSnapshot, DepartureReason, DescribedGroup,
     GroupConfig, GroupConfigEntry, GroupEffects, GroupError, HeartbeatOutcome, HeartbeatRequest,
     ShareGroupBrokerConfig, ShareGroupCoordinator, SharePartitionKey, TopicLookup,
+    config::AbortedRecordState,
 };
 use super::log::{PartitionLog, StateLog};
 use super::share::{
@@ -580,14 +581,20 @@ impl ShareService {
         let Some(entry) = partitions.get_mut(&k) else {
             return Ok(0);
         };
+        // D25: an abort the producer asked for returns the records to
+        // their member only under `acquired`; by default they become
+        // AVAILABLE, as after an imposed abort.
+        let keep_for_member = kind == MarkerKind::Abort
+            && coordinator.broker_config().transaction_abort_record_state
+                == AbortedRecordState::Acquired;
         let out = entry
             .sp
             .apply_marker(producer_id, producer_epoch, commit, now_ms, |m| {
                 // An imposed abort (fence, timeout): the staging member's
                 // producer is a zombie, so its records are released.
-                !imposed && coordinator.is_member_alive(group_id, m)
+                !imposed && keep_for_member && coordinator.is_member_alive(group_id, m)
             });
-        if kind == MarkerKind::Abort {
+        if keep_for_member {
             // Aborted staging comes back ACQUIRED with a fresh lock.
             let deadline = now_ms + entry.sp.config().record_lock_duration_ms;
             entry.next_deadline_ms =
@@ -690,8 +697,10 @@ impl ShareService {
             let Some(entry) = partitions.get_mut(&k) else {
                 continue;
             };
+            let keep_for_member = coordinator.broker_config().transaction_abort_record_state
+                == AbortedRecordState::Acquired;
             let out = entry.sp.resolve_recovered(&outcome, now_ms, |m| {
-                coordinator.is_member_alive(&k.group_id, m)
+                keep_for_member && coordinator.is_member_alive(&k.group_id, m)
             });
             resolved += out.resolved_records;
             available |= out.records_available;
@@ -774,6 +783,33 @@ impl ShareService {
             .get(&key(group_id, topic_id, partition))
             .map(|e| e.sp.runs().collect())
             .unwrap_or_default()
+    }
+
+    /// KIP-1226's delivery-complete count: the records of the in-flight
+    /// window at or above the share-partition start offset that are in a
+    /// terminal state (ACKNOWLEDGED or ARCHIVED); `None` for a share
+    /// partition that does not exist.
+    pub fn delivery_complete_count(
+        &self,
+        group_id: &str,
+        topic_id: Uuid,
+        partition: i32,
+    ) -> Option<i64> {
+        let inner = self.inner.lock();
+        let e = inner.partitions.get(&key(group_id, topic_id, partition))?;
+        let start = e.sp.start_offset();
+        Some(
+            e.sp.runs()
+                .filter(|(_, _, info)| {
+                    matches!(
+                        info.state,
+                        crate::share::RecordState::Acknowledged
+                            | crate::share::RecordState::Archived
+                    )
+                })
+                .map(|(f, l, _)| (l - f.max(start) + 1).max(0))
+                .sum(),
+        )
     }
 
     /// The share partition's start offset (SPSO) and end offset, if it

@@ -67,7 +67,11 @@ fn join(m: &ShareService, member: &str, now: i64) -> HeartbeatOutcome {
 }
 
 fn manager() -> ShareService {
-    let m = ShareService::open(None, ShareGroupBrokerConfig::default(), T0).unwrap();
+    manager_with(ShareGroupBrokerConfig::default())
+}
+
+fn manager_with(broker: ShareGroupBrokerConfig) -> ShareService {
+    let m = ShareService::open(None, broker, T0).unwrap();
     m.alter_group_configs("g", &[("share.auto.offset.reset", Some("earliest"))], false)
         .unwrap();
     m
@@ -494,7 +498,17 @@ fn latest_starts_at_the_log_end() {
 
 #[test]
 fn staged_acknowledgements_resolve_by_marker() {
-    let m = manager();
+    staged_acknowledgements_resolve_by_marker_with(AbortedRecordState::Acquired);
+    staged_acknowledgements_resolve_by_marker_with(AbortedRecordState::Available);
+}
+
+/// D25: an abort the producer asked for returns the records to their
+/// member (`acquired`) or makes them AVAILABLE (`available`, the default).
+fn staged_acknowledgements_resolve_by_marker_with(abort: AbortedRecordState) {
+    let m = manager_with(ShareGroupBrokerConfig {
+        transaction_abort_record_state: abort,
+        ..ShareGroupBrokerConfig::default()
+    });
     let log = new_log();
     append(&log, 4, None);
     let epoch = join(&m, "a", T0).member_epoch;
@@ -521,8 +535,16 @@ fn staged_acknowledgements_resolve_by_marker() {
         2
     );
     assert_eq!(m.txn_pending_records(), 0);
-    // The aborted ones are ACQUIRED by "a" again and can be acknowledged.
-    ack(&m, "a", 2, 3, AcknowledgeType::Accept, T0).unwrap();
+    if abort == AbortedRecordState::Acquired {
+        // The aborted ones are ACQUIRED by "a" again and can be acknowledged.
+        ack(&m, "a", 2, 3, AcknowledgeType::Accept, T0).unwrap();
+    } else {
+        // AVAILABLE: "a" no longer holds them; the next fetch delivers them.
+        assert!(ack(&m, "a", 2, 3, AcknowledgeType::Accept, T0).is_err());
+        let again = acquire(&m, &log, "a", T0);
+        assert_eq!(range(&again), vec![(2, 3, 2)], "a second delivery");
+        ack(&m, "a", 2, 3, AcknowledgeType::Accept, T0).unwrap();
+    }
     assert_eq!(m.partition_offsets("g", tid(), 0), Some((4, 4)));
 }
 
