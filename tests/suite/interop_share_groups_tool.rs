@@ -89,14 +89,11 @@ fn offsets_row_advanced(v: &Value) -> Result<(), String> {
 }
 
 /// What `--describe --offsets` shows for partition 0: the start offset,
-/// and the lag: the records above it, or `-` where the lag is not known
-/// (a broker serving DescribeShareGroupOffsets v0 only, KIP-1226's lag
-/// being v1; or a share partition not read since its reset).
+/// and KIP-1226's lag (DescribeShareGroupOffsets v1): the records above it.
 fn offsets_row(v: &Value, start: i64) -> Result<(), String> {
     let lag = (PERF_RECORDS - start).to_string();
     let start = start.to_string();
     has_row(v, &[GROUP, T_PERF, "0", &start, &lag])
-        .or_else(|_| has_row(v, &[GROUP, T_PERF, "0", &start, "-"]))
 }
 
 pub(super) fn scenarios(b: &str) -> Vec<Scenario> {
@@ -203,7 +200,7 @@ pub(super) fn scenarios(b: &str) -> Vec<Scenario> {
             |v| has_row(v, &[GROUP, T_PERF, "0", "0"]),
         ),
         row(
-            "--describe --offsets after --to-earliest (start 0)",
+            "--describe --offsets after --to-earliest (start 0, lag 2000)",
             &["--describe", "--group", g, "--offsets"],
             describe_offsets,
             |v| offsets_row(v, 0),
@@ -224,7 +221,7 @@ pub(super) fn scenarios(b: &str) -> Vec<Scenario> {
             |v| has_row(v, &[GROUP, T_PERF, "0", "1500"]),
         ),
         row(
-            "--describe --offsets after --to-offset (start 1500)",
+            "--describe --offsets after --to-offset (start 1500, lag 500)",
             &["--describe", "--group", g, "--offsets"],
             describe_offsets,
             |v| offsets_row(v, 1500),
@@ -259,7 +256,7 @@ pub(super) fn scenarios(b: &str) -> Vec<Scenario> {
             |v| has_row(v, &[GROUP, T_PERF, "0", "2000"]),
         ),
         row(
-            "--describe --offsets after --to-latest (start 2000)",
+            "--describe --offsets after --to-latest (start 2000, lag 0)",
             &["--describe", "--group", g, "--offsets"],
             describe_offsets,
             |v| offsets_row(v, PERF_RECORDS),
