@@ -42,10 +42,17 @@ GAPS = """\
 ## Known gaps of the embedded broker, with reasons
 
 - **Consumer groups**: the classic protocol (JoinGroup, SyncGroup,
-  Heartbeat, LeaveGroup), OffsetCommit, OffsetFetch, TxnOffsetCommit and the
-  group admin APIs are served; the KIP-848 protocol (`group.protocol=consumer`,
-  ConsumerGroupHeartbeat) is not, so a Java consumer configured for it fails
-  with UNSUPPORTED_VERSION.
+  Heartbeat, LeaveGroup), the KIP-848 protocol (`group.protocol=consumer`:
+  ConsumerGroupHeartbeat and ConsumerGroupDescribe v0-1, assignors
+  `uniform` and `range`), OffsetCommit, OffsetFetch, TxnOffsetCommit and
+  the group admin APIs are served. Consumer-protocol membership is not
+  persisted (members rejoin after a restart), a static member's -2 is a
+  leave, and a group cannot migrate between the two protocols
+  (docs/DESIGN.md D26).
+- **Share-group offsets** (`kafka-share-groups.sh --reset-offsets`,
+  `--delete-offsets`, `--delete`): served, with Kafka's rules; a share
+  partition whose records are staged in an open KIP-1289 transaction is
+  not reset or deleted until it ends (CONCURRENT_TRANSACTIONS, D26).
 - **Topic and broker configs** (issue #17): CreateTopics, AlterConfigs
   and IncrementalAlterConfigs accept every topic config of Kafka 4.x with
   Kafka's bounds (INVALID_CONFIG otherwise). Honoured: `cleanup.policy`

@@ -41,6 +41,9 @@ use serde_json::{Value, json};
 use sharestream::broker::{Broker, BrokerConfig, BrokerHandle};
 use tokio::io::AsyncReadExt;
 
+#[path = "interop_share_groups_tool.rs"]
+mod share_groups_tool;
+
 /// API keys the scenarios depend on, by Kafka name.
 const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 const JOIN_GROUP: i16 = 11;
@@ -51,6 +54,7 @@ const DELETE_GROUPS: i16 = 42;
 const DELETE_RECORDS: i16 = 21;
 const DESCRIBE_PRODUCERS: i16 = 61;
 const LIST_TRANSACTIONS: i16 = 66;
+const CONSUMER_GROUP_HEARTBEAT: i16 = 68;
 const DESCRIBE_SHARE_GROUP_OFFSETS: i16 = 90;
 const SHARE_GROUP_DESCRIBE: i16 = 77;
 
@@ -90,6 +94,7 @@ fn api_name(key: i16) -> &'static str {
         TXN_OFFSET_COMMIT => "TxnOffsetCommit",
         DESCRIBE_GROUPS => "DescribeGroups",
         DELETE_GROUPS => "DeleteGroups",
+        CONSUMER_GROUP_HEARTBEAT => "ConsumerGroupHeartbeat",
         SHARE_GROUP_HEARTBEAT => "ShareGroupHeartbeat",
         SHARE_FETCH => "ShareFetch",
         SHARE_ACKNOWLEDGE => "ShareAcknowledge",
@@ -118,6 +123,9 @@ enum Output {
     Lines,
     /// VerifiableShareConsumer's JSON events, summed.
     VerifiableShare,
+    /// `Lines` plus the whole of stdout as `text` (for tools whose table
+    /// is checked row by row) and of stderr as `stderr`.
+    Text,
 }
 
 type Verify = fn(&Value) -> Result<(), String>;
@@ -428,6 +436,72 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
                     ));
                 }
                 Ok(())
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "java-consumer",
+            feature: "subscribe with group.protocol=consumer (KIP-848): two members, then one leaves",
+            runner: Runner::Java,
+            args: j(&[
+                "consume-pair",
+                "--topic",
+                T,
+                "--expect",
+                "110",
+                "--group",
+                "interop-cg-kip848",
+                "--props",
+                "group.protocol=consumer",
+                "--timeout-ms",
+                "40000",
+            ]),
+            output: Output::ResultLine,
+            needs: &[CONSUMER_GROUP_HEARTBEAT, OFFSET_FETCH],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_true(v, "paired")?;
+                if v["overlap"] != json!(false) {
+                    return Err("a partition was assigned to both members at once".into());
+                }
+                expect_eq(v, "after_leave_partitions", 3)?;
+                expect_eq(v, "distinct", 110)
+            },
+            timeout: Duration::from_secs(90),
+        },
+        Scenario {
+            client: "kafka-consumer-groups",
+            feature: "--list --type shows the KIP-848 group as Consumer",
+            runner: Runner::Java,
+            args: groups_tool(b, &["--list", "--type"]),
+            output: Output::Text,
+            needs: &[CONSUMER_GROUP_HEARTBEAT],
+            embedded_gap: None,
+            verify: |v| share_groups_tool::has_row(v, &["interop-cg-kip848", "Consumer"]),
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-consumer-groups",
+            feature: "--describe --state of the KIP-848 group (uniform, Empty)",
+            runner: Runner::Java,
+            args: groups_tool(b, &["--describe", "--group", "interop-cg-kip848", "--state"]),
+            output: Output::Text,
+            needs: &[CONSUMER_GROUP_HEARTBEAT],
+            embedded_gap: None,
+            verify: |v| {
+                // GROUP, COORDINATOR (ID) in two words, ASSIGNMENT-STRATEGY,
+                // STATE, #MEMBERS.
+                let text = v["text"].as_str().unwrap_or("");
+                let ok = text.lines().any(|l| {
+                    let w: Vec<&str> = l.split_whitespace().collect();
+                    w.len() == 6 && w[0] == "interop-cg-kip848" && w[3..] == ["uniform", "Empty", "0"]
+                });
+                if v["exit"] == 0 && ok {
+                    Ok(())
+                } else {
+                    Err(format!("exit {}: {:?}", v["exit"], text.trim()))
+                }
             },
             timeout: t60,
         },
@@ -1211,6 +1285,8 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
             timeout: t60,
         },
     ]);
+    // Last: they reset, then delete, the console share consumer's group.
+    out.extend(share_groups_tool::scenarios(b));
     out
 }
 
@@ -1309,6 +1385,13 @@ async fn run(sc: &Scenario, log: &Path) -> Value {
             "lines": text.lines().count(),
             // The last line with text (tools end with a blank line).
             "last": text.lines().rfind(|l| !l.trim().is_empty()).unwrap_or(""),
+        }),
+        Output::Text => json!({
+            "lines": text.lines().count(),
+            "last": text.lines().rfind(|l| !l.trim().is_empty()).unwrap_or(""),
+            "text": text,
+            // Tools print some verdicts to stderr (the scenario's log).
+            "stderr": std::fs::read_to_string(log).unwrap_or_default(),
         }),
         Output::VerifiableShare => {
             let (mut consumed, mut acked, mut done) = (0i64, 0i64, false);

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio::sync::{oneshot, watch};
 
+use super::consumer_group::consumer_protocol::{ConsumerProtocolConfig, ConsumerProtocolGroups};
 use super::consumer_group::{
     ClassicGroupConfig, Completion, GroupCoordinator, GroupRecord, JoinGroupRequest,
     JoinGroupResponse, LeaveMember, OffsetCommitRequest, Output, Reply, SyncGroupRequest,
@@ -31,6 +32,9 @@ use super::consumer_group::{
 use super::core::BrokerCore;
 use super::log::StateLog;
 use sharestream_protocol::ErrorCode;
+
+mod modern;
+pub use modern::topics_of;
 
 /// (group id, member id) of a parked request.
 type Key = (String, String);
@@ -56,6 +60,8 @@ struct Inner {
 pub struct GroupService {
     config: ClassicGroupConfig,
     inner: Mutex<Inner>,
+    /// Consumer-protocol (KIP-848) groups; locked before `inner`.
+    modern: Mutex<ConsumerProtocolGroups>,
 }
 
 impl std::fmt::Debug for GroupService {
@@ -97,6 +103,9 @@ impl GroupService {
                 join_waiters: HashMap::new(),
                 sync_waiters: HashMap::new(),
             }),
+            modern: Mutex::new(ConsumerProtocolGroups::new(
+                ConsumerProtocolConfig::default(),
+            )),
         })
     }
 
@@ -179,6 +188,11 @@ impl GroupService {
         req: &OffsetCommitRequest,
         now_ms: i64,
     ) -> Result<Vec<ErrorCode>, ErrorCode> {
+        let modern = self.modern.lock();
+        let req = &match Self::check_consumer_commit(&modern, req)? {
+            modern::CommitCheck::Classic => req.clone(),
+            modern::CommitCheck::Passed => modern::as_unchecked(req),
+        };
         let mut inner = self.inner.lock();
         let out = inner.coordinator.commit_offsets(req, now_ms);
         let result = out.result.clone();
@@ -195,6 +209,11 @@ impl GroupService {
         req: &OffsetCommitRequest,
         now_ms: i64,
     ) -> Result<Vec<ErrorCode>, ErrorCode> {
+        let modern = self.modern.lock();
+        let req = &match Self::check_consumer_commit(&modern, req)? {
+            modern::CommitCheck::Classic => req.clone(),
+            modern::CommitCheck::Passed => modern::as_unchecked(req),
+        };
         let mut inner = self.inner.lock();
         let out = inner
             .coordinator
@@ -232,8 +251,15 @@ impl GroupService {
 
     /// DeleteGroups of one group.
     pub fn delete_group(&self, group_id: &str) -> ErrorCode {
+        // A consumer-protocol group: its offsets go with it.
+        let was_modern = match self.delete_consumer_group(group_id) {
+            Some(ErrorCode::NONE) => true,
+            Some(code) => return code,
+            None => false,
+        };
         let mut inner = self.inner.lock();
         match inner.coordinator.delete_group(group_id) {
+            Err(ErrorCode::GROUP_ID_NOT_FOUND) if was_modern => ErrorCode::NONE,
             Err(code) => code,
             Ok(record) => {
                 let out = Output {
@@ -279,15 +305,18 @@ impl GroupService {
 
     /// Whether a timer is due at `now_ms`.
     pub fn is_due(&self, now_ms: i64) -> bool {
-        self.inner
-            .lock()
-            .coordinator
-            .next_deadline_ms()
-            .is_some_and(|d| d <= now_ms)
+        self.consumer_is_due(now_ms)
+            || self
+                .inner
+                .lock()
+                .coordinator
+                .next_deadline_ms()
+                .is_some_and(|d| d <= now_ms)
     }
 
-    /// Runs the coordinator's timers.
+    /// Runs the coordinator's timers (both protocols).
     pub fn tick(&self, now_ms: i64) {
+        self.consumer_tick(now_ms);
         let mut inner = self.inner.lock();
         if inner
             .coordinator

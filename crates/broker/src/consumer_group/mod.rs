@@ -30,6 +30,7 @@
 //! commit into a post-restart generation.
 
 pub mod admin;
+pub mod consumer_protocol;
 pub mod coordinator;
 pub mod describe;
 pub mod offsets;

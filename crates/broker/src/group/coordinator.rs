@@ -47,6 +47,8 @@ use super::config::{
 };
 use sharestream_protocol::ErrorCode;
 
+mod admin;
+
 /// Kafka's longest member id accepted here: a client-generated UUID in its
 /// 36-character text form (the Java client sends a 22-character base64 one).
 pub const MAX_MEMBER_ID_LENGTH: usize = 36;

@@ -74,10 +74,14 @@ const SERVED: &[(i16, i16, i16)] = &[
     (15, 0, 6), // DescribeGroups (v6: GROUP_ID_NOT_FOUND for a missing group)
     (42, 0, 2), // DeleteGroups
     (47, 0, 0), // OffsetDelete
+    (91, 0, 0), // AlterShareGroupOffsets
+    (92, 0, 0), // DeleteShareGroupOffsets
+    (68, 0, 1), // ConsumerGroupHeartbeat (KIP-848; v1: regex)
+    (69, 0, 1), // ConsumerGroupDescribe
 ];
 
 /// Share-group APIs, advertised with `share.version >= 1`.
-const SHARE_APIS: &[i16] = &[76, 77, 78, 79, 90];
+const SHARE_APIS: &[i16] = &[76, 77, 78, 79, 90, 91, 92];
 
 /// Whether `key` is an API that exists here but is switched off by a
 /// feature level (it is then answered UNSUPPORTED_VERSION, not dropped).

@@ -691,7 +691,17 @@ pub(crate) fn offset_fetch(
                         .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
                         .collect()
                 });
-                match fetch_group(core, ctx, &group_id, topics, require_stable) {
+                // v9+ (KIP-848): a member of a consumer-protocol group
+                // fetches at its current epoch.
+                let member_check = match (&g.member_id, version >= 9) {
+                    (Some(m), true) if !m.is_empty() => core
+                        .consumer_groups()
+                        .with_consumer_groups(|c| c.validate_fetch(&group_id, m, g.member_epoch)),
+                    _ => Ok(()),
+                };
+                let fetched = member_check
+                    .and_then(|()| fetch_group(core, ctx, &group_id, topics, require_stable));
+                match fetched {
                     Err(code) => OffsetFetchResponseGroup::default()
                         .with_group_id(g.group_id.clone())
                         .with_error_code(code.0),

@@ -671,7 +671,7 @@ pub(crate) async fn delete_records(
                     {
                         Err(ErrorCode::POLICY_VIOLATION)
                     }
-                    Some((_, log)) => {
+                    Some((m, log)) => {
                         let offset = p.offset;
                         let run = move || log.lock().delete_records_before(offset);
                         let res = match core.config().storage {
@@ -680,12 +680,16 @@ pub(crate) async fn delete_records(
                                 .await
                                 .expect("storage task panicked"),
                         };
-                        res.map_err(|e| {
+                        let res = res.map_err(|e| {
                             if matches!(e, LogError::Io { .. }) {
                                 tracing::error!(topic = %name, partition = p.partition_index, error = %e, "DeleteRecords failed");
                             }
                             e.error_code()
-                        })
+                        });
+                        if let Ok(low) = res {
+                            share_start_follows(core, m.id, p.partition_index, low).await;
+                        }
+                        res
                     }
                 }
             };
@@ -701,4 +705,19 @@ pub(crate) async fn delete_records(
         );
     }
     DeleteRecordsResponse::default().with_topics(topics)
+}
+
+/// The share partitions of every group on the partition move their start
+/// offset up to the new log start offset now, as Kafka's do, so that
+/// DescribeShareGroupOffsets and the lag agree with the log at once. The
+/// records are deleted whatever happens here: a failed journal write is
+/// logged, and the next snapshot of those share partitions repairs it.
+async fn share_start_follows(core: &BrokerCore, topic_id: Uuid, partition: i32, log_start: i64) {
+    let (_, durable) = core
+        .shares()
+        .log_start_moved_deferred(topic_id, partition, log_start, core.now_ms())
+        .split();
+    if durable.wait().await.is_err() {
+        tracing::warn!(%topic_id, partition, "share state: a start offset moved by DeleteRecords was not written");
+    }
 }

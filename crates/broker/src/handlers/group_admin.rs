@@ -1,6 +1,7 @@
 //! ListGroups (classic and share groups, with the v4 state and v5 type
-//! filters), DescribeGroups, DeleteGroups and OffsetDelete (classic
-//! groups).
+//! filters), DescribeGroups, DeleteGroups (classic and share groups; a
+//! share group must be empty, its share state goes with it) and
+//! OffsetDelete (classic groups).
 //!
 //! Authorization as Kafka's KafkaApis: ListGroups lists every group with
 //! Describe on the cluster, else only the groups the principal may
@@ -35,14 +36,28 @@ pub(crate) fn list_groups(
     let version = ctx.version();
     let all = ctx.allowed(core, AclOperation::Describe, &Resource::cluster());
     // (id, protocol type, state, type)
+    let consumer = core
+        .consumer_groups()
+        .with_consumer_groups(|c| c.list_groups());
     let mut groups: Vec<(String, String, String, &'static str)> = core
         .consumer_groups()
         .with_coordinator(|c| c.list_groups())
         .into_iter()
+        // A consumer-protocol group's offsets are kept by the classic
+        // coordinator: list the group once, as a consumer group.
+        .filter(|(id, ..)| !consumer.iter().any(|(c, _)| c == id))
         .map(|(id, state, protocol_type)| {
             (id, protocol_type, state.as_str().to_string(), "classic")
         })
         .collect();
+    groups.extend(consumer.into_iter().map(|(id, state)| {
+        (
+            id,
+            "consumer".to_string(),
+            state.as_str().to_string(),
+            "consumer",
+        )
+    }));
     groups.extend(
         core.shares()
             .list_groups()
@@ -98,9 +113,12 @@ pub(crate) fn describe_groups(
                     .with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0)
                     .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
             }
-            let d = core
-                .consumer_groups()
-                .with_coordinator(|c| c.describe(&group_id));
+            let d = match core.consumer_groups().consumer_describe(&group_id) {
+                Some(d) => as_described_group(d),
+                None => core
+                    .consumer_groups()
+                    .with_coordinator(|c| c.describe(&group_id)),
+            };
             if version >= 6 && d.state == "Dead" {
                 // v6 (KIP-1043): a group that does not exist is an error.
                 return DescribedGroup::default()
@@ -145,6 +163,33 @@ pub(crate) fn describe_groups(
     DescribeGroupsResponse::default().with_groups(groups)
 }
 
+/// DescribeGroups of a consumer-protocol (KIP-848) group: its state, the
+/// protocol type `consumer`, its assignor and its members. Their metadata
+/// and assignment bytes are left empty (Kafka fills them in the classic
+/// consumer protocol's encoding; ConsumerGroupDescribe carries the
+/// assignment).
+fn as_described_group(
+    d: crate::consumer_group::consumer_protocol::DescribedConsumerGroup,
+) -> crate::consumer_group::DescribedGroup {
+    crate::consumer_group::DescribedGroup {
+        state: d.state.as_str(),
+        protocol_type: "consumer".to_string(),
+        protocol: d.assignor_name,
+        members: d
+            .members
+            .into_iter()
+            .map(|m| crate::consumer_group::DescribedMember {
+                member_id: m.member_id,
+                group_instance_id: m.instance_id,
+                client_id: m.client_id,
+                client_host: m.client_host,
+                metadata: Default::default(),
+                assignment: Default::default(),
+            })
+            .collect(),
+    }
+}
+
 pub(crate) async fn delete_groups(
     core: &std::sync::Arc<BrokerCore>,
     ctx: &RequestContext,
@@ -155,6 +200,9 @@ pub(crate) async fn delete_groups(
         let group_id = id.0.to_string();
         let code = if !ctx.allowed(core, AclOperation::Delete, &Resource::group(&group_id)) {
             ErrorCode::GROUP_AUTHORIZATION_FAILED
+        } else if core.shares().is_share_group(&group_id) {
+            // As Kafka: a share group first, then the other types.
+            super::share_offsets_admin::delete_share_group(core, &group_id).await
         } else {
             super::txn::blocking(core, move |c| c.consumer_groups().delete_group(&group_id)).await
         };

@@ -11,11 +11,13 @@ mod admin;
 mod api_versions;
 mod configs;
 mod consumer_group;
+mod consumer_protocol;
 mod data;
 mod features;
 mod group_admin;
 mod metadata;
 mod share;
+mod share_offsets_admin;
 mod txn;
 mod txn_admin;
 mod txn_share_ack;
@@ -293,6 +295,22 @@ pub(crate) async fn dispatch(
             RequestKind::DeleteAcls(r) => {
                 let resp = acls::delete_acls(core, &ctx, r);
                 respond::<DeleteAclsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::ConsumerGroupHeartbeat(r) => {
+                let resp = consumer_protocol::consumer_group_heartbeat(core, &ctx, r);
+                respond::<ConsumerGroupHeartbeatRequest>(&ctx, &resp, out)
+            }
+            RequestKind::ConsumerGroupDescribe(r) => {
+                let resp = consumer_protocol::consumer_group_describe(core, &ctx, r);
+                respond::<ConsumerGroupDescribeRequest>(&ctx, &resp, out)
+            }
+            RequestKind::AlterShareGroupOffsets(r) => {
+                let resp = share_offsets_admin::alter_share_group_offsets(core, &ctx, r).await;
+                respond::<AlterShareGroupOffsetsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DeleteShareGroupOffsets(r) => {
+                let resp = share_offsets_admin::delete_share_group_offsets(core, &ctx, r).await;
+                respond::<DeleteShareGroupOffsetsRequest>(&ctx, &resp, out)
             }
             RequestKind::DescribeShareGroupOffsets(r) => {
                 let resp = share::describe_share_group_offsets(core, &ctx, r);

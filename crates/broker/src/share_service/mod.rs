@@ -46,6 +46,7 @@
 pub mod dead_letters;
 pub mod fetch;
 pub mod metrics;
+mod offsets_admin;
 pub mod persistence;
 pub mod sessions;
 
@@ -241,6 +242,13 @@ impl ShareService {
                             state,
                         }) => {
                             states.insert(key(&group_id, topic_id, partition), state);
+                        }
+                        Ok(StoredRecord::PartitionDeleted {
+                            group_id,
+                            topic_id,
+                            partition,
+                        }) => {
+                            states.remove(&key(&group_id, topic_id, partition));
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "share state: skipping an unreadable record")

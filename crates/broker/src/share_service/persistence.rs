@@ -1,9 +1,9 @@
 //! The durable share state, written off the request path with group commit.
 //!
 //! The share-state log (`share-state/share.log`, a [`StateLog`]) holds
-//! MessagePack records, each either the share group coordinator's snapshot
-//! or one share partition's snapshot; the last record of a key wins at
-//! replay.
+//! MessagePack records, each either the share group coordinator's snapshot,
+//! one share partition's snapshot, or a share partition's deletion; the
+//! last record of a key wins at replay.
 //!
 //! `Journal` owns the log on a dedicated thread (`share-state`). Callers
 //! hand it encoded records *under the service's lock*, so the order of the
@@ -48,6 +48,14 @@ pub(super) enum StoredRecord {
         topic_id: Uuid,
         partition: i32,
         state: SharePartitionState,
+    },
+    /// The share partition's state was deleted (DeleteShareGroupOffsets,
+    /// DeleteGroups, or an AlterShareGroupOffsets to -1): at replay it
+    /// removes what earlier records of the key restored.
+    PartitionDeleted {
+        group_id: String,
+        topic_id: Uuid,
+        partition: i32,
     },
 }
 

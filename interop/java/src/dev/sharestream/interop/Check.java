@@ -170,7 +170,7 @@ public final class Check {
 
     public static void main(String[] args) {
         if (args.length == 0) {
-            System.err.println("usage: Check <admin|produce-idempotent|produce-txn|consume|eos-copy|share-consume|share-dlq> --bootstrap HOST:PORT ...");
+            System.err.println("usage: Check <admin|produce-idempotent|produce-txn|consume|consume-pair|eos-copy|share-consume|share-dlq> --bootstrap HOST:PORT ...");
             System.exit(2);
         }
         String cmd = args[0];
@@ -183,6 +183,7 @@ public final class Check {
                 case "produce-idempotent": produceIdempotent(o, out); break;
                 case "produce-txn": produceTxn(o, out); break;
                 case "consume": consume(o, out); break;
+                case "consume-pair": consumePair(o, out); break;
                 case "eos-copy": eosCopy(o, out); break;
                 case "share-consume": shareConsume(o, out); break;
                 case "share-dlq": shareDlq(o, out); break;
@@ -441,6 +442,82 @@ public final class Check {
                 out.put("end_offsets_sum", end).put("positions_sum", pos);
             }
         }
+    }
+
+    /**
+     * Two KafkaConsumers of one group ({@code --props} picks the protocol,
+     * e.g. {@code group.protocol=consumer}) subscribe to {@code --topic}:
+     * both must get partitions, never the same one at once, and together
+     * all of them; then the second closes (leaves) and the first must end
+     * up with every partition. Records are counted by value (each commit
+     * is synchronous), so a record read twice after the move shows as
+     * {@code received - distinct}.
+     */
+    static void consumePair(Opts o, Json out) throws Exception {
+        String topic = o.str("topic");
+        int expect = o.num("expect", 0);
+        long deadline = System.currentTimeMillis() + o.num("timeout-ms", 30000);
+        Properties p = base(o);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, o.str("group"));
+        int partitions;
+        List<String> values = new ArrayList<>();
+        long start = System.currentTimeMillis();
+        try (KafkaConsumer<String, String> c1 = new KafkaConsumer<>(p)) {
+            partitions = c1.partitionsFor(topic, Duration.ofSeconds(20)).size();
+            c1.subscribe(List.of(topic));
+            boolean paired = false;
+            boolean overlap = false;
+            try (KafkaConsumer<String, String> c2 = new KafkaConsumer<>(p)) {
+                c2.subscribe(List.of(topic));
+                while (System.currentTimeMillis() < deadline) {
+                    for (KafkaConsumer<String, String> c : List.of(c1, c2)) {
+                        for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
+                            values.add(r.value());
+                        }
+                        if (!c.assignment().isEmpty()) {
+                            c.commitSync();
+                        }
+                    }
+                    java.util.Set<TopicPartition> both = new java.util.HashSet<>(c1.assignment());
+                    both.retainAll(c2.assignment());
+                    overlap |= !both.isEmpty();
+                    if (!c1.assignment().isEmpty() && !c2.assignment().isEmpty()
+                            && c1.assignment().size() + c2.assignment().size() == partitions) {
+                        if (!paired) {
+                            // From the first subscribe to both members owning their share.
+                            out.put("ms_to_pair", System.currentTimeMillis() - start);
+                        }
+                        paired = true;
+                        if (expect == 0 || new java.util.HashSet<>(values).size() >= expect) {
+                            break;
+                        }
+                    }
+                }
+                out.put("paired", paired).put("overlap", overlap)
+                    .put("c1_partitions", c1.assignment().size())
+                    .put("c2_partitions", c2.assignment().size());
+            }
+            // c2 left: c1 must take everything.
+            long left = System.currentTimeMillis();
+            int alone = 0;
+            while (System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : c1.poll(Duration.ofMillis(200))) {
+                    values.add(r.value());
+                }
+                alone = c1.assignment().size();
+                if (alone == partitions) {
+                    break;
+                }
+            }
+            out.put("after_leave_partitions", alone).put("partitions", partitions)
+                .put("ms_to_take_over", System.currentTimeMillis() - left);
+        }
+        out.put("received", values.size()).put("distinct", new java.util.HashSet<>(values).size());
     }
 
     /**

@@ -1,0 +1,295 @@
+//! The KIP-848 state machine with explicit time: epochs, reconciliation
+//! (a partition moves only once revoked), session and revocation timeouts,
+//! regex subscriptions, assignors, and the offset commit check.
+
+use super::*;
+
+const T1: Uuid = Uuid::from_u128(0x71);
+const T2: Uuid = Uuid::from_u128(0x72);
+const X: Uuid = Uuid::from_u128(0x78);
+
+fn topics() -> Topics {
+    [
+        ("t1".to_string(), (T1, 4)),
+        ("t2".to_string(), (T2, 2)),
+        ("x".to_string(), (X, 1)),
+    ]
+    .into_iter()
+    .collect()
+}
+
+fn join(member: &str, names: &[&str]) -> ConsumerHeartbeat {
+    ConsumerHeartbeat {
+        group_id: "g".into(),
+        member_id: member.into(),
+        member_epoch: 0,
+        rebalance_timeout_ms: 30_000,
+        subscribed_topic_names: Some(names.iter().map(|s| s.to_string()).collect()),
+        ..Default::default()
+    }
+}
+
+fn beat(member: &str, epoch: i32, owned: Option<&Assignment>) -> ConsumerHeartbeat {
+    ConsumerHeartbeat {
+        group_id: "g".into(),
+        member_id: member.into(),
+        member_epoch: epoch,
+        rebalance_timeout_ms: -1,
+        owned: owned.cloned(),
+        ..Default::default()
+    }
+}
+
+fn n(a: &Assignment) -> usize {
+    a.values().map(BTreeSet::len).sum()
+}
+
+fn groups() -> ConsumerProtocolGroups {
+    ConsumerProtocolGroups::new(ConsumerProtocolConfig::default())
+}
+
+#[test]
+fn kip848_a_partition_moves_only_after_its_owner_revoked_it() {
+    let mut g = groups();
+    let t = topics();
+    let r1 = g.heartbeat(&join("m1", &["t1"]), &t, 0).unwrap();
+    assert_eq!(r1.member_epoch, 1);
+    let a1 = r1.assignment.unwrap();
+    assert_eq!(n(&a1), 4, "alone: every partition");
+    // m1 confirms it owns them.
+    let r = g.heartbeat(&beat("m1", 1, Some(&a1)), &t, 10).unwrap();
+    assert_eq!((r.member_epoch, r.assignment), (1, None), "nothing changed");
+
+    // m2 joins: epoch 2; m1 still owns everything, so m2 gets nothing yet.
+    let r2 = g.heartbeat(&join("m2", &["t1"]), &t, 20).unwrap();
+    assert_eq!(r2.member_epoch, 2);
+    assert_eq!(n(&r2.assignment.unwrap()), 0, "held by m1: not given yet");
+    assert_eq!(
+        g.describe("g").unwrap().state,
+        ConsumerGroupState::Reconciling
+    );
+
+    // m1 is told to drop two; its epoch stays until it has.
+    let r = g.heartbeat(&beat("m1", 1, None), &t, 30).unwrap();
+    assert_eq!(r.member_epoch, 1, "epoch held while revoking");
+    let kept = r.assignment.unwrap();
+    assert_eq!(n(&kept), 2);
+    // m2 heartbeats before m1 confirmed: still nothing.
+    let r = g.heartbeat(&beat("m2", 2, None), &t, 35).unwrap();
+    assert_eq!(r.assignment, None);
+    assert_eq!(n(g.assigned("g", "m2").unwrap()), 0);
+    // m1 reports it owns only the kept two: it moves to epoch 2.
+    let r = g.heartbeat(&beat("m1", 1, Some(&kept)), &t, 40).unwrap();
+    assert_eq!(r.member_epoch, 2);
+    // Now m2 gets the two m1 gave up.
+    let r = g.heartbeat(&beat("m2", 2, None), &t, 50).unwrap();
+    let got = r.assignment.unwrap();
+    assert_eq!(n(&got), 2);
+    assert!(intersect(&got, &kept).is_empty(), "never two owners");
+    assert_eq!(g.describe("g").unwrap().state, ConsumerGroupState::Stable);
+}
+
+#[test]
+fn kip848_session_timeout_on_the_given_clock_and_a_leave() {
+    let mut g = groups();
+    let t = topics();
+    let a1 = g
+        .heartbeat(&join("m1", &["t1"]), &t, 0)
+        .unwrap()
+        .assignment
+        .unwrap();
+    g.heartbeat(&beat("m1", 1, Some(&a1)), &t, 0).unwrap();
+    g.heartbeat(&join("m2", &["t1"]), &t, 0).unwrap();
+    assert_eq!(g.next_deadline_ms(), Some(45_000));
+    // m1 keeps heartbeating (reporting what it owns), m2 goes silent.
+    for now in [10_000, 20_000, 30_000, 40_000, 44_000] {
+        let epoch = g.describe("g").unwrap().members[0].member_epoch;
+        let owned = g.assigned("g", "m1").cloned();
+        let r = g.heartbeat(&beat("m1", epoch, owned.as_ref()), &t, now);
+        assert!(r.is_ok(), "{r:?}");
+    }
+    assert_eq!(g.describe("g").unwrap().members[0].member_epoch, 2);
+    assert!(g.tick(44_999).is_empty());
+    assert_eq!(g.tick(45_000), vec![("g".to_string(), "m2".to_string())]);
+    let d = g.describe("g").unwrap();
+    assert_eq!(d.members.len(), 1);
+    assert_eq!(
+        n(&d.members[0].target_assignment),
+        4,
+        "m1's target is everything again"
+    );
+    // A leave: epoch -1 echoed, the group becomes Empty.
+    let epoch = d.members[0].member_epoch;
+    let r = g.heartbeat(&beat("m1", -1, None), &t, 45_001).unwrap();
+    assert_eq!(r.member_epoch, -1);
+    assert_eq!(g.describe("g").unwrap().state, ConsumerGroupState::Empty);
+    assert_eq!(
+        g.heartbeat(&beat("m1", epoch, None), &t, 45_002)
+            .unwrap_err()
+            .code,
+        ErrorCode::UNKNOWN_MEMBER_ID
+    );
+}
+
+#[test]
+fn kip848_a_member_that_does_not_revoke_in_time_is_removed() {
+    let mut g = groups();
+    let t = topics();
+    let a1 = g
+        .heartbeat(&join("m1", &["t1"]), &t, 0)
+        .unwrap()
+        .assignment
+        .unwrap();
+    g.heartbeat(&beat("m1", 1, Some(&a1)), &t, 0).unwrap();
+    g.heartbeat(&join("m2", &["t1"]), &t, 0).unwrap();
+    g.heartbeat(&beat("m1", 1, None), &t, 1_000).unwrap(); // told to revoke
+    // It keeps heartbeating but never reports the partitions dropped.
+    g.heartbeat(&beat("m1", 1, Some(&a1)), &t, 20_000).unwrap();
+    assert!(g.tick(30_999).is_empty());
+    let gone = g.tick(31_000);
+    assert_eq!(gone, vec![("g".to_string(), "m1".to_string())]);
+    let r = g.heartbeat(&beat("m2", 2, None), &t, 31_001).unwrap();
+    assert_eq!((r.member_epoch, n(&r.assignment.unwrap())), (3, 4));
+}
+
+#[test]
+fn kip848_epochs_fence_and_stale_commits_are_refused() {
+    let mut g = groups();
+    let t = topics();
+    let r = g.heartbeat(&join("m1", &["t1"]), &t, 0).unwrap();
+    assert_eq!(
+        g.heartbeat(&beat("m1", 7, None), &t, 1).unwrap_err().code,
+        ErrorCode::FENCED_MEMBER_EPOCH
+    );
+    assert_eq!(
+        g.heartbeat(&beat("nobody", 1, None), &t, 1)
+            .unwrap_err()
+            .code,
+        ErrorCode::UNKNOWN_MEMBER_ID
+    );
+    g.heartbeat(&beat("m1", r.member_epoch, r.assignment.as_ref()), &t, 1)
+        .unwrap();
+    g.heartbeat(&join("m2", &["t1"]), &t, 2).unwrap();
+    let e1 = g.heartbeat(&beat("m1", 1, None), &t, 3).unwrap();
+    let kept = e1.assignment.unwrap();
+    let e1 = g
+        .heartbeat(&beat("m1", 1, Some(&kept)), &t, 4)
+        .unwrap()
+        .member_epoch;
+    assert_eq!(e1, 2);
+    assert_eq!(g.validate_commit("g", "m1", 2), Ok(()));
+    assert_eq!(
+        g.validate_commit("g", "m1", 1),
+        Err(ErrorCode::STALE_MEMBER_EPOCH)
+    );
+    assert_eq!(
+        g.validate_commit("g", "m1", 3),
+        Err(ErrorCode::FENCED_MEMBER_EPOCH)
+    );
+    assert_eq!(
+        g.validate_commit("g", "zz", 2),
+        Err(ErrorCode::UNKNOWN_MEMBER_ID)
+    );
+    assert_eq!(
+        g.validate_commit("g", "", -1),
+        Err(ErrorCode::UNKNOWN_MEMBER_ID)
+    );
+    assert_eq!(
+        g.validate_commit("h", "m1", 2),
+        Err(ErrorCode::GROUP_ID_NOT_FOUND)
+    );
+    assert_eq!(g.validate_fetch("g", "m1", 2), Ok(()));
+    assert_eq!(
+        g.validate_fetch("g", "m1", 1),
+        Err(ErrorCode::STALE_MEMBER_EPOCH)
+    );
+    assert_eq!(
+        g.validate_fetch("g", "zz", 2),
+        Err(ErrorCode::UNKNOWN_MEMBER_ID)
+    );
+    assert_eq!(
+        g.validate_fetch("classic", "m1", 1),
+        Ok(()),
+        "not ours to check"
+    );
+}
+
+#[test]
+fn kip848_regex_subscriptions_follow_new_topics() {
+    let mut g = groups();
+    let mut t = topics();
+    let mut req = join("m1", &[]);
+    req.subscribed_topic_names = None;
+    req.subscribed_topic_regex = Some("t.*".into());
+    let r = g.heartbeat(&req, &t, 0).unwrap();
+    let a = r.assignment.unwrap();
+    assert_eq!(a.keys().copied().collect::<Vec<_>>(), vec![T1, T2], "not x");
+    g.heartbeat(&beat("m1", 1, Some(&a)), &t, 1).unwrap();
+    // A new matching topic: a new epoch with it.
+    let t3 = Uuid::from_u128(0x73);
+    t.insert("t3".into(), (t3, 1));
+    let r = g.heartbeat(&beat("m1", 1, Some(&a)), &t, 2).unwrap();
+    assert_eq!(r.member_epoch, 2);
+    assert!(r.assignment.unwrap().contains_key(&t3));
+    let mut bad = join("m2", &[]);
+    bad.subscribed_topic_names = None;
+    bad.subscribed_topic_regex = Some("(".into());
+    assert_eq!(
+        g.heartbeat(&bad, &t, 3).unwrap_err().code,
+        INVALID_REGULAR_EXPRESSION
+    );
+}
+
+#[test]
+fn kip848_assignors_and_request_checks() {
+    let mut g = groups();
+    let t = topics();
+    let mut req = join("m1", &["t1"]);
+    req.server_assignor = Some("sticky".into());
+    assert_eq!(
+        g.heartbeat(&req, &t, 0).unwrap_err().code,
+        ErrorCode::UNSUPPORTED_ASSIGNOR
+    );
+    req.server_assignor = Some("range".into());
+    let a = g.heartbeat(&req, &t, 0).unwrap().assignment.unwrap();
+    g.heartbeat(&beat("m1", 1, Some(&a)), &t, 0).unwrap();
+    assert_eq!(g.describe("g").unwrap().assignor_name, "range");
+    let r = g.heartbeat(&join("m2", &["t1"]), &t, 0).unwrap();
+    assert_eq!(r.member_epoch, 2);
+    let d = g.describe("g").unwrap();
+    let target = |m: &str| {
+        d.members
+            .iter()
+            .find(|x| x.member_id == m)
+            .unwrap()
+            .target_assignment[&T1]
+            .iter()
+            .copied()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        (target("m1"), target("m2")),
+        (vec![0, 1], vec![2, 3]),
+        "range"
+    );
+
+    let mut no_timeout = join("m3", &["t1"]);
+    no_timeout.rebalance_timeout_ms = -1;
+    assert_eq!(
+        g.heartbeat(&no_timeout, &t, 0).unwrap_err().code,
+        ErrorCode::INVALID_REQUEST
+    );
+    assert_eq!(
+        g.heartbeat(&join("", &["t1"]), &t, 0).unwrap_err().code,
+        ErrorCode::INVALID_REQUEST
+    );
+    assert_eq!(
+        g.heartbeat(&join("m3", &[]), &t, 0).unwrap_err().code,
+        ErrorCode::INVALID_REQUEST
+    );
+    assert_eq!(
+        g.heartbeat(&beat("m1", -3, None), &t, 0).unwrap_err().code,
+        ErrorCode::INVALID_REQUEST
+    );
+    assert_eq!(g.delete_group("g"), Err(ErrorCode::NON_EMPTY_GROUP));
+}

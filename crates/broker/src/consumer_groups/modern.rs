@@ -1,0 +1,124 @@
+//! The consumer protocol (KIP-848) on [`GroupService`]: heartbeats,
+//! describe, timers, and the member-epoch check of offset commits into
+//! such groups. The state machine is
+//! [`ConsumerProtocolGroups`](crate::consumer_group::consumer_protocol);
+//! its membership is not persisted (D19), its committed offsets are the
+//! classic coordinator's, in the same durable log.
+//!
+//! Lock order: the consumer-protocol groups, then the classic coordinator
+//! (an offset commit checks the member epoch and commits under both, so a
+//! heartbeat cannot fence the member in between).
+
+use super::GroupService;
+use crate::consumer_group::OffsetCommitRequest;
+use crate::consumer_group::consumer_protocol::{
+    ConsumerHeartbeat, ConsumerHeartbeatOk, ConsumerProtocolGroups, DescribedConsumerGroup,
+    HeartbeatError, Topics,
+};
+use crate::topics::TopicRegistry;
+use sharestream_protocol::ErrorCode;
+
+/// The topics a subscription may name: every topic but the internal ones.
+pub fn topics_of(registry: &TopicRegistry) -> Topics {
+    registry
+        .iter()
+        .filter(|t| !t.is_internal())
+        .map(|t| (t.name.clone(), (t.id, t.partitions)))
+        .collect()
+}
+
+/// How an offset commit into a group is checked.
+pub(super) enum CommitCheck {
+    /// Not a consumer-protocol group: the classic rules.
+    Classic,
+    /// A consumer-protocol group whose member check passed: commit with
+    /// the classic coordinator's group checks bypassed.
+    Passed,
+}
+
+impl GroupService {
+    /// ConsumerGroupHeartbeat. A group id used by a classic group with
+    /// members is GROUP_ID_NOT_FOUND (no protocol migration here).
+    pub fn consumer_heartbeat(
+        &self,
+        req: &ConsumerHeartbeat,
+        topics: &Topics,
+        now_ms: i64,
+    ) -> Result<ConsumerHeartbeatOk, HeartbeatError> {
+        let mut modern = self.modern.lock();
+        if !modern.contains(&req.group_id) {
+            let classic_members = self.with_coordinator(|c| c.member_ids(&req.group_id).len());
+            if classic_members > 0 {
+                return Err(HeartbeatError {
+                    code: ErrorCode::GROUP_ID_NOT_FOUND,
+                    message: format!("Group {} is not a consumer group.", req.group_id),
+                });
+            }
+        }
+        modern.heartbeat(req, topics, now_ms)
+    }
+
+    /// ConsumerGroupDescribe of one group.
+    pub fn consumer_describe(&self, group_id: &str) -> Option<DescribedConsumerGroup> {
+        self.modern.lock().describe(group_id)
+    }
+
+    /// Read access to the consumer-protocol groups.
+    pub fn with_consumer_groups<T>(&self, f: impl FnOnce(&ConsumerProtocolGroups) -> T) -> T {
+        f(&self.modern.lock())
+    }
+
+    /// Session and revocation timeouts of consumer-protocol members (run
+    /// by [`GroupService::tick`]).
+    pub(super) fn consumer_tick(&self, now_ms: i64) -> Vec<(String, String)> {
+        let mut modern = self.modern.lock();
+        if modern.next_deadline_ms().is_none_or(|d| d > now_ms) {
+            return Vec::new();
+        }
+        modern.tick(now_ms)
+    }
+
+    /// Whether a consumer-protocol timer is due.
+    pub(super) fn consumer_is_due(&self, now_ms: i64) -> bool {
+        self.modern
+            .lock()
+            .next_deadline_ms()
+            .is_some_and(|d| d <= now_ms)
+    }
+
+    /// DeleteGroups of a consumer-protocol group (None: not one).
+    pub(super) fn delete_consumer_group(&self, group_id: &str) -> Option<ErrorCode> {
+        let mut modern = self.modern.lock();
+        modern.contains(group_id).then(|| {
+            modern
+                .delete_group(group_id)
+                .err()
+                .unwrap_or(ErrorCode::NONE)
+        })
+    }
+
+    /// The member-epoch check of a commit (see [`CommitCheck`]), under the
+    /// consumer-protocol lock held by the caller.
+    pub(super) fn check_consumer_commit(
+        modern: &ConsumerProtocolGroups,
+        req: &OffsetCommitRequest,
+    ) -> Result<CommitCheck, ErrorCode> {
+        if !modern.contains(&req.group_id) {
+            return Ok(CommitCheck::Classic);
+        }
+        modern.validate_commit(&req.group_id, &req.member_id, req.generation_id)?;
+        Ok(CommitCheck::Passed)
+    }
+}
+
+/// The request the classic coordinator sees once the consumer-protocol
+/// check passed: no member, no generation (its own group checks then
+/// accept it, as an admin commit).
+pub(super) fn as_unchecked(req: &OffsetCommitRequest) -> OffsetCommitRequest {
+    OffsetCommitRequest {
+        generation_id: -1,
+        member_id: String::new(),
+        group_instance_id: None,
+        ..req.clone()
+    }
+}
