@@ -87,6 +87,12 @@ impl Broker {
             core.clone(),
             shutdown_rx.clone(),
         )));
+        if core.config().log_cleaner_backoff_ms > 0 {
+            timers.push(tokio::spawn(cleaner_loop(
+                core.clone(),
+                shutdown_rx.clone(),
+            )));
+        }
         timers.push(tokio::spawn(txn_timer_loop(
             core.clone(),
             shutdown_rx.clone(),
@@ -220,6 +226,24 @@ async fn retention_loop(core: Arc<BrokerCore>, mut shutdown: watch::Receiver<boo
             _ = tick.tick() => {
                 let core = core.clone();
                 let _ = tokio::task::spawn_blocking(move || { let now = core.now_ms(); core.enforce_retention(now) }).await;
+            }
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Compacts the `cleanup.policy=compact` partitions every
+/// `log.cleaner.backoff.ms`, on the blocking pool (off the request path).
+async fn cleaner_loop(core: Arc<BrokerCore>, mut shutdown: watch::Receiver<bool>) {
+    let every = std::time::Duration::from_millis(core.config().log_cleaner_backoff_ms.max(1));
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                let core = core.clone();
+                let _ = tokio::task::spawn_blocking(move || { let now = core.now_ms(); core.clean_logs(now) }).await;
             }
             _ = shutdown.changed() => return,
         }
