@@ -169,6 +169,10 @@ impl BrokerCore {
             .as_deref(),
             config.consumer_groups.clone(),
         )?;
+        consumer_groups.set_offsets_retention(
+            config.offsets_retention_minutes.saturating_mul(60_000),
+            config.offsets_retention_check_interval_ms,
+        );
         let txn_config = TxnCoordinatorConfig {
             max_transaction_timeout_ms: config.transaction_max_timeout_ms,
             ..TxnCoordinatorConfig::default()
