@@ -202,8 +202,10 @@ fn aborted_records_go_markers_wait_for_their_horizon_and_open_transactions_are_u
 #[test]
 fn an_idempotent_producer_keeps_its_last_batch_and_deduplicates_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = LogConfig::default();
-    cfg.segment_ms = Some(10);
+    let cfg = LogConfig {
+        segment_ms: Some(10),
+        ..LogConfig::default()
+    };
     let mut l = PartitionLog::open(dir.path(), cfg.clone()).unwrap();
     put(&mut l, 0, keyed(7, 0, false, &[("a", Some("from-7"))]));
     put(&mut l, 10, keyed(-1, -1, false, &[("a", Some("newer"))]));
@@ -239,8 +241,10 @@ fn an_idempotent_producer_keeps_its_last_batch_and_deduplicates_after_a_restart(
 #[test]
 fn a_cleaned_log_reopens_with_its_gaps_and_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = LogConfig::default();
-    cfg.segment_ms = Some(10);
+    let cfg = LogConfig {
+        segment_ms: Some(10),
+        ..LogConfig::default()
+    };
     let mut l = PartitionLog::open(dir.path(), cfg.clone()).unwrap();
     put(
         &mut l,
