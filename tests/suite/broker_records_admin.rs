@@ -62,7 +62,11 @@ async fn produce_ts(c: &mut RawClient, topic: &str, timestamps: &[i64], acks: i1
     let records: Vec<Record> = timestamps
         .iter()
         .enumerate()
-        .map(|(i, ts)| Record::new(i as i32, *ts, None, Some(Bytes::from(format!("v{i}")))))
+        // Keyed: a compacted topic refuses records without a key.
+        .map(|(i, ts)| {
+            let key = Some(Bytes::from(format!("k{i}")));
+            Record::new(i as i32, *ts, key, Some(Bytes::from(format!("v{i}"))))
+        })
         .collect();
     let batch = encode_batch(&BatchSpec::default(), &records).unwrap();
     let r = c
