@@ -8,7 +8,6 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::*;
 use sharestream::protocol::records::{
     BatchSpec, DEFAULT_MAX_DECOMPRESSED, Record, RecordBatchView, encode_batch,
@@ -136,25 +135,9 @@ fn e(o: i64, k: &str, v: Option<&str>) -> (i64, String, Option<String>) {
 }
 
 async fn list_offset(c: &mut RawClient, timestamp: i64) -> i64 {
-    let r = c
-        .send(
-            &ListOffsetsRequest::default()
-                .with_replica_id(BrokerId(-1))
-                .with_topics(vec![
-                    ListOffsetsTopic::default()
-                        .with_name(TopicName(s(INPUT)))
-                        .with_partitions(vec![
-                            ListOffsetsPartition::default()
-                                .with_partition_index(0)
-                                .with_timestamp(timestamp),
-                        ]),
-                ]),
-            7,
-        )
-        .await;
-    let p = &r.topics[0].partitions[0];
-    assert_eq!(p.error_code, 0);
-    p.offset
+    let (error, offset, _) = crate::broker_records_admin::list_offset(c, INPUT, timestamp, 7).await;
+    assert_eq!(error, 0);
+    offset
 }
 
 /// a1 b1 c1 | a2 (b deleted) | d: the first two segments are closed.

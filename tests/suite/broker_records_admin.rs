@@ -76,7 +76,12 @@ async fn produce_ts(c: &mut RawClient, topic: &str, timestamps: &[i64], acks: i1
 }
 
 /// ListOffsets of partition 0 at `timestamp`: (error, offset, timestamp).
-async fn list_offset(c: &mut RawClient, topic: &str, timestamp: i64, v: i16) -> (i16, i64, i64) {
+pub(crate) async fn list_offset(
+    c: &mut RawClient,
+    topic: &str,
+    timestamp: i64,
+    v: i16,
+) -> (i16, i64, i64) {
     let r = c
         .send(
             &ListOffsetsRequest::default()
