@@ -166,6 +166,7 @@ impl BrokerCore {
             }
             .as_deref(),
             config.consumer_groups.clone(),
+            config.clock.now_ms(),
         )?;
         let txn_config = TxnCoordinatorConfig {
             max_transaction_timeout_ms: config.transaction_max_timeout_ms,
