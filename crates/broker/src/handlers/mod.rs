@@ -242,6 +242,14 @@ pub(crate) async fn dispatch(
                 let resp = txn_admin::describe_transactions(core, &ctx, r);
                 respond::<DescribeTransactionsRequest>(&ctx, &resp, out)
             }
+            RequestKind::WriteTxnMarkers(r) => {
+                // Appends (fsync in disk mode): off the async threads.
+                let c = ctx.clone();
+                let resp =
+                    txn::blocking(core, move |core| txn_admin::write_txn_markers(core, &c, r))
+                        .await;
+                respond::<WriteTxnMarkersRequest>(&ctx, &resp, out)
+            }
             RequestKind::ListTransactions(r) => {
                 let resp = txn_admin::list_transactions(core, &ctx, r);
                 respond::<ListTransactionsRequest>(&ctx, &resp, out)
