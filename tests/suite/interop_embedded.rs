@@ -514,6 +514,33 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
             timeout: Duration::from_secs(90),
         },
         Scenario {
+            client: "java-consumer",
+            feature: "an empty group changes protocol: classic, then group.protocol=consumer, then classic again, resuming from the committed offsets",
+            runner: Runner::Java,
+            args: vec![
+                "dev.sharestream.interop.ProtocolSwitch".into(),
+                "--bootstrap".into(),
+                b.into(),
+                "--topic".into(),
+                "interop-protocol-switch".into(),
+                "--group".into(),
+                "interop-cg-switch".into(),
+                "--timeout-ms".into(),
+                "80000".into(),
+            ],
+            output: Output::ResultLine,
+            needs: &[CONSUMER_GROUP_HEARTBEAT, JOIN_GROUP],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_eq(v, "classic", 10)?;
+                expect_eq(v, "consumer", 10)?;
+                expect_true(v, "consumer_new_only")?;
+                expect_eq(v, "classic_again", 0)
+            },
+            timeout: Duration::from_secs(100),
+        },
+        Scenario {
             client: "kafka-consumer-groups",
             feature: "--list --type shows the KIP-848 group as Consumer",
             runner: Runner::Java,
