@@ -171,6 +171,13 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         Long(1, i64::MAX),
         AcceptedOnly,
     ),
+    // Kafka 4.4: a cap on one record's decompressed size.
+    def(
+        "max.decompressed.message.bytes",
+        "2147483639",
+        Int(1, 2147483639),
+        AcceptedOnly,
+    ),
     def("max.message.bytes", "1048588", Int(0, I32.1), Yes),
     def(
         "message.timestamp.after.max.ms",
