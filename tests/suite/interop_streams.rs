@@ -192,7 +192,7 @@ pub(super) fn scenarios(b: &str) -> Vec<Scenario> {
         },
         Scenario {
             client: "java-admin",
-            feature: "create topic (setup, 3 partitions)",
+            feature: "create topic with 3 partitions (setup)",
             runner: Runner::Java,
             args: s(&[
                 super::CHECK,
