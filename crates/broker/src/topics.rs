@@ -164,6 +164,13 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     ),
     def("local.retention.ms", "-2", Long(-2, i64::MAX), AcceptedOnly),
     def("max.compaction.lag.ms", MAX_LONG, Long(1, i64::MAX), Yes),
+    // Kafka 4.4: a cap on one record's decompressed size.
+    def(
+        "max.decompressed.message.bytes",
+        "2147483639",
+        Int(1, 2147483639),
+        AcceptedOnly,
+    ),
     def("max.message.bytes", "1048588", Int(0, I32.1), Yes),
     def(
         "message.timestamp.after.max.ms",

@@ -87,7 +87,8 @@ struct PartitionResult {
     base_offset: i64,
     log_append_time: i64,
     log_start_offset: i64,
-    /// Per-record errors (record index in its batch, message).
+    /// The records an INVALID_RECORD names (index in the batch, why);
+    /// empty: the whole batch, index 0.
     record_errors: Vec<(i32, String)>,
 }
 
@@ -104,33 +105,44 @@ impl PartitionResult {
     }
 }
 
-/// A compacted topic refuses records without a key, as Kafka's
-/// LogValidator does: INVALID_RECORD with one record error per keyless
-/// record (its index in the batch), nothing of the partition's data
-/// written. Undecodable batches are left to the log's own checks.
+/// A compacted topic keeps the latest record per key, so, as Kafka's log
+/// validation, it refuses a record without a key: the whole produce of
+/// the partition is INVALID_RECORD, naming every keyless record by its
+/// index in its batch. A batch that cannot be decoded is CORRUPT_MESSAGE.
 fn keyless_records(
+    batches: &[RecordBatchView],
     topic: &TopicMeta,
     partition: i32,
-    batches: &[RecordBatchView],
-) -> Vec<(i32, String)> {
-    let mut errors = Vec::new();
-    for b in batches {
-        let Ok(records) = b.records(sharestream_protocol::records::DEFAULT_MAX_DECOMPRESSED) else {
-            continue;
+) -> Option<PartitionResult> {
+    if !topic.is_compacted() {
+        return None;
+    }
+    let mut record_errors = Vec::new();
+    for b in batches.iter().filter(|b| !b.is_control()) {
+        let records = match b.records(sharestream_protocol::records::DEFAULT_MAX_DECOMPRESSED) {
+            Ok(r) => r,
+            Err(e) => {
+                return Some(PartitionResult::error(
+                    ErrorCode::CORRUPT_MESSAGE,
+                    e.to_string(),
+                ));
+            }
         };
         for (i, r) in records.iter().enumerate() {
             if r.key.is_none() {
-                errors.push((
-                    i as i32,
-                    format!(
-                        "Compacted topic cannot accept message without key in topic partition {}-{partition}.",
-                        topic.name
-                    ),
-                ));
+                let why = format!(
+                    "Record {i} has no key: the compacted topic partition {}-{partition} refuses records without key.",
+                    topic.name
+                );
+                record_errors.push((i as i32, why));
             }
         }
     }
-    errors
+    let first = record_errors.first()?.1.clone();
+    Some(PartitionResult {
+        record_errors,
+        ..PartitionResult::error(INVALID_RECORD, first)
+    })
 }
 
 /// A transactional batch's partition must be part of its transaction:
@@ -229,24 +241,6 @@ async fn produce_partition(
             );
         }
     }
-    if topic.is_compacted() {
-        let errors = keyless_records(topic, partition, &batches);
-        if !errors.is_empty() {
-            core.metrics()
-                .add("produce_keyless_records_refused_total", errors.len() as u64);
-            let shown: Vec<&str> = errors.iter().take(3).map(|(_, m)| m.as_str()).collect();
-            let mut r = PartitionResult::error(
-                INVALID_RECORD,
-                format!(
-                    "{} record(s) refused; the first ones: {}",
-                    errors.len(),
-                    shown.join(" ")
-                ),
-            );
-            r.record_errors = errors;
-            return r;
-        }
-    }
     if let (Some(txn_id), Some(first)) = (transactional_id, batches.first())
         && first.is_transactional()
         && let Err(code) =
@@ -256,6 +250,15 @@ async fn produce_partition(
             code,
             format!("The partition is not part of the producer's transaction: {code}"),
         );
+    }
+    // Validated after the transaction check, as Kafka validates records
+    // when it appends them.
+    if let Some(refused) = keyless_records(&batches, topic, partition) {
+        core.metrics().add(
+            "produce_keyless_records_refused_total",
+            refused.record_errors.len() as u64,
+        );
+        return refused;
     }
     let opts = AppendOptions {
         now_ms: core.now_ms(),
@@ -362,10 +365,12 @@ pub(crate) async fn produce(
                     resp = resp.with_record_errors(
                         r.record_errors
                             .into_iter()
-                            .map(|(i, m)| {
+                            .map(|(i, why)| {
                                 BatchIndexAndErrorMessage::default()
                                     .with_batch_index(i)
-                                    .with_batch_index_error_message(Some(StrBytes::from_string(m)))
+                                    .with_batch_index_error_message(Some(StrBytes::from_string(
+                                        why,
+                                    )))
                             })
                             .collect(),
                     );
