@@ -87,6 +87,8 @@ struct PartitionResult {
     base_offset: i64,
     log_append_time: i64,
     log_start_offset: i64,
+    /// Per-record errors (record index in its batch, message).
+    record_errors: Vec<(i32, String)>,
 }
 
 impl PartitionResult {
@@ -97,8 +99,38 @@ impl PartitionResult {
             base_offset: -1,
             log_append_time: -1,
             log_start_offset: -1,
+            record_errors: Vec::new(),
         }
     }
+}
+
+/// A compacted topic refuses records without a key, as Kafka's
+/// LogValidator does: INVALID_RECORD with one record error per keyless
+/// record (its index in the batch), nothing of the partition's data
+/// written. Undecodable batches are left to the log's own checks.
+fn keyless_records(
+    topic: &TopicMeta,
+    partition: i32,
+    batches: &[RecordBatchView],
+) -> Vec<(i32, String)> {
+    let mut errors = Vec::new();
+    for b in batches {
+        let Ok(records) = b.records(sharestream_protocol::records::DEFAULT_MAX_DECOMPRESSED) else {
+            continue;
+        };
+        for (i, r) in records.iter().enumerate() {
+            if r.key.is_none() {
+                errors.push((
+                    i as i32,
+                    format!(
+                        "Compacted topic cannot accept message without key in topic partition {}-{partition}.",
+                        topic.name
+                    ),
+                ));
+            }
+        }
+    }
+    errors
 }
 
 /// A transactional batch's partition must be part of its transaction:
@@ -197,6 +229,24 @@ async fn produce_partition(
             );
         }
     }
+    if topic.is_compacted() {
+        let errors = keyless_records(topic, partition, &batches);
+        if !errors.is_empty() {
+            core.metrics()
+                .add("produce_keyless_records_refused_total", errors.len() as u64);
+            let shown: Vec<&str> = errors.iter().take(3).map(|(_, m)| m.as_str()).collect();
+            let mut r = PartitionResult::error(
+                INVALID_RECORD,
+                format!(
+                    "{} record(s) refused; the first ones: {}",
+                    errors.len(),
+                    shown.join(" ")
+                ),
+            );
+            r.record_errors = errors;
+            return r;
+        }
+    }
     if let (Some(txn_id), Some(first)) = (transactional_id, batches.first())
         && first.is_transactional()
         && let Err(code) =
@@ -225,6 +275,7 @@ async fn produce_partition(
                 base_offset: info.base_offset,
                 log_append_time: info.log_append_time,
                 log_start_offset: info.log_start_offset,
+                record_errors: Vec::new(),
             }
         }
         Err(e) => {
@@ -307,7 +358,18 @@ pub(crate) async fn produce(
                 .with_log_start_offset(r.log_start_offset);
             if version >= 8 && r.error.is_err() {
                 resp = resp.with_error_message(r.message.map(StrBytes::from_string));
-                if r.error == INVALID_RECORD || r.error == ErrorCode::CORRUPT_MESSAGE {
+                if !r.record_errors.is_empty() {
+                    resp = resp.with_record_errors(
+                        r.record_errors
+                            .into_iter()
+                            .map(|(i, m)| {
+                                BatchIndexAndErrorMessage::default()
+                                    .with_batch_index(i)
+                                    .with_batch_index_error_message(Some(StrBytes::from_string(m)))
+                            })
+                            .collect(),
+                    );
+                } else if r.error == INVALID_RECORD || r.error == ErrorCode::CORRUPT_MESSAGE {
                     resp = resp.with_record_errors(vec![BatchIndexAndErrorMessage::default()]);
                 }
             }
