@@ -328,6 +328,11 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
         .iter()
         .map(|(p, s)| format!("{p} {s:.1}"))
         .collect();
+    phases.extend(
+        wt.commit_parts()
+            .iter()
+            .map(|(p, s)| format!("({p} {s:.1})")),
+    );
     phases.push(format!(
         "polls {}/{} empty",
         wt.polls.load(Ordering::Relaxed),
@@ -364,12 +369,30 @@ async fn latency(b: &BrokerHandle, tag: &str, variant: &str, rate: f64) {
             cfg.set(k, v).unwrap();
         }
     }
-    let h = Runtime::builder(forward(tag, &input, &output))
+    let base_instant = Instant::now();
+    // SHARESTREAM_BENCH_STAMP=1: the topology writes the time it processed
+    // each record into bytes 8..16 of its value, and the section prints
+    // where the latency goes (send -> processed, processed -> visible).
+    let stamp = std::env::var("SHARESTREAM_BENCH_STAMP").is_ok_and(|v| v == "1");
+    let topology = if stamp {
+        let sb = StreamsBuilder::new(tag);
+        sb.stream::<Bytes, Bytes>(input.as_str(), Serdes::bytes(), Serdes::bytes())
+            .map_values(move |v: Bytes| {
+                let mut m = v.to_vec();
+                let now = base_instant.elapsed().as_nanos() as u64;
+                m[8..16].copy_from_slice(&now.to_be_bytes());
+                Bytes::from(m)
+            })
+            .to(output.as_str(), Serdes::bytes(), Serdes::bytes());
+        sb.build().unwrap()
+    } else {
+        forward(tag, &input, &output)
+    };
+    let h = Runtime::builder(topology)
         .config(cfg)
         .start()
         .await
         .unwrap();
-    let base_instant = Instant::now();
     let p = producer_lingering(b, Duration::from_millis(1)).await;
     let secs = 6.0;
     let n = (rate * secs) as usize;
@@ -416,13 +439,24 @@ async fn latency(b: &BrokerHandle, tag: &str, variant: &str, rate: f64) {
     let md = Metadata::new(vec![b.bootstrap()], ConnectionConfig::default());
     let mut reader = CommittedReader::new(&md, &output).await.unwrap();
     let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+    // With the stamp: (total, send -> processed, processed -> visible), us.
+    let mut parts: Vec<(u64, u64, u64)> = Vec::new();
     let deadline = Instant::now() + Duration::from_secs_f64(secs + 15.0);
     while (hist.len() as usize) < n && Instant::now() < deadline {
         for r in reader.poll().await.unwrap() {
             let v = r.value.unwrap();
             let sent = u64::from_be_bytes(v[..8].try_into().unwrap());
             let now = base_instant.elapsed().as_nanos() as u64;
-            let _ = hist.record(((now.saturating_sub(sent)) / 1000).max(1));
+            let total = ((now.saturating_sub(sent)) / 1000).max(1);
+            let _ = hist.record(total);
+            if stamp {
+                let processed = u64::from_be_bytes(v[8..16].try_into().unwrap());
+                parts.push((
+                    total,
+                    processed.saturating_sub(sent) / 1000,
+                    now.saturating_sub(processed) / 1000,
+                ));
+            }
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -447,6 +481,9 @@ async fn latency(b: &BrokerHandle, tag: &str, variant: &str, rate: f64) {
             );
         }
     }
+    if stamp && !parts.is_empty() {
+        latency_breakdown(variant, &mut parts, &m);
+    }
     println!(
         "| {variant} | {rate:.0} records/s | {}/{n} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} / {:.1} ms | {:.1} / {:.1} ms | {:.0} |",
         hist.len(),
@@ -458,6 +495,53 @@ async fn latency(b: &BrokerHandle, tag: &str, variant: &str, rate: f64) {
         acks.value_at_quantile(0.5) as f64 / 1e3,
         acks.value_at_quantile(0.99) as f64 / 1e3,
         m.mean_batch_size()
+    );
+}
+
+/// Where the latency of section 3 went (on stderr): per record, send ->
+/// processed (input produce, waiting in the log, the share fetch, the
+/// ledger's check) and processed -> visible (the rest of the transaction's
+/// interval, its commit, the last stable offset, the reader's poll), for
+/// all records and for those at or above the p99; and the workers' mean
+/// time per transaction by part.
+fn latency_breakdown(
+    variant: &str,
+    parts: &mut [(u64, u64, u64)],
+    m: &sharestream::runtime::RuntimeMetrics,
+) {
+    let q = |v: &mut Vec<u64>, f: f64| {
+        v.sort_unstable();
+        v[((v.len() - 1) as f64 * f) as usize] as f64 / 1e3
+    };
+    let mut a: Vec<u64> = parts.iter().map(|p| p.1).collect();
+    let mut b: Vec<u64> = parts.iter().map(|p| p.2).collect();
+    parts.sort_unstable_by_key(|p| p.0);
+    let tail = &parts[(parts.len() * 99 / 100).min(parts.len() - 1)..];
+    let mean = |f: &dyn Fn(&(u64, u64, u64)) -> u64| {
+        tail.iter().map(f).sum::<u64>() as f64 / tail.len() as f64 / 1e3
+    };
+    eprintln!(
+        "breakdown {variant}: send->processed p50 {:.1} p99 {:.1} ms; processed->visible p50 {:.1} p99 {:.1} ms; records >= p99 ({}): mean total {:.1}, send->processed {:.1}, processed->visible {:.1} ms",
+        q(&mut a, 0.5),
+        q(&mut a, 0.99),
+        q(&mut b, 0.5),
+        q(&mut b, 0.99),
+        tail.len(),
+        mean(&|p| p.0),
+        mean(&|p| p.1),
+        mean(&|p| p.2),
+    );
+    let txns = m.transactions_committed.load(Ordering::Relaxed).max(1) as f64;
+    let wt = &m.worker_time;
+    let per_txn: Vec<String> = wt
+        .seconds()
+        .iter()
+        .chain(wt.commit_parts().iter())
+        .map(|(p, s)| format!("{p} {:.2}", s * 1e3 / txns))
+        .collect();
+    eprintln!(
+        "breakdown {variant}: workers' ms per transaction ({txns:.0} transactions): {}",
+        per_txn.join(", ")
     );
 }
 
@@ -545,7 +629,13 @@ async fn main() {
                 let mut cfg = config(&b, &tag, 4, g);
                 cfg.poll_during_commit = overlap;
                 cfg.exactly_once_mechanism = m;
-                runs[i].push(run_until(forward(&tag, &input, &output), cfg, n as u64).await);
+                let r = run_until(forward(&tag, &input, &output), cfg, n as u64).await;
+                // The workers' time by phase (stderr, beside the table).
+                eprintln!(
+                    "section 1 {tag}: steady {:.0} records/s, {}",
+                    r.steady, r.phases
+                );
+                runs[i].push(r);
             }
         }
         let alos_steady = median(runs[2].iter().map(|r| r.steady).collect());

@@ -160,6 +160,18 @@ pub struct WorkerTime {
     /// Ending transactions: TxnShareAcknowledge, the produce flush, EndTxn
     /// (overlapped with the next poll under `poll.during.commit`).
     pub commit_ns: AtomicU64,
+    /// Checking polled records against the exactly-once ledger (its end
+    /// offsets read, the index caught up, the intents looked at).
+    pub ledger_check_ns: AtomicU64,
+    /// Part of `commit_ns`: staging the acknowledgements (TxnShareAcknowledge)
+    /// or, through the ledger, writing the intents and arbitrating.
+    pub commit_stage_ns: AtomicU64,
+    /// Part of `commit_ns`: the produce flush and EndTxn (or, under
+    /// at_least_once, the deliveries and the acknowledgement commit).
+    pub commit_end_ns: AtomicU64,
+    /// Not a phase (it overlaps the others): from a transaction's first
+    /// record's acquisition to its commit start, summed over transactions.
+    pub open_ns: AtomicU64,
     /// Polls that returned no record.
     pub empty_polls: AtomicU64,
     /// Polls that returned records.
@@ -173,13 +185,25 @@ impl WorkerTime {
     }
 
     /// The phases as (name, seconds).
-    pub fn seconds(&self) -> [(&'static str, f64); 4] {
+    pub fn seconds(&self) -> [(&'static str, f64); 5] {
         let s = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64 / 1e9;
         [
             ("poll", s(&self.poll_ns)),
+            ("ledger_check", s(&self.ledger_check_ns)),
             ("process", s(&self.process_ns)),
             ("stage", s(&self.stage_ns)),
             ("commit", s(&self.commit_ns)),
+        ]
+    }
+
+    /// The parts of the commit phase and the transactions' open time, as
+    /// (name, seconds): not phases of the loop, so not in [`Self::seconds`].
+    pub fn commit_parts(&self) -> [(&'static str, f64); 3] {
+        let s = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64 / 1e9;
+        [
+            ("open", s(&self.open_ns)),
+            ("commit_stage", s(&self.commit_stage_ns)),
+            ("commit_end", s(&self.commit_end_ns)),
         ]
     }
 }

@@ -226,6 +226,28 @@ pub(crate) fn is_fenced(e: &ProducerError) -> bool {
     )
 }
 
+/// When a poll batch's first record arrived, for the timing of its
+/// transaction: the earliest acquisition of a record fetched ahead, before
+/// this poll began (by the consumer's prefetch, which does not wait at the
+/// broker, typically while the previous transaction committed), else
+/// `polled_at`. Timing such a record's transaction from the poll would make
+/// it wait the commit it sat through on top of a whole interval. A record
+/// acquired by the poll's own fetch counts from `polled_at`: its
+/// `acquired_at` is when that fetch was sent, and a long poll may have
+/// waited at the broker long before the record came.
+pub(crate) fn first_arrival(
+    records: &ShareRecords,
+    poll_started: Instant,
+    polled_at: Instant,
+) -> Instant {
+    records
+        .iter()
+        .map(|r| r.acquired_at)
+        .filter(|a| *a < poll_started)
+        .min()
+        .map_or(polled_at, |a| a.min(polled_at))
+}
+
 pub(crate) fn to_source(r: &ShareRecord) -> SourceRecord {
     SourceRecord {
         topic: r.topic.clone(),
@@ -449,8 +471,8 @@ impl Worker {
     }
 }
 
-/// A poll batch, the result of processing it, and when it was polled (a
-/// transaction's interval runs from its first record's arrival).
+/// A poll batch, the result of processing it, and when its first record
+/// arrived ([`first_arrival`]: a transaction's interval runs from it).
 pub(crate) type Polled = (
     ShareRecords,
     Result<Vec<crate::topology::ProcessResult>, RuntimeError>,
@@ -466,6 +488,7 @@ async fn poll_and_process(
     index: usize,
     last: Arc<LastDelivery>,
 ) -> Result<Polled, RuntimeError> {
+    let poll_started = Instant::now();
     let records = consumer
         .poll(OVERLAP_POLL)
         .await
@@ -474,13 +497,14 @@ async fn poll_and_process(
             source,
         })?;
     let polled_at = Instant::now();
+    let arrived = first_arrival(&records, poll_started, polled_at);
     let n = records.len() as u64;
     metrics.records_in.fetch_add(n, Ordering::Relaxed);
     metrics
         .records_in_flight
         .fetch_add(n as i64, Ordering::Relaxed);
     if records.is_empty() {
-        return Ok((records, Ok(Vec::new()), polled_at));
+        return Ok((records, Ok(Vec::new()), arrived));
     }
     let sources: Vec<SourceRecord> = records.iter().map(to_source).collect();
     let coords: Vec<(String, i32, i64)> = records
@@ -489,7 +513,7 @@ async fn poll_and_process(
         .collect();
     let processing = process_batch(index, topology, sources, coords, last);
     let processed = while_renewing(consumer, metrics, index, &records, polled_at, processing).await;
-    Ok((records, processed, polled_at))
+    Ok((records, processed, arrived))
 }
 
 /// Drives `processing` (of `records`, polled at `polled_at`) to its end.
@@ -636,15 +660,21 @@ impl Worker {
                 }
                 return Ok(());
             }
-            let (records, processed, polled_at) = match carried.take() {
+            let (records, processed, arrived) = match carried.take() {
                 Some(p) => p,
                 None => {
                     let now = Instant::now();
                     let timeout = open.as_ref().map_or(IDLE_POLL, |b| b.poll_timeout(now));
+                    let poll_started = now;
                     let mut records = self.poll(timeout).await?;
                     let polled_at = Instant::now();
+                    let arrived = first_arrival(&records, poll_started, polled_at);
                     if self.ledger.is_some() && !records.is_empty() {
                         records = self.ledger_check(records).await?;
+                        WorkerTime::add(
+                            &self.metrics.worker_time.ledger_check_ns,
+                            polled_at.elapsed(),
+                        );
                     }
                     let processed = if records.is_empty() {
                         Ok(Vec::new())
@@ -654,7 +684,7 @@ impl Worker {
                         WorkerTime::add(&self.metrics.worker_time.process_ns, t0.elapsed());
                         p
                     };
-                    (records, processed, polled_at)
+                    (records, processed, arrived)
                 }
             };
             if !records.is_empty() {
@@ -663,9 +693,10 @@ impl Worker {
                         .begin_transaction()
                         .map_err(|e| self.fatal_producer(e))?;
                     // The interval runs from the first record's arrival
-                    // (for a batch polled during the previous commit, that
-                    // is before this transaction began).
-                    open = Some(OpenBatch::new(self.deadline(polled_at)));
+                    // (for records fetched ahead, or a batch polled during
+                    // the previous commit, that is before this transaction
+                    // began; see `first_arrival`).
+                    open = Some(OpenBatch::new(self.deadline(arrived)));
                 }
                 let b = open.as_mut().expect("opened above");
                 if let Some(t) = records.iter().map(|r| r.acquired_at).min() {
@@ -761,6 +792,12 @@ impl Worker {
         overlap: bool,
     ) -> Result<Option<Polled>, RuntimeError> {
         let started = Instant::now();
+        if let Some(first) = b.oldest_acquired {
+            WorkerTime::add(
+                &self.metrics.worker_time.open_ns,
+                started.saturating_duration_since(first),
+            );
+        }
         if let Some(ledger) = self.ledger.clone() {
             let result = self.ledger_commit(&ledger, b.oldest_acquired).await;
             let took = started.elapsed();
@@ -899,12 +936,16 @@ impl Worker {
             );
         }
         let classify = move |e: ProducerError| TxnFailure::from_producer(index, e);
+        let metrics = self.metrics.clone();
         async move {
             // Kill windows for the chaos test (no-ops without `failpoints`):
             // outputs sent, acknowledgements not staged; then staged, not
             // committed.
             failpoints::pause("runtime.window_sent").await;
+            let t0 = Instant::now();
             if let Some(t) = taken {
+                // Sent, not awaited: the commit waits for the answer
+                // (beside the outputs' flush).
                 stage(producer.clone(), t.acknowledgements.to_batches(), group)
                     .await
                     .map_err(classify)?;
@@ -925,7 +966,11 @@ impl Worker {
                     worker: index,
                 }));
             }
+            let t1 = Instant::now();
+            let wt = &metrics.worker_time;
+            WorkerTime::add(&wt.commit_stage_ns, t1 - t0);
             producer.commit_transaction().await.map_err(classify)?;
+            WorkerTime::add(&wt.commit_end_ns, t1.elapsed());
             Ok(id)
         }
     }
@@ -1320,6 +1365,7 @@ impl Worker {
             ))),
         };
         failpoints::pause("runtime.window_sent").await;
+        let t0 = Instant::now();
         if let Some(t) = taken {
             let me = self.transactional_id();
             let group = self.consumer.share_group_metadata().group_id().to_string();
@@ -1351,36 +1397,46 @@ impl Worker {
                     .await;
                 sent.push((source, ranges, delivery));
             }
-            let mut placed = Vec::with_capacity(sent.len());
-            for (source, ranges, delivery) in sent {
-                let md = delivery.await.map_err(classify)?;
-                placed.push((source, ranges, md.offset));
-            }
-            failpoints::pause("runtime.window_staged").await;
-            // Arbitration: every intent before ours that covers one of our
-            // records must have aborted.
-            for (source, ranges, at) in &placed {
-                let p = ledger.partition_of(*source);
-                ledger
-                    .catch_up(p, at + 1, self.config.request_timeout)
-                    .await
-                    .map_err(ledger_failure)?;
-                for &(first, last) in ranges {
-                    let settled = ledger
-                        .settle(*source, first, last, *at, &me)
+            let request_timeout = self.config.request_timeout;
+            let arbitration = async {
+                let mut placed = Vec::with_capacity(sent.len());
+                for (source, ranges, delivery) in sent {
+                    let md = delivery.await.map_err(classify)?;
+                    placed.push((source, ranges, md.offset));
+                }
+                failpoints::pause("runtime.window_staged").await;
+                // Arbitration: every intent before ours that covers one of
+                // our records must have aborted.
+                for (source, ranges, at) in &placed {
+                    let p = ledger.partition_of(*source);
+                    ledger
+                        .catch_up(p, at + 1, request_timeout)
                         .await
                         .map_err(ledger_failure)?;
-                    if let Some(o) = settled {
-                        return Err(TxnFailure::Lost(format!(
-                            "the intent at {}-{p}@{o} committed records of {}-{} in \
-                             {first}..={last} first",
-                            ledger.topic(),
-                            source.0,
-                            source.1
-                        )));
+                    for &(first, last) in ranges {
+                        let settled = ledger
+                            .settle(*source, first, last, *at, &me)
+                            .await
+                            .map_err(ledger_failure)?;
+                        if let Some(o) = settled {
+                            return Err(TxnFailure::Lost(format!(
+                                "the intent at {}-{p}@{o} committed records of {}-{} in \
+                                 {first}..={last} first",
+                                ledger.topic(),
+                                source.0,
+                                source.1
+                            )));
+                        }
                     }
                 }
-            }
+                Ok(())
+            };
+            // The flush sends the intents at once (not after linger.ms),
+            // and the outputs' flush, which EndTxn would wait for after the
+            // arbitration, runs beside it. Nothing is committed before the
+            // arbitration has decided: the order of the steps is kept.
+            let (arbitrated, ()) = tokio::join!(arbitration, self.producer.flush());
+            arbitrated?;
             // The decision to commit stands only if it came within the
             // batch age limit (after the look, so that the look itself was
             // in time): past it, an intent this look needed may have been
@@ -1402,7 +1458,11 @@ impl Worker {
                 worker: index,
             }));
         }
+        let t1 = Instant::now();
+        let wt = &self.metrics.worker_time;
+        WorkerTime::add(&wt.commit_stage_ns, t1 - t0);
         self.producer.commit_transaction().await.map_err(classify)?;
+        WorkerTime::add(&wt.commit_end_ns, t1.elapsed());
         Ok(id)
     }
 }
@@ -1487,6 +1547,60 @@ mod tests {
                 .records_failed_at_delivery_limit
                 .load(Ordering::Relaxed),
             2
+        );
+    }
+
+    fn share_record(offset: i64, acquired_at: Instant) -> ShareRecord {
+        ShareRecord {
+            topic: "in".into(),
+            topic_id: uuid::Uuid::nil(),
+            partition: 0,
+            offset,
+            delivery_count: 1,
+            key: None,
+            value: None,
+            headers: Vec::new(),
+            timestamp: 0,
+            timestamp_type: crate::protocol::records::TimestampType::CreateTime,
+            acquired_at,
+        }
+    }
+
+    #[test]
+    fn a_transaction_is_timed_from_its_records_fetched_ahead() {
+        let t = Instant::now();
+        // Fetched ahead (acquired before this poll began): from the
+        // earliest acquisition.
+        let ahead = ShareRecords::new(vec![
+            share_record(1, t + 5 * MS),
+            share_record(2, t + 2 * MS),
+        ]);
+        assert_eq!(first_arrival(&ahead, t + 10 * MS, t + 30 * MS), t + 2 * MS);
+        // Acquired by the poll's own fetch, sent when the poll began: the
+        // fetch may have waited at the broker, so from the poll's end.
+        let own = ShareRecords::new(vec![share_record(3, t + 10 * MS)]);
+        assert_eq!(first_arrival(&own, t + 10 * MS, t + 30 * MS), t + 30 * MS);
+        let both = ShareRecords::new(vec![
+            share_record(3, t + 10 * MS),
+            share_record(4, t + 4 * MS),
+        ]);
+        assert_eq!(first_arrival(&both, t + 10 * MS, t + 30 * MS), t + 4 * MS);
+        assert_eq!(
+            first_arrival(&ShareRecords::default(), t, t + 30 * MS),
+            t + 30 * MS
+        );
+        // On the commit grid (points every 100 ms from t): a record fetched
+        // ahead just after the point at 100 ms, polled after a commit that
+        // overran the next point (200 ms), commits at that point (at once),
+        // not a whole period later.
+        let grid = CommitGrid::new(t, 100 * MS, false, true);
+        let late = ShareRecords::new(vec![share_record(5, t + 101 * MS)]);
+        let arrived = first_arrival(&late, t + 205 * MS, t + 206 * MS);
+        assert_eq!(grid.commit_start(arrived), t + 200 * MS);
+        assert_eq!(
+            grid.commit_start(t + 206 * MS),
+            t + 300 * MS,
+            "timed from the poll"
         );
     }
 
