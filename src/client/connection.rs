@@ -127,9 +127,6 @@ pub const CLIENT_SOFTWARE_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// same in every request header version.
 const CORRELATION_ID_OFFSET: usize = 8;
 
-/// Largest read buffer reservation per read, whatever the frame size.
-const MAX_READ_RESERVE: usize = 64 * 1024;
-
 type Reply = oneshot::Sender<Result<Bytes, ClientError>>;
 
 /// A request written and not yet answered.
@@ -1109,7 +1106,16 @@ where
                 }
             }
         }
-        let reserve = decoder.bytes_needed().clamp(1, MAX_READ_RESERVE);
+        // Room for the whole rest of the frame at once, so that a frame is
+        // one allocation of its own size. (Reserving 64 KiB per read made a
+        // 512 KiB ShareFetch response grow by doubling and copying, and
+        // the records handed out pinned the oversized buffers: the share
+        // consumer's peak RSS at 1 KiB was 37-65 MiB instead of 22-30,
+        // docs/BENCHMARKS.md.) The size is the broker's length prefix,
+        // which `next_frame` above already refused beyond
+        // `max_frame_size`; untouched pages of a large reservation cost no
+        // memory.
+        let reserve = decoder.bytes_needed().max(1);
         decoder.buffer_mut().reserve(reserve);
         let deadline = shared.earliest_deadline();
         tokio::select! {

@@ -134,6 +134,14 @@ pub struct LedgerMetrics {
     /// decision came later than `exactly.once.ledger.max.batch.age.ms`
     /// after their acquisition (they are delivered again).
     pub too_old: AtomicU64,
+    /// Source records released unprocessed because the ledger could not be
+    /// read while their acquisition lock lasted (they are delivered again,
+    /// one delivery spent).
+    pub unreadable_released: AtomicU64,
+    /// Ledger checks that failed and succeeded on a later try while the
+    /// worker held the records (an outage shorter than the lock: no
+    /// delivery spent).
+    pub unreadable_held: AtomicU64,
 }
 
 /// The workers' time by phase of their loop, nanoseconds summed over
@@ -284,7 +292,7 @@ impl RuntimeMetrics {
                 &self.lock_renewals,
             ),
         ];
-        let ledger: [(&str, &str, &AtomicU64); 9] = [
+        let ledger: [(&str, &str, &AtomicU64); 11] = [
             (
                 "sharestream_runtime_ledger_intents_total",
                 "Intent records written to the exactly-once ledger.",
@@ -329,6 +337,16 @@ impl RuntimeMetrics {
                 "sharestream_runtime_ledger_too_old_total",
                 "Source records released because their decision came after exactly.once.ledger.max.batch.age.ms.",
                 &self.ledger.too_old,
+            ),
+            (
+                "sharestream_runtime_ledger_unreadable_released_total",
+                "Source records released unprocessed because the ledger could not be read while their lock lasted.",
+                &self.ledger.unreadable_released,
+            ),
+            (
+                "sharestream_runtime_ledger_unreadable_held_total",
+                "Ledger checks that failed, then succeeded while the worker held the records.",
+                &self.ledger.unreadable_held,
             ),
         ];
         for (name, help, c) in counters.into_iter().chain(ledger) {

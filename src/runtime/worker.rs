@@ -1091,19 +1091,80 @@ impl Worker {
     /// committed intent covers is ACCEPTed without output; an open intent
     /// is resolved (waited for, or its writer fenced) and looked at again.
     /// Returns the records to process. When the target cluster cannot be
-    /// read, the records are released (they come back) rather than
-    /// processed unchecked.
+    /// read, the worker holds the records and tries again while three
+    /// quarters of their acquisition lock last, so that an outage shorter
+    /// than that spends no delivery; then it releases them (they come
+    /// back) rather than process them unchecked.
     async fn ledger_check(&mut self, records: ShareRecords) -> Result<ShareRecords, RuntimeError> {
         let ledger = self.ledger.clone().expect("ledger mode");
         let parts: std::collections::BTreeSet<i32> = records
             .iter()
             .map(|r| ledger.partition_of((r.topic_id, r.partition)))
             .collect();
+        let hold_until = records.iter().map(|r| r.acquired_at).min().map(|t| {
+            let lock = self
+                .consumer
+                .acquisition_lock_timeout_ms()
+                .filter(|ms| *ms > 0)
+                .map_or(Duration::ZERO, |ms| Duration::from_millis(ms as u64));
+            t + (lock * 3 / 4).min(self.config.ledger_max_batch_age)
+        });
+        let mut failed_before = false;
+        loop {
+            match self.ledger_look(&ledger, &records, &parts).await {
+                Err(e @ RuntimeError::Unsupported(_)) => return Err(e),
+                Err(e) => {
+                    let held = hold_until.is_some_and(|t| Instant::now() < t);
+                    if held {
+                        if !failed_before {
+                            tracing::warn!(worker = self.index, error = %e, records = records.len(), "cannot check the records against the exactly-once ledger; holding them while their lock lasts");
+                        }
+                        failed_before = true;
+                        let until = hold_until.expect("held");
+                        if self.wait_for_ledger(&ledger, &parts, Some(until)).await {
+                            continue;
+                        }
+                    }
+                    if self.stopping() {
+                        self.settle_unprocessed(records.as_slice(), AcknowledgeType::Release)?;
+                        return Ok(ShareRecords::default());
+                    }
+                    tracing::warn!(worker = self.index, error = %e, records = records.len(), "cannot check the records against the exactly-once ledger; releasing them (they come back), and polling no more until the target cluster answers");
+                    let n =
+                        self.settle_unprocessed(records.as_slice(), AcknowledgeType::Release)?;
+                    self.metrics
+                        .ledger
+                        .unreadable_released
+                        .fetch_add(n, Ordering::Relaxed);
+                    self.wait_for_ledger(&ledger, &parts, None).await;
+                    return Ok(ShareRecords::default());
+                }
+                Ok((keep, done)) => {
+                    if failed_before {
+                        self.metrics
+                            .ledger
+                            .unreadable_held
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    return self.ledger_settle_look(keep, done);
+                }
+            }
+        }
+    }
+
+    /// One look at the ledger for `records` (step 2): the records to
+    /// process, and those a committed intent covers.
+    async fn ledger_look(
+        &mut self,
+        ledger: &super::ledger::Ledger,
+        records: &ShareRecords,
+        parts: &std::collections::BTreeSet<i32>,
+    ) -> Result<(Vec<ShareRecord>, Vec<ShareRecord>), RuntimeError> {
         let me = self.transactional_id();
         let timeout = self.config.request_timeout;
-        let checked = async {
+        async {
             let ends = ledger
-                .end_offsets(&parts)
+                .end_offsets(parts)
                 .await
                 .map_err(|e| RuntimeError::Startup(format!("ledger end offsets: {e}")))?;
             for (p, e) in &ends {
@@ -1122,78 +1183,93 @@ impl Worker {
             }
             Ok::<_, RuntimeError>((keep, done))
         }
-        .await;
-        match checked {
-            Ok((keep, done)) => {
-                // Processing stands on this look only if it came within the
-                // batch age limit of the acquisition (checked after the
-                // look; docs/EXACTLY-ONCE.md, "Trimming the ledger").
-                let max_age = self.config.ledger_max_batch_age;
-                let (keep, too_old): (Vec<ShareRecord>, Vec<ShareRecord>) = keep
-                    .into_iter()
-                    .partition(|r| r.acquired_at.elapsed() <= max_age);
-                if !too_old.is_empty() {
-                    tracing::warn!(
-                        worker = self.index,
-                        records = too_old.len(),
-                        max_ms = max_age.as_millis() as u64,
-                        "records acquired longer ago than exactly.once.ledger.max.batch.age.ms \
-                         before their check; releasing them (they are delivered again)"
-                    );
-                    let n = self.settle_unprocessed(&too_old, AcknowledgeType::Release)?;
-                    self.metrics.ledger.too_old.fetch_add(n, Ordering::Relaxed);
-                }
-                if !done.is_empty() {
-                    tracing::debug!(
-                        worker = self.index,
-                        records = done.len(),
-                        "records already produced by a committed transaction: accepted without output"
-                    );
-                }
-                let n = self.settle_unprocessed(&done, AcknowledgeType::Accept)?;
-                self.metrics
-                    .ledger
-                    .skipped_committed
-                    .fetch_add(n, Ordering::Relaxed);
-                Ok(ShareRecords::new(keep))
-            }
-            Err(RuntimeError::Unsupported(why)) => Err(RuntimeError::Unsupported(why)),
-            Err(e) => {
-                tracing::warn!(worker = self.index, error = %e, records = records.len(), "cannot check the records against the exactly-once ledger; releasing them (they come back), and polling no more until the target cluster answers");
-                self.settle_unprocessed(records.as_slice(), AcknowledgeType::Release)?;
-                self.wait_for_ledger(&ledger, &parts).await;
-                Ok(ShareRecords::default())
-            }
+        .await
+    }
+
+    /// What a successful look decided: records too old for it are released,
+    /// those a committed intent covers ACCEPTed, the rest returned.
+    fn ledger_settle_look(
+        &mut self,
+        keep: Vec<ShareRecord>,
+        done: Vec<ShareRecord>,
+    ) -> Result<ShareRecords, RuntimeError> {
+        // Processing stands on this look only if it came within the
+        // batch age limit of the acquisition (checked after the
+        // look; docs/EXACTLY-ONCE.md, "Trimming the ledger").
+        let max_age = self.config.ledger_max_batch_age;
+        let (keep, too_old): (Vec<ShareRecord>, Vec<ShareRecord>) = keep
+            .into_iter()
+            .partition(|r| r.acquired_at.elapsed() <= max_age);
+        if !too_old.is_empty() {
+            tracing::warn!(
+                worker = self.index,
+                records = too_old.len(),
+                max_ms = max_age.as_millis() as u64,
+                "records acquired longer ago than exactly.once.ledger.max.batch.age.ms \
+                 before their check; releasing them (they are delivered again)"
+            );
+            let n = self.settle_unprocessed(&too_old, AcknowledgeType::Release)?;
+            self.metrics.ledger.too_old.fetch_add(n, Ordering::Relaxed);
         }
+        if !done.is_empty() {
+            tracing::debug!(
+                worker = self.index,
+                records = done.len(),
+                "records already produced by a committed transaction: accepted without output"
+            );
+        }
+        let n = self.settle_unprocessed(&done, AcknowledgeType::Accept)?;
+        self.metrics
+            .ledger
+            .skipped_committed
+            .fetch_add(n, Ordering::Relaxed);
+        Ok(ShareRecords::new(keep))
     }
 
     /// Waits (backing off up to 5 s) until the ledger's end offsets can be
-    /// read again, or shutdown. Each acquisition counts towards the share
-    /// group's delivery limit (Kafka's default is 5), so polling again at
-    /// once while the target cluster is down would spend a record's
-    /// deliveries in a few seconds and have the source archive it unprocessed.
+    /// read again, `until` passes, or shutdown; returns whether the ledger
+    /// answered. Each acquisition counts towards the share group's delivery
+    /// limit (Kafka's default is 5), so polling again at once while the
+    /// target cluster is down would spend a record's deliveries in a few
+    /// seconds and have the source archive it unprocessed.
     async fn wait_for_ledger(
         &mut self,
         ledger: &super::ledger::Ledger,
         parts: &std::collections::BTreeSet<i32>,
-    ) {
+        until: Option<Instant>,
+    ) -> bool {
         let t0 = Instant::now();
         let mut delay = Duration::from_millis(100);
         while !self.stopping() {
-            tokio::select! {
-                _ = tokio::time::sleep(delay) => {}
-                _ = self.shutdown.changed() => return,
+            let mut sleep = delay;
+            if let Some(u) = until {
+                let left = u.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return false;
+                }
+                sleep = sleep.min(left);
             }
-            if ledger.end_offsets(parts).await.is_ok() {
+            tokio::select! {
+                _ = tokio::time::sleep(sleep) => {}
+                _ = self.shutdown.changed() => return false,
+            }
+            let answered = match until {
+                Some(u) => tokio::time::timeout_at(u, ledger.end_offsets(parts))
+                    .await
+                    .is_ok_and(|r| r.is_ok()),
+                None => ledger.end_offsets(parts).await.is_ok(),
+            };
+            if answered {
                 tracing::info!(
                     worker = self.index,
                     waited_ms = t0.elapsed().as_millis() as u64,
-                    "the exactly-once ledger can be read again; polling on"
+                    "the exactly-once ledger can be read again"
                 );
-                return;
+                return true;
             }
             delay = (delay * 2).min(Duration::from_secs(5));
         }
+        false
     }
 
     /// Acknowledges records the worker will not process (ACCEPT: their

@@ -36,6 +36,12 @@ pub async fn broker_with_locks(share_version: i16, record_locks: i32) -> BrokerH
     .await
 }
 
+/// A broker whose share groups lock acquired records for `ms`
+/// (`group.share.record.lock.duration.ms`).
+pub async fn broker_with_lock_ms(ms: i32) -> BrokerHandle {
+    broker_configured(3, |c| c.record_lock_duration_ms = ms).await
+}
+
 /// A broker whose KIP-1289 aborts put the staged records in `state`
 /// (`group.share.transaction.abort.record.state`, D25).
 pub async fn broker_with_abort_state(state: AbortedRecordState) -> BrokerHandle {

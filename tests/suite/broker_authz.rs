@@ -208,6 +208,7 @@ enum Api {
     DeleteRecords,
     DescribeProducers,
     DescribeTransactions,
+    WriteTxnMarkers,
     FindCoordinatorGroup,
     FindCoordinatorTxn,
     FindCoordinatorShare,
@@ -382,6 +383,28 @@ async fn attempt(api: Api, e: &mut Env, c: &mut RawClient, u: &str) -> i16 {
                 )
                 .await;
             r.topics[0].partitions[0].error_code
+        }
+        Api::WriteTxnMarkers => {
+            use kafka_protocol::messages::write_txn_markers_request::{
+                WritableTxnMarker, WritableTxnMarkerTopic,
+            };
+            let r = c
+                .send(
+                    &WriteTxnMarkersRequest::default().with_markers(vec![
+                        WritableTxnMarker::default()
+                            .with_producer_id(ProducerId(4242))
+                            .with_producer_epoch(0)
+                            .with_transaction_result(false)
+                            .with_topics(vec![
+                                WritableTxnMarkerTopic::default()
+                                    .with_name(TopicName(s(INPUT)))
+                                    .with_partition_indexes(vec![0]),
+                            ]),
+                    ]),
+                    1,
+                )
+                .await;
+            r.markers[0].topics[0].partitions[0].error_code
         }
         Api::DescribeTransactions => {
             let r = c
@@ -912,6 +935,22 @@ fn cases() -> Vec<Case> {
             |u| vec![acl(TOPIC, INPUT, LITERAL, &principal(u), DESCRIBE)],
             |u| vec![acl(TOPIC, INPUT, LITERAL, &principal(u), READ)],
             TAF,
+            0,
+        ),
+        // ClusterAction on the cluster, as Kafka's KafkaApis checks it.
+        c(
+            Api::WriteTxnMarkers,
+            |u| vec![acl(CLUSTER, "kafka-cluster", LITERAL, &principal(u), ALTER)],
+            |u| {
+                vec![acl(
+                    CLUSTER,
+                    "kafka-cluster",
+                    LITERAL,
+                    &principal(u),
+                    CLUSTER_ACTION,
+                )]
+            },
+            CAF,
             0,
         ),
         // Past authorization: an id the coordinator never saw.

@@ -22,14 +22,15 @@ fn s(x: &str) -> StrBytes {
     StrBytes::from_string(x.to_string())
 }
 
-async fn hb(
-    c: &mut RawClient,
+/// A heartbeat of `member` in group `g`: at epoch 0 a join subscribed to
+/// `t`; `owned` partitions of `topic` if given.
+fn hb_req(
     member: &str,
     epoch: i32,
     owned: Option<Vec<i32>>,
     topic: Uuid,
-) -> ConsumerGroupHeartbeatResponse {
-    let mut req = ConsumerGroupHeartbeatRequest::default()
+) -> ConsumerGroupHeartbeatRequest {
+    let req = ConsumerGroupHeartbeatRequest::default()
         .with_group_id(GroupId(s("g")))
         .with_member_id(s(member))
         .with_member_epoch(epoch)
@@ -42,9 +43,30 @@ async fn hb(
             ]
         }));
     if epoch == 0 {
-        req = req.with_subscribed_topic_names(Some(vec![TopicName(s("t"))]));
+        join_req(member, &["t"]).with_topic_partitions(req.topic_partitions)
+    } else {
+        req
     }
-    let r = c.send(&req, 1).await;
+}
+
+/// A join (epoch 0) of `member` in group `g` subscribed to `topics`.
+fn join_req(member: &str, topics: &[&str]) -> ConsumerGroupHeartbeatRequest {
+    ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_member_id(s(member))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(topics.iter().map(|t| TopicName(s(t))).collect()))
+}
+
+async fn hb(
+    c: &mut RawClient,
+    member: &str,
+    epoch: i32,
+    owned: Option<Vec<i32>>,
+    topic: Uuid,
+) -> ConsumerGroupHeartbeatResponse {
+    let r = c.send(&hb_req(member, epoch, owned, topic), 1).await;
     assert_eq!(r.error_code, 0, "{member}@{epoch}: {r:?}");
     r
 }
@@ -226,4 +248,313 @@ async fn kip848_two_members_reconcile_commit_expire_and_leave() {
         .await;
     assert_eq!(r.results[0].error_code, 0);
     assert!(listed(&mut c).await.is_empty());
+}
+
+/// A full heartbeat (what Java sends after a failed one, e.g. once the
+/// coordinator is back): rebalance timeout, subscription and owned
+/// partitions.
+async fn full_hb(
+    c: &mut RawClient,
+    member: &str,
+    epoch: i32,
+    owned: Vec<i32>,
+    topic: Uuid,
+) -> ConsumerGroupHeartbeatResponse {
+    let full = join_req(member, &["t"])
+        .with_member_epoch(epoch)
+        .with_topic_partitions(hb_req(member, epoch, Some(owned), topic).topic_partitions);
+    c.send(&full, 1).await
+}
+
+/// D29a: the group's membership is journaled; after kill -9 and a restart
+/// from the same data directory, members heartbeat with their epoch and
+/// keep their partitions (nothing revoked, no new group epoch), and a
+/// member that was revoking at the crash still has to finish revoking
+/// before the partition moves.
+#[tokio::test]
+async fn kip848_membership_survives_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = TestBroker::on_disk(dir.path())
+        .manual_clock()
+        .topic("t", 4)
+        .start()
+        .await;
+    let topic = st.topic();
+    let mut c = RawClient::connect(st.b.local_addr()).await;
+    hb(&mut c, "m1", 0, None, topic).await;
+    hb(&mut c, "m1", 1, Some(vec![0, 1, 2, 3]), topic).await;
+    hb(&mut c, "m2", 0, None, topic).await;
+    let kept = partitions(&hb(&mut c, "m1", 1, None, topic).await).unwrap();
+    hb(&mut c, "m1", 1, Some(kept.clone()), topic).await;
+    let got = partitions(&hb(&mut c, "m2", 2, None, topic).await).unwrap();
+    hb(&mut c, "m2", 2, Some(got.clone()), topic).await;
+    assert_eq!(commit(&mut c, "m1", 2).await, 0);
+    st.b.kill().await;
+
+    let st = TestBroker::on_disk(dir.path()).manual_clock().start().await;
+    let mut c = RawClient::connect(st.b.local_addr()).await;
+    assert_eq!(
+        listed(&mut c).await,
+        vec![("g".into(), "consumer".into(), "Stable".into())]
+    );
+    // A plain heartbeat at the old epoch: nothing changes.
+    let r = hb(&mut c, "m1", 2, Some(kept.clone()), topic).await;
+    assert_eq!((r.member_epoch, partitions(&r)), (2, None));
+    // A full one is answered with the same assignment.
+    let r = full_hb(&mut c, "m2", 2, got.clone(), topic).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!((r.member_epoch, partitions(&r)), (2, Some(got.clone())));
+    let r = full_hb(&mut c, "m1", 2, kept.clone(), topic).await;
+    assert_eq!((r.member_epoch, partitions(&r)), (2, Some(kept.clone())));
+    assert_eq!(commit(&mut c, "m1", 2).await, 0, "epoch 2 is still m1's");
+    let d = c
+        .send(
+            &ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("g"))]),
+            1,
+        )
+        .await;
+    assert_eq!(
+        (d.groups[0].group_state.as_str(), d.groups[0].group_epoch),
+        ("Stable", 2),
+        "no rebalance"
+    );
+
+    // m2 leaves; m1 gets everything at epoch 3; m3 joins (epoch 4) and m1
+    // is told to revoke; the broker dies before m1 reports it.
+    hb(&mut c, "m2", -1, None, topic).await;
+    let r = hb(&mut c, "m1", 2, None, topic).await;
+    assert_eq!(
+        (r.member_epoch, partitions(&r)),
+        (3, Some(vec![0, 1, 2, 3]))
+    );
+    hb(&mut c, "m1", 3, Some(vec![0, 1, 2, 3]), topic).await;
+    hb(&mut c, "m3", 0, None, topic).await;
+    let kept = partitions(&hb(&mut c, "m1", 3, None, topic).await).unwrap();
+    assert_eq!(kept.len(), 2);
+    st.b.kill().await;
+
+    let st = TestBroker::on_disk(dir.path()).manual_clock().start().await;
+    let mut c = RawClient::connect(st.b.local_addr()).await;
+    let r = hb(&mut c, "m3", 4, None, topic).await;
+    assert_eq!(partitions(&r), None, "m1 has not revoked yet");
+    let r = hb(&mut c, "m1", 3, Some(kept.clone()), topic).await;
+    assert_eq!(r.member_epoch, 4, "revoked: at the target epoch");
+    let r = hb(&mut c, "m3", 4, None, topic).await;
+    let moved = partitions(&r).unwrap();
+    assert_eq!(moved.len(), 2);
+    assert!(moved.iter().all(|p| !kept.contains(p)));
+    // A restored member that stays silent still expires.
+    st.advance(46_000);
+    let r = c.send(&hb_req("m1", 4, None, topic), 1).await;
+    assert_eq!(r.error_code, ErrorCode::UNKNOWN_MEMBER_ID.0);
+    st.b.shutdown().await;
+}
+
+async fn static_hb(
+    c: &mut RawClient,
+    member: &str,
+    epoch: i32,
+    owned: Option<Vec<i32>>,
+    topic: Uuid,
+) -> ConsumerGroupHeartbeatResponse {
+    let req = hb_req(member, epoch, owned, topic).with_instance_id(Some(s("instance-a")));
+    c.send(&req, 1).await
+}
+
+/// Static members of the consumer protocol over sockets, on the manual
+/// clock: -2 keeps the partitions, a restarted process (new member id,
+/// same instance id) gets them back with no rebalance, a second live one
+/// is UNRELEASED_INSTANCE_ID, and the slot goes at session timeout.
+#[tokio::test]
+async fn kip848_static_member_restart_keeps_its_partitions() {
+    let st = TestBroker::in_memory()
+        .manual_clock()
+        .topic("t", 4)
+        .start()
+        .await;
+    let topic = st.topic();
+    let mut c = RawClient::connect(st.b.local_addr()).await;
+    let r = static_hb(&mut c, "a1", 0, None, topic).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    static_hb(&mut c, "a1", 1, Some(vec![0, 1, 2, 3]), topic).await;
+    hb(&mut c, "b1", 0, None, topic).await;
+    let kept = partitions(&static_hb(&mut c, "a1", 1, None, topic).await).unwrap();
+    static_hb(&mut c, "a1", 1, Some(kept.clone()), topic).await;
+    let got = partitions(&hb(&mut c, "b1", 2, None, topic).await).unwrap();
+    hb(&mut c, "b1", 2, Some(got), topic).await;
+
+    let r = static_hb(&mut c, "a2", 0, None, topic).await;
+    assert_eq!(r.error_code, ErrorCode::UNRELEASED_INSTANCE_ID.0);
+    let r = static_hb(&mut c, "a1", -2, None, topic).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, -2));
+    st.advance(20_000);
+    hb(&mut c, "b1", 2, None, topic).await;
+    let r = static_hb(&mut c, "a2", 0, None, topic).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!((r.member_epoch, partitions(&r)), (2, Some(kept.clone())));
+    let r = static_hb(&mut c, "a1", 2, None, topic).await;
+    assert_eq!(r.error_code, ErrorCode::FENCED_INSTANCE_ID.0);
+
+    // Gone for good: the session ends 45 s after a2's last heartbeat.
+    static_hb(&mut c, "a2", -2, None, topic).await;
+    st.advance(30_000);
+    hb(&mut c, "b1", 2, None, topic).await;
+    st.advance(15_000);
+    let r = hb(&mut c, "b1", 2, None, topic).await;
+    assert_eq!(
+        (r.member_epoch, partitions(&r)),
+        (3, Some(vec![0, 1, 2, 3]))
+    );
+}
+
+fn classic_join(member_id: &str) -> JoinGroupRequest {
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    JoinGroupRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(20_000)
+        .with_member_id(s(member_id))
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![
+            JoinGroupRequestProtocol::default()
+                .with_name(s("range"))
+                .with_metadata(bytes::Bytes::from_static(b"subscription")),
+        ])
+}
+
+async fn committed(c: &mut RawClient) -> i64 {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    let r = c
+        .send(
+            &OffsetFetchRequest::default()
+                .with_group_id(GroupId(s("g")))
+                .with_topics(Some(vec![
+                    OffsetFetchRequestTopic::default()
+                        .with_name(TopicName(s("t")))
+                        .with_partition_indexes(vec![0]),
+                ])),
+            7,
+        )
+        .await;
+    r.topics[0].partitions[0].committed_offset
+}
+
+/// D29d, as Kafka: a classic JoinGroup takes over an empty
+/// consumer-protocol group (its offsets kept) and a consumer-protocol
+/// heartbeat an empty classic one; a JoinGroup into a consumer-protocol
+/// group with members is refused (INCONSISTENT_GROUP_PROTOCOL), since
+/// classic members inside it are not served here, and a consumer-protocol
+/// join into a classic group with members is GROUP_ID_NOT_FOUND.
+#[tokio::test]
+async fn kip848_an_empty_group_changes_protocol_with_its_offsets() {
+    let st = TestBroker::in_memory()
+        .manual_clock()
+        .topic("t", 4)
+        .start()
+        .await;
+    let topic = st.topic();
+    let mut c = RawClient::connect(st.b.local_addr()).await;
+    hb(&mut c, "m1", 0, None, topic).await;
+    assert_eq!(commit(&mut c, "m1", 1).await, 0);
+    let r = c.send(&classic_join(""), 9).await;
+    assert_eq!(r.error_code, ErrorCode::INCONSISTENT_GROUP_PROTOCOL.0);
+    hb(&mut c, "m1", -1, None, topic).await;
+
+    // Empty: the classic protocol takes it over.
+    let r = c.send(&classic_join(""), 9).await;
+    assert_eq!(r.error_code, ErrorCode::MEMBER_ID_REQUIRED.0);
+    let member = r.member_id.to_string();
+    assert!(
+        !listed(&mut c)
+            .await
+            .iter()
+            .any(|(g, t, _)| g == "g" && t == "consumer"),
+        "no longer a consumer-protocol group"
+    );
+    assert_eq!(committed(&mut c).await, 5);
+    // The classic member joins (the initial delay runs on the manual clock)
+    // and is then in a classic group with members.
+    let joined = {
+        let mut c2 = RawClient::connect(st.b.local_addr()).await;
+        let req = classic_join(&member);
+        tokio::spawn(async move { c2.send(&req, 9).await })
+    };
+    for _ in 0..50 {
+        if joined.is_finished() {
+            break;
+        }
+        st.advance(1_000);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let r = joined.await.unwrap();
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let r = c.send(&join_req("m2", &["t"]), 1).await;
+    assert_eq!(r.error_code, ErrorCode::GROUP_ID_NOT_FOUND.0);
+    // The classic member leaves: the consumer protocol takes it back.
+    let r = c
+        .send(
+            &LeaveGroupRequest::default()
+                .with_group_id(GroupId(s("g")))
+                .with_member_id(s(&member)),
+            0,
+        )
+        .await;
+    assert_eq!(r.error_code, 0);
+    let r = hb(&mut c, "m2", 0, None, topic).await;
+    assert_eq!(partitions(&r), Some(vec![0, 1, 2, 3]));
+    assert_eq!(committed(&mut c).await, 5);
+}
+
+async fn describe(c: &mut RawClient) -> i16 {
+    let req = ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("g"))]);
+    c.send(&req, 1).await.groups[0].error_code
+}
+
+/// KAFKA-18813 as Kafka 4.x does it: a regex subscription resolves only to
+/// topics the member's principal may Describe, and ConsumerGroupDescribe
+/// hides a group whose assignments name a topic the caller may not
+/// Describe (TOPIC_AUTHORIZATION_FAILED for that group).
+#[tokio::test]
+async fn kip848_regex_and_describe_respect_topic_describe_acls() {
+    use common::sasl::{DESCRIBE, GROUP, LITERAL, READ, TOPIC, acl, create_acls, plain};
+    let st = TestBroker::in_memory()
+        .sasl(true, &[("alice", "pw")])
+        .topic("t1", 2)
+        .topic("t2", 2)
+        .start()
+        .await;
+    let mut admin = st.c;
+    create_acls(
+        &mut admin,
+        vec![
+            acl(GROUP, "g", LITERAL, "User:alice", READ),
+            acl(TOPIC, "t1", LITERAL, "User:alice", DESCRIBE),
+        ],
+    )
+    .await;
+    let mut alice = plain(&st.b, "alice", "pw").await;
+    let req = join_req("a1", &[])
+        .with_subscribed_topic_names(None)
+        .with_subscribed_topic_regex(Some(s("t.*")));
+    let r = alice.send(&req, 1).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let ids: Vec<Uuid> = r
+        .assignment
+        .unwrap()
+        .topic_partitions
+        .iter()
+        .map(|t| t.topic_id)
+        .collect();
+    let t1 = st.b.core().topics().read().get("t1").unwrap().id;
+    assert_eq!(ids, vec![t1], "t2 may not be described: not assigned");
+    assert_eq!(describe(&mut alice).await, 0);
+    // Another member, subscribed to t2 by name, gets t2: alice may no
+    // longer see the group.
+    let r = admin.send(&join_req("b1", &["t2"]), 1).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(
+        describe(&mut alice).await,
+        ErrorCode::TOPIC_AUTHORIZATION_FAILED.0
+    );
+    assert_eq!(describe(&mut admin).await, 0);
 }

@@ -575,3 +575,139 @@ async fn shutdown_does_not_wait_for_a_parked_fetch() {
         .expect("shutdown must not wait for a parked long-poll fetch");
     assert!(c.is_closed().await);
 }
+
+async fn write_abort_marker(
+    c: &mut RawClient,
+    topic: &str,
+    pid: i64,
+    epoch: i16,
+    coordinator_epoch: i32,
+) -> i16 {
+    use kafka_protocol::messages::write_txn_markers_request::{
+        WritableTxnMarker, WritableTxnMarkerTopic,
+    };
+    let r = c
+        .send(
+            &WriteTxnMarkersRequest::default().with_markers(vec![
+                WritableTxnMarker::default()
+                    .with_producer_id(ProducerId(pid))
+                    .with_producer_epoch(epoch)
+                    .with_transaction_result(false)
+                    .with_coordinator_epoch(coordinator_epoch)
+                    .with_topics(vec![
+                        WritableTxnMarkerTopic::default()
+                            .with_name(name(topic))
+                            .with_partition_indexes(vec![0]),
+                    ]),
+            ]),
+            1,
+        )
+        .await;
+    r.markers[0].topics[0].partitions[0].error_code
+}
+
+async fn list_txns(c: &mut RawClient, pattern: Option<&str>) -> (i16, Vec<String>) {
+    let r = c
+        .send(
+            &ListTransactionsRequest::default()
+                .with_duration_filter(-1)
+                .with_transactional_id_pattern(pattern.map(|p| StrBytes::from_string(p.into()))),
+            2,
+        )
+        .await;
+    (
+        r.error_code,
+        r.transaction_states
+            .iter()
+            .map(|t| t.transactional_id.0.to_string())
+            .collect(),
+    )
+}
+
+/// `kafka-transactions.sh abort` as the partition leader serves it: the
+/// tool reads the open transaction's producer id, epoch and coordinator
+/// epoch with DescribeProducers and sends WriteTxnMarkers (abort); the
+/// partition's LSO moves past it, read_committed drops its records, and
+/// the markers' epoch checks and unknown partitions give Kafka's codes.
+/// ListTransactions v2 filters by a transactional id pattern (KIP-1152).
+#[tokio::test]
+async fn write_txn_markers_aborts_an_open_transaction_on_the_leader() {
+    let (b, mut c) = setup(BrokerConfig::in_memory()).await;
+    init_pid(&mut c, Some("txn-hang"), 600_000).await;
+    // Again: epoch 1, so that a marker one below is a valid epoch.
+    let (pid, epoch) = init_pid(&mut c, Some("txn-hang"), 600_000).await;
+    assert!(epoch >= 1);
+    let r = produce(
+        &mut c,
+        12,
+        Some("txn-hang"),
+        transactional(pid, epoch, 0, &["open-a", "open-b"]),
+    )
+    .await;
+    assert_eq!(r.error_code, 0);
+    assert_eq!(fetch(&mut c, 0, 1).await.last_stable_offset, 0);
+
+    assert_eq!(
+        list_txns(&mut c, Some("txn-.*")).await,
+        (0, vec!["txn-hang".into()])
+    );
+    assert_eq!(
+        list_txns(&mut c, Some("txn")).await,
+        (0, vec![]),
+        "whole id"
+    );
+    assert_eq!(
+        list_txns(&mut c, Some("")).await.1.len(),
+        1,
+        "empty: no filter"
+    );
+    assert_eq!(
+        list_txns(&mut c, Some("(")).await.0,
+        130,
+        "INVALID_REGULAR_EXPRESSION"
+    );
+
+    let p = c
+        .send(
+            &DescribeProducersRequest::default().with_topics(vec![
+                kafka_protocol::messages::describe_producers_request::TopicRequest::default()
+                    .with_name(name(TOPIC))
+                    .with_partition_indexes(vec![0]),
+            ]),
+            0,
+        )
+        .await
+        .topics[0]
+        .partitions[0]
+        .clone();
+    let st = p
+        .active_producers
+        .iter()
+        .find(|s| s.producer_id.0 == pid)
+        .unwrap();
+    assert_eq!(st.current_txn_start_offset, 0);
+    let (epoch, coord) = (st.producer_epoch as i16, st.coordinator_epoch);
+
+    assert_eq!(
+        write_abort_marker(&mut c, "nope", pid, epoch, coord).await,
+        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0
+    );
+    assert_eq!(
+        write_abort_marker(&mut c, TOPIC, pid, epoch - 1, coord).await,
+        ErrorCode::INVALID_PRODUCER_EPOCH.0,
+        "a marker below the producer's epoch"
+    );
+    assert_eq!(
+        fetch(&mut c, 0, 1).await.last_stable_offset,
+        0,
+        "still open"
+    );
+    assert_eq!(
+        write_abort_marker(&mut c, TOPIC, pid, epoch, coord).await,
+        0
+    );
+    let rc = fetch(&mut c, 0, 1).await;
+    assert_eq!(rc.last_stable_offset, 3, "two records and the abort marker");
+    assert!(committed_values(&rc).is_empty());
+    b.shutdown().await;
+}

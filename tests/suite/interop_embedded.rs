@@ -54,6 +54,7 @@ const DELETE_GROUPS: i16 = 42;
 const DELETE_RECORDS: i16 = 21;
 const DESCRIBE_PRODUCERS: i16 = 61;
 const LIST_TRANSACTIONS: i16 = 66;
+const WRITE_TXN_MARKERS: i16 = 27;
 const CONSUMER_GROUP_HEARTBEAT: i16 = 68;
 const DESCRIBE_SHARE_GROUP_OFFSETS: i16 = 90;
 const SHARE_GROUP_DESCRIBE: i16 = 77;
@@ -70,6 +71,17 @@ fn groups_tool(bootstrap: &str, args: &[&str]) -> Vec<String> {
 }
 
 /// A tool exited 0 and its last line of output starts with `prefix`.
+/// `kafka-transactions.sh` with these arguments.
+fn transactions_tool(bootstrap: &str, args: &[&str]) -> Vec<String> {
+    let mut v = s(&[
+        "org.apache.kafka.tools.TransactionsCommand",
+        "--bootstrap-server",
+        bootstrap,
+    ]);
+    v.extend(s(args));
+    v
+}
+
 fn tool_last_line(v: &Value, prefix: &str) -> Result<(), String> {
     let last = v["last"].as_str().unwrap_or("");
     if v["exit"] == 0 && last.starts_with(prefix) {
@@ -88,6 +100,7 @@ fn api_name(key: i16) -> &'static str {
         INCREMENTAL_ALTER_CONFIGS => "IncrementalAlterConfigs",
         DELETE_RECORDS => "DeleteRecords",
         DESCRIBE_PRODUCERS => "DescribeProducers",
+        WRITE_TXN_MARKERS => "WriteTxnMarkers",
         LIST_TRANSACTIONS => "ListTransactions",
         JOIN_GROUP => "JoinGroup",
         OFFSET_FETCH => "OffsetFetch",
@@ -211,6 +224,8 @@ const T_PY_SHARE: &str = "interop-python-share";
 const T_PY_CLOSE: &str = "interop-python-close";
 const T_KCAT: &str = "interop-kcat";
 const T_EOS_OUT: &str = "interop-eos-out";
+/// The topic of the hanging-transaction rows (created by TxnHang).
+const T_TXN_HANG: &str = "interop-txn-hang";
 const PERF_RECORDS: i64 = 2000;
 
 /// The scenarios, in order (later ones read what earlier ones wrote).
@@ -469,6 +484,61 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
                 expect_eq(v, "distinct", 110)
             },
             timeout: Duration::from_secs(90),
+        },
+        Scenario {
+            client: "java-consumer",
+            feature: "group.protocol=consumer static member (group.instance.id) restarts: same partitions, the other member untouched",
+            runner: Runner::Java,
+            args: vec![
+                "dev.sharestream.interop.StaticRestart".into(),
+                "--bootstrap".into(),
+                b.into(),
+                "--topic".into(),
+                T.into(),
+                "--group".into(),
+                "interop-cg-static".into(),
+                "--timeout-ms".into(),
+                "60000".into(),
+            ],
+            output: Output::ResultLine,
+            needs: &[CONSUMER_GROUP_HEARTBEAT],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_true(v, "paired")?;
+                expect_true(v, "same_partitions")?;
+                expect_true(v, "a_kept_after")?;
+                expect_true(v, "b_unchanged")?;
+                expect_eq(v, "b_callbacks_after_pairing", 0)
+            },
+            timeout: Duration::from_secs(90),
+        },
+        Scenario {
+            client: "java-consumer",
+            feature: "an empty group changes protocol: classic, then group.protocol=consumer, then classic again, resuming from the committed offsets",
+            runner: Runner::Java,
+            args: vec![
+                "dev.sharestream.interop.ProtocolSwitch".into(),
+                "--bootstrap".into(),
+                b.into(),
+                "--topic".into(),
+                "interop-protocol-switch".into(),
+                "--group".into(),
+                "interop-cg-switch".into(),
+                "--timeout-ms".into(),
+                "80000".into(),
+            ],
+            output: Output::ResultLine,
+            needs: &[CONSUMER_GROUP_HEARTBEAT, JOIN_GROUP],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_eq(v, "classic", 10)?;
+                expect_eq(v, "consumer", 10)?;
+                expect_true(v, "consumer_new_only")?;
+                expect_eq(v, "classic_again", 0)
+            },
+            timeout: Duration::from_secs(100),
         },
         Scenario {
             client: "kafka-consumer-groups",
@@ -982,6 +1052,102 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
                     Ok(())
                 } else {
                     Err(format!("exit {}: {}", v["exit"], v["last"]))
+                }
+            },
+            timeout: t60,
+        },
+        // A hanging transaction (issue #17): a Java producer halted in the
+        // middle of a transaction; find-hanging, abort (WriteTxnMarkers to
+        // the partition leader) and describe-producers on it.
+        Scenario {
+            client: "java-producer",
+            feature: "transaction left open: producer halted without commit or abort",
+            runner: Runner::Java,
+            args: vec![
+                "dev.sharestream.interop.TxnHang".into(),
+                "--bootstrap".into(),
+                b.into(),
+                "--topic".into(),
+                T_TXN_HANG.into(),
+                "--transactional-id".into(),
+                "interop-txn-hang".into(),
+            ],
+            output: Output::ResultLine,
+            needs: &[],
+            embedded_gap: None,
+            verify: |v| {
+                ok(v)?;
+                expect_eq(v, "start_offset", 0)
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-transactions",
+            feature: "find-hanging --max-transaction-timeout 0: the open transaction is its coordinator's, so not hanging",
+            runner: Runner::Java,
+            args: transactions_tool(
+                b,
+                &["find-hanging", "--topic", T_TXN_HANG, "--max-transaction-timeout", "0"],
+            ),
+            output: Output::Text,
+            needs: &[DESCRIBE_PRODUCERS, LIST_TRANSACTIONS],
+            embedded_gap: None,
+            verify: |v| {
+                let text = v["text"].as_str().unwrap_or("");
+                let header = text.lines().any(|l| l.starts_with("Topic"));
+                let rows = text.lines().filter(|l| l.starts_with(T_TXN_HANG)).count();
+                if v["exit"] == 0 && header && rows == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("exit {}: {:?} {:?}", v["exit"], text.trim(), v["stderr"]))
+                }
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-transactions",
+            feature: "abort --start-offset of the open transaction (WriteTxnMarkers to the partition leader)",
+            runner: Runner::Java,
+            args: transactions_tool(
+                b,
+                &["abort", "--topic", T_TXN_HANG, "--partition", "0", "--start-offset", "0"],
+            ),
+            output: Output::Text,
+            needs: &[DESCRIBE_PRODUCERS, WRITE_TXN_MARKERS],
+            embedded_gap: None,
+            verify: |v| {
+                if v["exit"] == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("exit {}: {} {:?}", v["exit"], v["last"], v["stderr"]))
+                }
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-transactions",
+            feature: "describe-producers after abort: no open transaction left",
+            runner: Runner::Java,
+            args: transactions_tool(
+                b,
+                &["describe-producers", "--topic", T_TXN_HANG, "--partition", "0"],
+            ),
+            output: Output::Text,
+            needs: &[DESCRIBE_PRODUCERS, WRITE_TXN_MARKERS],
+            embedded_gap: None,
+            verify: |v| {
+                // ProducerId ProducerEpoch LatestCoordinatorEpoch
+                // LastSequence LastTimestamp CurrentTransactionStartOffset
+                let text = v["text"].as_str().unwrap_or("");
+                let open: Vec<&str> = text
+                    .lines()
+                    .skip(1)
+                    .filter_map(|l| l.split_whitespace().last())
+                    .collect();
+                if v["exit"] == 0 && !open.is_empty() && open.iter().all(|o| *o == "None" || *o == "-1") {
+                    Ok(())
+                } else {
+                    Err(format!("exit {}: {:?}", v["exit"], text.trim()))
                 }
             },
             timeout: t60,
@@ -1521,8 +1687,12 @@ async fn real_clients_against_broker() {
     let mut rows = Vec::new();
     let mut failures = Vec::new();
     for (i, sc) in scenarios(&bootstrap).into_iter().enumerate() {
+        // SHARESTREAM_INTEROP_ONLY: `|`-separated parts of the clients or
+        // features to run.
         if let Some(o) = &only
-            && !sc.client.contains(o.as_str())
+            && !o
+                .split('|')
+                .any(|part| sc.client.contains(part) || sc.feature.contains(part))
         {
             continue;
         }

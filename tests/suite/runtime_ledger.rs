@@ -4,6 +4,7 @@
 //! open intent. Checked with a read_committed read of the outputs and the
 //! broker's share state, not the runtime's word.
 
+use crate::common::broker::TestBroker;
 use crate::rt;
 
 use std::sync::atomic::Ordering;
@@ -419,6 +420,76 @@ async fn a_target_that_cannot_be_read_spends_no_deliveries() {
         (1..=5).contains(&max_delivery),
         "delivery count {max_delivery} after 4 s without a target"
     );
+    // Held while their 1.5 s lock lasted, then released.
+    assert!(
+        h.metrics()
+            .ledger
+            .unreadable_released
+            .load(Ordering::Relaxed)
+            >= 10
+    );
     h.stop().await.unwrap();
+    source.shutdown().await;
+}
+
+/// A target outage shorter than the records' acquisition lock spends no
+/// delivery: the worker holds the records it could not check and checks
+/// them again when the ledger answers, instead of releasing them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_target_outage_spends_no_delivery() {
+    let source = broker_with_lock_ms(15_000).await;
+    let dir = tempfile::tempdir().unwrap();
+    let target = TestBroker::on_disk(dir.path()).start().await.b;
+    let addr = target.local_addr();
+    let ids = setup(&source, "g-blip", &[("in", 1)]).await;
+    admin(&target)
+        .create_topic(NewTopic::new("out", 1))
+        .await
+        .unwrap();
+    produce_inputs(&source, "in", 1, 10).await;
+    let mut cfg = config(&target, "app-blip");
+    cfg.source_bootstrap_servers = Some(vec![source.bootstrap_servers()]);
+    cfg.request_timeout = Duration::from_millis(500);
+    let h = Runtime::builder(map_values_topology("g-blip"))
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    wait_committed(&h, 10).await;
+    let m = h.metrics().clone();
+    // The target goes away; ten more records arrive and are acquired.
+    target.shutdown().await;
+    produce_inputs(&source, "in", 1, 10).await;
+    let shares = source.core().shares();
+    wait_until(10, "the new records acquired", || {
+        shares
+            .record_runs("g-blip", ids[0], 0)
+            .iter()
+            .any(|(_, last, info)| *last >= 19 && info.delivery_count == 1)
+    })
+    .await;
+    // Longer than a ledger check's request timeout (500 ms): it failed.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Back on the same address and data, well within the 15 s lock.
+    let target = TestBroker::on_disk(dir.path())
+        .configure(|c| c.listen = addr)
+        .start()
+        .await
+        .b;
+    wait_committed(&h, 20).await;
+    assert_eq!(m.ledger.unreadable_released.load(Ordering::Relaxed), 0);
+    assert!(m.ledger.unreadable_held.load(Ordering::Relaxed) >= 1);
+    // Every record once (the two rounds of inputs carry the same ten
+    // values), and none delivered twice at the source.
+    let counts = value_counts(&committed(&target, "out").await);
+    assert_eq!(counts.len(), 10, "{counts:?}");
+    assert!(counts.values().all(|&n| n == 2), "{counts:?}");
+    let runs = shares.record_runs("g-blip", ids[0], 0);
+    assert!(
+        runs.iter().all(|(_, _, info)| info.delivery_count <= 1),
+        "{runs:?}"
+    );
+    h.stop().await.unwrap();
+    target.shutdown().await;
     source.shutdown().await;
 }

@@ -16,14 +16,16 @@
 //! the coordinator and retries). At shutdown every parked request is
 //! answered the same way.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tokio::sync::{oneshot, watch};
 
-use super::consumer_group::consumer_protocol::{ConsumerProtocolConfig, ConsumerProtocolGroups};
+use super::consumer_group::consumer_protocol::{
+    ConsumerProtocolConfig, ConsumerProtocolGroups, PersistedConsumerGroup,
+};
 use super::consumer_group::{
     ClassicGroupConfig, Completion, GroupCoordinator, GroupRecord, JoinGroupRequest,
     JoinGroupResponse, LeaveMember, OffsetCommitRequest, Output, Reply, SyncGroupRequest,
@@ -52,6 +54,8 @@ struct Inner {
     coordinator: GroupCoordinator,
     log: StateLog,
     appended: usize,
+    /// Each consumer-protocol group's state as last written to the log.
+    consumer_written: BTreeMap<String, PersistedConsumerGroup>,
     join_waiters: HashMap<Key, oneshot::Sender<JoinGroupResponse>>,
     sync_waiters: HashMap<Key, oneshot::Sender<SyncGroupResponse>>,
 }
@@ -74,8 +78,13 @@ impl std::fmt::Debug for GroupService {
 const COMPACT_SLACK: usize = 10_000;
 
 impl GroupService {
-    /// Opens the coordinator from `<dir>/offsets.log` (or in memory).
-    pub fn open(dir: Option<&Path>, config: ClassicGroupConfig) -> std::io::Result<Self> {
+    /// Opens the coordinator from `<dir>/offsets.log` (or in memory);
+    /// restored consumer-protocol members' sessions start at `now_ms`.
+    pub fn open(
+        dir: Option<&Path>,
+        config: ClassicGroupConfig,
+        now_ms: i64,
+    ) -> std::io::Result<Self> {
         let (log, replayed) = match dir {
             Some(dir) => {
                 std::fs::create_dir_all(dir)?;
@@ -93,6 +102,20 @@ impl GroupService {
                 )
             })?);
         }
+        // The last record of each consumer-protocol group is its state.
+        let mut consumer_written = BTreeMap::new();
+        for r in &records {
+            if let GroupRecord::ConsumerGroup { group_id, group } = r {
+                match group {
+                    Some(g) => consumer_written.insert(group_id.clone(), (**g).clone()),
+                    None => consumer_written.remove(group_id),
+                };
+            }
+        }
+        let mut modern = ConsumerProtocolGroups::new(ConsumerProtocolConfig::default());
+        for (id, g) in &consumer_written {
+            modern.restore(id, Some(g.clone()), now_ms);
+        }
         let coordinator = GroupCoordinator::recover(config.clone(), records);
         Ok(Self {
             config,
@@ -100,12 +123,11 @@ impl GroupService {
                 coordinator,
                 log,
                 appended: replayed.len(),
+                consumer_written,
                 join_waiters: HashMap::new(),
                 sync_waiters: HashMap::new(),
             }),
-            modern: Mutex::new(ConsumerProtocolGroups::new(
-                ConsumerProtocolConfig::default(),
-            )),
+            modern: Mutex::new(modern),
         })
     }
 
@@ -116,6 +138,9 @@ impl GroupService {
 
     /// JoinGroup.
     pub fn join(&self, req: &JoinGroupRequest, now_ms: i64) -> Pending<JoinGroupResponse> {
+        if let Err(code) = self.downgrade_empty_consumer_group(&req.group_id, now_ms) {
+            return Pending::Ready(JoinGroupResponse::error(code, ""));
+        }
         let mut inner = self.inner.lock();
         let out = inner.coordinator.join(req, now_ms);
         let pending = match &out.result {
@@ -250,9 +275,9 @@ impl GroupService {
     }
 
     /// DeleteGroups of one group.
-    pub fn delete_group(&self, group_id: &str) -> ErrorCode {
+    pub fn delete_group(&self, group_id: &str, now_ms: i64) -> ErrorCode {
         // A consumer-protocol group: its offsets go with it.
-        let was_modern = match self.delete_consumer_group(group_id) {
+        let was_modern = match self.delete_consumer_group(group_id, now_ms) {
             Some(ErrorCode::NONE) => true,
             Some(code) => return code,
             None => false,
@@ -345,33 +370,89 @@ impl GroupService {
     fn finish<T>(&self, inner: &mut Inner, out: Output<T>) -> Result<(), ErrorCode> {
         let mut result = Ok(());
         for r in &out.records {
-            let res = if sharestream_common::failpoints::hit("groups.persist") {
-                Err(std::io::Error::other("failpoint groups.persist"))
-            } else {
-                inner.log.append(&r.encode())
-            };
-            if let Err(e) = res {
+            if let Err(e) = Self::append(inner, r) {
                 tracing::error!(error = %e, "appending to the group coordinator log failed; rebuilding the coordinator from it");
                 self.rebuild(inner);
                 result = Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
                 break;
             }
-            inner.appended += 1;
         }
         Self::complete(inner, out.completions);
-        if inner.appended > COMPACT_SLACK + inner.coordinator.live_record_count() * 2 {
+        Self::maybe_compact(inner);
+        result
+    }
+
+    /// Appends one record (fsynced).
+    fn append(inner: &mut Inner, record: &GroupRecord) -> std::io::Result<()> {
+        if sharestream_common::failpoints::hit("groups.persist") {
+            return Err(std::io::Error::other("failpoint groups.persist"));
+        }
+        inner.log.append(&record.encode())?;
+        inner.appended += 1;
+        Ok(())
+    }
+
+    /// Rewrites the log as the live state once it holds enough dead records.
+    fn maybe_compact(inner: &mut Inner) {
+        let live = inner.coordinator.live_record_count() + inner.consumer_written.len();
+        if inner.appended > COMPACT_SLACK + live * 2 {
+            let consumer =
+                inner
+                    .consumer_written
+                    .iter()
+                    .map(|(id, g)| GroupRecord::ConsumerGroup {
+                        group_id: id.clone(),
+                        group: Some(Box::new(g.clone())),
+                    });
             let records: Vec<Vec<u8>> = inner
                 .coordinator
                 .snapshot_records()
-                .iter()
-                .map(GroupRecord::encode)
+                .into_iter()
+                .chain(consumer)
+                .map(|r| r.encode())
                 .collect();
             match inner.log.rewrite(&records) {
                 Ok(()) => inner.appended = records.len(),
                 Err(e) => tracing::warn!(error = %e, "compacting the group coordinator log failed"),
             }
         }
-        result
+    }
+
+    /// Journals a consumer-protocol group's state if it changed since it
+    /// was last written, under the consumer-protocol lock held by the
+    /// caller. When the append fails the group goes back to what was last
+    /// written (its sessions restarting at `now_ms`) and the caller answers
+    /// COORDINATOR_NOT_AVAILABLE.
+    fn persist_consumer_group(
+        &self,
+        modern: &mut ConsumerProtocolGroups,
+        group_id: &str,
+        now_ms: i64,
+    ) -> Result<(), ErrorCode> {
+        let state = modern.snapshot(group_id);
+        let mut inner = self.inner.lock();
+        if inner.consumer_written.get(group_id) == state.as_ref() {
+            return Ok(());
+        }
+        let record = GroupRecord::ConsumerGroup {
+            group_id: group_id.to_string(),
+            group: state.clone().map(Box::new),
+        };
+        if let Err(e) = Self::append(&mut inner, &record) {
+            tracing::error!(error = %e, group_id, "journaling a consumer group failed; it goes back to its last written state");
+            modern.restore(
+                group_id,
+                inner.consumer_written.get(group_id).cloned(),
+                now_ms,
+            );
+            return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+        }
+        match state {
+            Some(s) => inner.consumer_written.insert(group_id.to_string(), s),
+            None => inner.consumer_written.remove(group_id),
+        };
+        Self::maybe_compact(&mut inner);
+        Ok(())
     }
 
     fn complete(inner: &mut Inner, completions: Vec<Completion>) {

@@ -166,6 +166,7 @@ impl BrokerCore {
             }
             .as_deref(),
             config.consumer_groups.clone(),
+            config.clock.now_ms(),
         )?;
         let txn_config = TxnCoordinatorConfig {
             max_transaction_timeout_ms: config.transaction_max_timeout_ms,
@@ -708,24 +709,48 @@ impl MarkerSink for BrokerCore {
     }
 
     fn write_log_marker(&self, topic: &str, partition: i32, m: &MarkerRequest) -> MarkerAck {
+        match self.append_txn_marker(topic, partition, m) {
+            Ok(()) => MarkerAck::Written,
+            // Gone, or a newer producer epoch or coordinator epoch already
+            // owns the partition: this marker can never apply (Kafka stops
+            // sending it too). Anything else (storage) is retried.
+            Err(
+                sharestream_protocol::ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+                | sharestream_protocol::ErrorCode::INVALID_PRODUCER_EPOCH
+                | sharestream_protocol::ErrorCode::TRANSACTION_COORDINATOR_FENCED,
+            ) => MarkerAck::PartitionGone,
+            Err(_) => MarkerAck::Retry,
+        }
+    }
+}
+
+impl BrokerCore {
+    /// Writes a transaction marker as the partition's leader does on
+    /// WriteTxnMarkers: a control batch in the log, or for
+    /// `__consumer_offsets` the settling of the producer's staged offsets.
+    /// The error is Kafka's code for that partition.
+    pub(crate) fn append_txn_marker(
+        &self,
+        topic: &str,
+        partition: i32,
+        m: &MarkerRequest,
+    ) -> Result<(), sharestream_protocol::ErrorCode> {
+        use sharestream_protocol::ErrorCode;
         if topic == super::txn::CONSUMER_OFFSETS_TOPIC {
             // Offsets staged by TxnOffsetCommit live in the group coordinator.
             let bumps_epoch = m.transaction_version == super::txn::TransactionVersion::V2;
-            return match self.consumer_groups.complete_txn(
+            return self.consumer_groups.complete_txn(
                 m.producer_id,
                 m.producer_epoch,
                 m.commit,
                 bumps_epoch,
-            ) {
-                Ok(()) => MarkerAck::Written,
-                Err(_) => MarkerAck::Retry,
-            };
+            );
         }
         let Some(meta) = self.topics.read().get(topic).cloned() else {
-            return MarkerAck::PartitionGone;
+            return Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
         };
         let Some(log) = self.partition(meta.id, partition) else {
-            return MarkerAck::PartitionGone;
+            return Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
         };
         let now = self.now_ms();
         let mut bytes = control_batch(
@@ -739,7 +764,7 @@ impl MarkerSink for BrokerCore {
             Ok(Some(v)) => v,
             other => {
                 tracing::error!(?other, "built an unreadable marker batch");
-                return MarkerAck::Retry;
+                return Err(ErrorCode::UNKNOWN_SERVER_ERROR);
             }
         };
         let opts = AppendOptions {
@@ -752,21 +777,11 @@ impl MarkerSink for BrokerCore {
         match res {
             Ok(_) => {
                 self.notify_appended();
-                MarkerAck::Written
+                Ok(())
             }
             Err(e) => {
-                let code = e.error_code();
                 tracing::warn!(topic, partition, error = %e, "writing a transaction marker failed");
-                // A newer producer epoch or coordinator epoch already owns the
-                // partition: this marker can never apply (Kafka stops sending
-                // it too). Anything else (storage) is retried.
-                if code == sharestream_protocol::ErrorCode::INVALID_PRODUCER_EPOCH
-                    || code == sharestream_protocol::ErrorCode::TRANSACTION_COORDINATOR_FENCED
-                {
-                    MarkerAck::PartitionGone
-                } else {
-                    MarkerAck::Retry
-                }
+                Err(e.error_code())
             }
         }
     }

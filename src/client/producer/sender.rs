@@ -134,8 +134,15 @@ impl Sender {
             config.connection.max_in_flight_requests
         };
         Self {
-            acc: Accumulator::new(config.linger, config.batch_size, max_in_flight)
-                .with_memory(memory.clone()),
+            acc: {
+                let acc = Accumulator::new(config.linger, config.batch_size, max_in_flight)
+                    .with_memory(memory.clone());
+                if config.enable_idempotence {
+                    acc.with_first_write_alone()
+                } else {
+                    acc
+                }
+            },
             memory,
             backoff: Backoff::new(config.retry_backoff),
             config,
@@ -203,6 +210,9 @@ impl Sender {
                 self.flushes.push(done);
             }
             Command::SetProducer(id, epoch) => {
+                if id != self.producer.0 {
+                    self.acc.new_producer_id();
+                }
                 self.producer = (id, epoch);
                 self.next_sequence.clear();
             }
@@ -508,6 +518,7 @@ impl Sender {
         if code.is_ok() || code == ErrorCode::DUPLICATE_SEQUENCE_NUMBER {
             self.backoff.reset();
             self.acc.complete(&b.tp);
+            self.acc.acknowledged(&b.tp);
             succeed_batch(b, base_offset, log_append_ms);
             return;
         }

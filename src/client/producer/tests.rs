@@ -52,6 +52,12 @@ struct Script {
     /// When set, each Produce answer waits for one permit (the batch
     /// stays in flight until the test adds one).
     hold_produce: Option<Arc<tokio::sync::Semaphore>>,
+    /// Check sequences as Apache Kafka does: any sequence is taken as the
+    /// first of a producer it holds no state for, then each batch must
+    /// follow the last (else OUT_OF_ORDER_SEQUENCE_NUMBER).
+    kafka_sequences: bool,
+    /// The last sequence written, for `kafka_sequences`.
+    last_sequence: Option<i32>,
 }
 
 fn metadata_response() -> MetadataResponse {
@@ -193,11 +199,19 @@ async fn serve(io: tokio::io::DuplexStream, script: Arc<Mutex<Script>>) {
                                 batch.is_transactional()
                             ),
                         ));
-                        let code = if s.produce_errors.is_empty() {
+                        let mut code = if s.produce_errors.is_empty() {
                             0
                         } else {
                             s.produce_errors.remove(0)
                         };
+                        if code == 0 && s.kafka_sequences {
+                            let seq = batch.base_sequence();
+                            if s.last_sequence.is_some_and(|last| seq != last + 1) {
+                                code = ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER.0;
+                            } else {
+                                s.last_sequence = Some(seq + n as i32 - 1);
+                            }
+                        }
                         let base = s.next_offset;
                         if code == 0 {
                             s.next_offset += n;
@@ -698,5 +712,43 @@ fn per_record_delivery_state_stays_small() {
         "{} vs {}",
         std::mem::size_of::<Outcome>(),
         std::mem::size_of::<RecordMetadata>()
+    );
+}
+
+/// Apache Kafka takes any sequence as the first one of a producer id it
+/// holds no state for. The first batch of a partition therefore goes alone:
+/// a second batch sent behind a first one that is then refused (a partition
+/// just created, not yet served) would be written as the producer's first,
+/// and the first could never be written after it (seen on Kafka 4.4 as
+/// OUT_OF_ORDER_SEQUENCE_NUMBER when loading a new topic).
+#[tokio::test(start_paused = true)]
+async fn the_first_batch_of_a_partition_goes_alone() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let script = Arc::new(Mutex::new(Script {
+        hold_produce: Some(gate.clone()),
+        produce_errors: vec![ErrorCode::NOT_LEADER_OR_FOLLOWER.0],
+        kafka_sequences: true,
+        ..Script::default()
+    }));
+    let p = Producer::with_metadata(config(None), scripted_metadata(script.clone()))
+        .await
+        .unwrap();
+    // Two batches (a record each: two do not fit in one 16 KiB batch).
+    let a = p.send(sized(10_000)).await;
+    until(|| log_of(&script, 0).len() == 1).await;
+    let b = p.send(sized(10_000)).await;
+    // Whatever went out behind the first batch is on the wire by now.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    gate.add_permits(100);
+    let a = a.await.expect("the first batch is written after its retry");
+    let b = b.await.expect("the second batch follows it");
+    assert_eq!((a.offset, b.offset), (0, 1), "in order");
+    assert_eq!(
+        log_of(&script, 0),
+        vec![
+            "pid=42 seq=0 n=1 txn=false",
+            "pid=42 seq=0 n=1 txn=false",
+            "pid=42 seq=1 n=1 txn=false"
+        ]
     );
 }

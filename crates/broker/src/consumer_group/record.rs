@@ -3,12 +3,17 @@
 //! Records are JSON, one per [`StateLog`](crate::log::StateLog)
 //! frame (`<data>/groups/offsets.log`). Replaying them in order through
 //! [`GroupCoordinator::apply`] rebuilds the committed offsets, the pending
-//! transactional offsets and each group's generation; membership is not
-//! persisted (module docs of [`super`]). A compaction writes
-//! [`GroupCoordinator::snapshot_records`], which replays to the same state.
+//! transactional offsets and each group's generation; classic membership
+//! is not persisted (module docs of [`super`]). Consumer-protocol groups
+//! are: [`GroupRecord::ConsumerGroup`] holds one group's whole durable
+//! state (the last record of a group wins), replayed into the
+//! consumer-protocol coordinator by the broker, not here. A compaction
+//! writes [`GroupCoordinator::snapshot_records`] and the last state of
+//! every consumer-protocol group, which replay to the same state.
 
 use serde::{Deserialize, Serialize};
 
+use super::consumer_protocol::PersistedConsumerGroup;
 use super::coordinator::{Group, GroupCoordinator, GroupState};
 use super::offsets::{PartitionOffset, PendingTxnOffsets};
 
@@ -62,6 +67,14 @@ pub enum GroupRecord {
         group_id: String,
         /// (topic, partition).
         partitions: Vec<(String, i32)>,
+    },
+    /// A consumer-protocol (KIP-848) group's durable state after a change;
+    /// None: the group is gone (deleted, or emptied and removed).
+    ConsumerGroup {
+        /// Group id.
+        group_id: String,
+        /// The state.
+        group: Option<Box<PersistedConsumerGroup>>,
     },
 }
 
@@ -153,6 +166,8 @@ impl GroupCoordinator {
                     }
                 }
             }
+            // The consumer-protocol coordinator's, replayed by the broker.
+            GroupRecord::ConsumerGroup { .. } => {}
         }
     }
 

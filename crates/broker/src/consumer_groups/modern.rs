@@ -2,8 +2,9 @@
 //! describe, timers, and the member-epoch check of offset commits into
 //! such groups. The state machine is
 //! [`ConsumerProtocolGroups`](crate::consumer_group::consumer_protocol);
-//! its membership is not persisted (D19), its committed offsets are the
-//! classic coordinator's, in the same durable log.
+//! its state is journaled in the classic coordinator's log whenever it
+//! changes (D29a), and its committed offsets are the classic
+//! coordinator's, in the same durable log.
 //!
 //! Lock order: the consumer-protocol groups, then the classic coordinator
 //! (an offset commit checks the member epoch and commits under both, so a
@@ -38,7 +39,8 @@ pub(super) enum CommitCheck {
 
 impl GroupService {
     /// ConsumerGroupHeartbeat. A group id used by a classic group with
-    /// members is GROUP_ID_NOT_FOUND (no protocol migration here).
+    /// members is GROUP_ID_NOT_FOUND (no online migration here, D29d); an
+    /// empty classic group is taken over, its offsets kept.
     pub fn consumer_heartbeat(
         &self,
         req: &ConsumerHeartbeat,
@@ -55,7 +57,14 @@ impl GroupService {
                 });
             }
         }
-        modern.heartbeat(req, topics, now_ms)
+        let result = modern.heartbeat(req, topics, now_ms);
+        if let Err(code) = self.persist_consumer_group(&mut modern, &req.group_id, now_ms) {
+            return Err(HeartbeatError {
+                code,
+                message: "The group's state could not be persisted.".into(),
+            });
+        }
+        result
     }
 
     /// ConsumerGroupDescribe of one group.
@@ -75,7 +84,33 @@ impl GroupService {
         if modern.next_deadline_ms().is_none_or(|d| d > now_ms) {
             return Vec::new();
         }
-        modern.tick(now_ms)
+        let removed = modern.tick(now_ms);
+        let groups: std::collections::BTreeSet<&String> = removed.iter().map(|(g, _)| g).collect();
+        for g in groups {
+            let _ = self.persist_consumer_group(&mut modern, g, now_ms);
+        }
+        removed
+    }
+
+    /// Before a classic JoinGroup: an empty consumer-protocol group of that
+    /// id is removed (journaled), so that the classic protocol takes the
+    /// group over with its offsets, as Kafka converts an empty consumer
+    /// group whatever `group.consumer.migration.policy` says. A group with
+    /// members is INCONSISTENT_GROUP_PROTOCOL: classic members inside a
+    /// consumer-protocol group are not served here (docs/DESIGN.md D29d).
+    pub(super) fn downgrade_empty_consumer_group(
+        &self,
+        group_id: &str,
+        now_ms: i64,
+    ) -> Result<(), ErrorCode> {
+        let mut modern = self.modern.lock();
+        if !modern.contains(group_id) {
+            return Ok(());
+        }
+        match modern.delete_group(group_id) {
+            Ok(()) => self.persist_consumer_group(&mut modern, group_id, now_ms),
+            Err(_) => Err(ErrorCode::INCONSISTENT_GROUP_PROTOCOL),
+        }
     }
 
     /// Whether a consumer-protocol timer is due.
@@ -87,14 +122,19 @@ impl GroupService {
     }
 
     /// DeleteGroups of a consumer-protocol group (None: not one).
-    pub(super) fn delete_consumer_group(&self, group_id: &str) -> Option<ErrorCode> {
+    pub(super) fn delete_consumer_group(&self, group_id: &str, now_ms: i64) -> Option<ErrorCode> {
         let mut modern = self.modern.lock();
-        modern.contains(group_id).then(|| {
-            modern
-                .delete_group(group_id)
+        if !modern.contains(group_id) {
+            return None;
+        }
+        if let Err(code) = modern.delete_group(group_id) {
+            return Some(code);
+        }
+        Some(
+            self.persist_consumer_group(&mut modern, group_id, now_ms)
                 .err()
-                .unwrap_or(ErrorCode::NONE)
-        })
+                .unwrap_or(ErrorCode::NONE),
+        )
     }
 
     /// The member-epoch check of a commit (see [`CommitCheck`]), under the

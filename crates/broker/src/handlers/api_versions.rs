@@ -50,7 +50,8 @@ const SERVED: &[(i16, i16, i16)] = &[
     (21, 0, 2), // DeleteRecords
     (61, 0, 0), // DescribeProducers
     (65, 0, 0), // DescribeTransactions
-    (66, 0, 1), // ListTransactions (v2's id pattern is not served)
+    (66, 0, 2), // ListTransactions (v1 duration, v2 id pattern)
+    (27, 1, 1), // WriteTxnMarkers (kafka-transactions.sh abort)
     (60, 0, 2), // DescribeCluster
     (76, 1, 1), // ShareGroupHeartbeat
     (77, 1, 1), // ShareGroupDescribe

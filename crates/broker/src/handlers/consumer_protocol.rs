@@ -4,8 +4,13 @@
 //!
 //! Authorization as Kafka's KafkaApis: Read on the group for the
 //! heartbeat (GROUP_AUTHORIZATION_FAILED), Describe on every subscribed
-//! topic name (TOPIC_AUTHORIZATION_FAILED); Describe on each group for
-//! describe (GROUP_AUTHORIZATION_FAILED for that group).
+//! topic name (TOPIC_AUTHORIZATION_FAILED), and a regular expression
+//! resolves only to the topics the principal may Describe; Describe on
+//! each group for describe (GROUP_AUTHORIZATION_FAILED for that group),
+//! and Describe on every topic its assignments name
+//! (TOPIC_AUTHORIZATION_FAILED for that group, as KAFKA-18813).
+
+use std::collections::BTreeSet;
 
 use kafka_protocol::messages::consumer_group_describe_response as describe;
 use kafka_protocol::messages::consumer_group_heartbeat_response as heartbeat;
@@ -53,6 +58,14 @@ pub(crate) fn consumer_group_heartbeat(
             "Not authorized to describe a subscribed topic.",
         );
     }
+    let topics = topics_of(&core.topics().read());
+    // A regular expression resolves only to topics the principal may
+    // Describe (Kafka, KAFKA-18813).
+    let describable: BTreeSet<String> = topics
+        .keys()
+        .filter(|t| ctx.allowed(core, AclOperation::Describe, &Resource::topic(t.as_str())))
+        .cloned()
+        .collect();
     let hb = ConsumerHeartbeat {
         group_id: req.group_id.0.to_string(),
         member_id: req.member_id.to_string(),
@@ -71,10 +84,10 @@ pub(crate) fn consumer_group_heartbeat(
                 .map(|t| (t.topic_id, t.partitions.into_iter().collect()))
                 .collect()
         }),
+        describable: (describable.len() < topics.len()).then_some(describable),
         client_id: ctx.header.client_id.clone().unwrap_or_default(),
         client_host: format!("/{}", ctx.host),
     };
-    let topics = topics_of(&core.topics().read());
     match core
         .consumer_groups()
         .consumer_heartbeat(&hb, &topics, core.now_ms())
@@ -84,17 +97,10 @@ pub(crate) fn consumer_group_heartbeat(
             .with_member_id(Some(s(o.member_id)))
             .with_member_epoch(o.member_epoch)
             .with_heartbeat_interval_ms(o.heartbeat_interval_ms)
-            .with_assignment(o.assignment.map(|a| {
-                heartbeat::Assignment::default().with_topic_partitions(
-                    a.into_iter()
-                        .map(|(id, ps)| {
-                            heartbeat::TopicPartitions::default()
-                                .with_topic_id(id)
-                                .with_partitions(ps.into_iter().collect())
-                        })
-                        .collect(),
-                )
-            })),
+            .with_assignment(
+                o.assignment
+                    .map(|a| super::heartbeat_assignment!(heartbeat, a)),
+            ),
     }
 }
 
@@ -139,6 +145,23 @@ pub(crate) fn consumer_group_describe(
                     ))))
                     .with_group_state(s("Dead"));
             };
+            // Kafka (KAFKA-18813): a group whose assignments name a topic
+            // the caller may not Describe is not shown.
+            let hidden = {
+                let reg = core.topics().read();
+                d.members
+                    .iter()
+                    .flat_map(|m| m.assignment.keys().chain(m.target_assignment.keys()))
+                    .filter_map(|id| reg.get_by_id(id).map(|t| t.name.clone()))
+                    .any(|t| !ctx.allowed(core, AclOperation::Describe, &Resource::topic(t)))
+            };
+            if hidden {
+                return base
+                    .with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0)
+                    .with_error_message(Some(s(
+                        "The group's assignments name topics the client may not describe.",
+                    )));
+            }
             let members = d
                 .members
                 .iter()

@@ -204,7 +204,10 @@ pub(crate) async fn delete_groups(
             // As Kafka: a share group first, then the other types.
             super::share_offsets_admin::delete_share_group(core, &group_id).await
         } else {
-            super::txn::blocking(core, move |c| c.consumer_groups().delete_group(&group_id)).await
+            super::txn::blocking(core, move |c| {
+                c.consumer_groups().delete_group(&group_id, c.now_ms())
+            })
+            .await
         };
         results.push(
             DeletableGroupResult::default()

@@ -43,6 +43,24 @@ use sharestream_protocol::txn_share_ack::{
 pub(crate) use api_versions::advertised_versions;
 pub(crate) use txn::blocking as blocking_pub;
 
+/// A heartbeat response's `Assignment` from (topic id, partitions) pairs:
+/// ConsumerGroupHeartbeat and ShareGroupHeartbeat have the same shape in
+/// two modules of the codec (`$m`).
+macro_rules! heartbeat_assignment {
+    ($m:ident, $a:expr) => {
+        $m::Assignment::default().with_topic_partitions(
+            $a.into_iter()
+                .map(|(id, ps)| {
+                    $m::TopicPartitions::default()
+                        .with_topic_id(id)
+                        .with_partitions(ps.into_iter().collect())
+                })
+                .collect(),
+        )
+    };
+}
+pub(crate) use heartbeat_assignment;
+
 /// What a handler sees of the request besides its body.
 #[derive(Debug, Clone)]
 pub(crate) struct RequestContext {
@@ -224,6 +242,14 @@ pub(crate) async fn dispatch(
                 let resp = txn_admin::describe_transactions(core, &ctx, r);
                 respond::<DescribeTransactionsRequest>(&ctx, &resp, out)
             }
+            RequestKind::WriteTxnMarkers(r) => {
+                // Appends (fsync in disk mode): off the async threads.
+                let c = ctx.clone();
+                let resp =
+                    txn::blocking(core, move |core| txn_admin::write_txn_markers(core, &c, r))
+                        .await;
+                respond::<WriteTxnMarkersRequest>(&ctx, &resp, out)
+            }
             RequestKind::ListTransactions(r) => {
                 let resp = txn_admin::list_transactions(core, &ctx, r);
                 respond::<ListTransactionsRequest>(&ctx, &resp, out)
@@ -297,7 +323,13 @@ pub(crate) async fn dispatch(
                 respond::<DeleteAclsRequest>(&ctx, &resp, out)
             }
             RequestKind::ConsumerGroupHeartbeat(r) => {
-                let resp = consumer_protocol::consumer_group_heartbeat(core, &ctx, r);
+                // A change of the group is journaled (fsync): off the
+                // async threads in disk mode.
+                let c = ctx.clone();
+                let resp = txn::blocking(core, move |core| {
+                    consumer_protocol::consumer_group_heartbeat(core, &c, r)
+                })
+                .await;
                 respond::<ConsumerGroupHeartbeatRequest>(&ctx, &resp, out)
             }
             RequestKind::ConsumerGroupDescribe(r) => {

@@ -142,17 +142,10 @@ pub(crate) async fn share_group_heartbeat(
             .with_member_id(Some(s(o.member_id)))
             .with_member_epoch(o.member_epoch)
             .with_heartbeat_interval_ms(o.heartbeat_interval_ms)
-            .with_assignment(o.assignment.map(|a| {
-                heartbeat::Assignment::default().with_topic_partitions(
-                    a.into_iter()
-                        .map(|(id, parts)| {
-                            heartbeat::TopicPartitions::default()
-                                .with_topic_id(id)
-                                .with_partitions(parts.into_iter().collect())
-                        })
-                        .collect(),
-                )
-            })),
+            .with_assignment(
+                o.assignment
+                    .map(|a| super::heartbeat_assignment!(heartbeat, a)),
+            ),
         Err(e) => resp
             .with_error_code(e.code.0)
             .with_error_message(Some(s(e.message))),

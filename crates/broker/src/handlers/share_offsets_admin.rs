@@ -25,6 +25,8 @@ use super::RequestContext;
 use crate::acl::{AclOperation, Resource};
 use crate::core::BrokerCore;
 use crate::group::GroupError;
+use crate::share_service::AdminOutcome;
+use crate::share_service::Pending;
 use sharestream_protocol::ErrorCode;
 
 fn s(v: impl Into<String>) -> StrBytes {
@@ -59,6 +61,38 @@ fn group_gate(
         ));
     }
     Ok(())
+}
+
+/// A topic's refusal before the share service is asked: Read on the topic
+/// (TOPIC_AUTHORIZATION_FAILED), then its existence
+/// (UNKNOWN_TOPIC_OR_PARTITION).
+fn topic_refusal(
+    core: &BrokerCore,
+    ctx: &RequestContext,
+    name: &str,
+    exists: bool,
+) -> Option<Refusal> {
+    if !ctx.allowed(core, AclOperation::Read, &Resource::topic(name)) {
+        Some((ErrorCode::TOPIC_AUTHORIZATION_FAILED, TOPIC_DENIED))
+    } else if !exists {
+        Some((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC))
+    } else {
+        None
+    }
+}
+
+/// Waits until the share service's change is in the journal, then gives
+/// its per-entry outcomes, or the top-level error to answer with (the
+/// group's refusal, or KAFKA_STORAGE_ERROR).
+async fn durable_outcomes(
+    pending: Pending<Result<Vec<AdminOutcome>, GroupError>>,
+) -> Result<std::vec::IntoIter<AdminOutcome>, (ErrorCode, String)> {
+    let (out, durable) = pending.split();
+    if let Err(code) = durable.wait().await {
+        return Err((code, "The share state could not be written.".into()));
+    }
+    out.map(Vec::into_iter)
+        .map_err(|GroupError { code, message }| (code, message))
 }
 
 /// The error of one entry: the broker's own refusal, else the share
@@ -101,13 +135,7 @@ pub(crate) async fn alter_share_group_offsets(
             let name = t.topic_name.0.to_string();
             let meta = reg.get(&name);
             let id = meta.map_or(Uuid::nil(), |m| m.id);
-            let topic_error = if !ctx.allowed(core, AclOperation::Read, &Resource::topic(&name)) {
-                Some((ErrorCode::TOPIC_AUTHORIZATION_FAILED, TOPIC_DENIED))
-            } else if meta.is_none() {
-                Some((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC))
-            } else {
-                None
-            };
+            let topic_error = topic_refusal(core, ctx, &name, meta.is_some());
             let count = meta.map_or(0, |m| m.partitions);
             let parts = t
                 .partitions
@@ -127,17 +155,11 @@ pub(crate) async fn alter_share_group_offsets(
             rows.push((t.topic_name, id, parts));
         }
     }
-    let (out, durable) = core
-        .shares()
-        .alter_offsets_deferred(&group_id, &asked)
-        .split();
-    if let Err(code) = durable.wait().await {
-        return top(code, "The share state could not be written.".into());
-    }
-    let mut outcomes = match out {
-        Err(GroupError { code, message }) => return top(code, message),
-        Ok(o) => o.into_iter(),
-    };
+    let mut outcomes =
+        match durable_outcomes(core.shares().alter_offsets_deferred(&group_id, &asked)).await {
+            Ok(o) => o,
+            Err((code, message)) => return top(code, message),
+        };
     let responses = rows
         .into_iter()
         .map(|(name, id, parts)| {
@@ -188,28 +210,18 @@ pub(crate) async fn delete_share_group_offsets(
             let name = t.topic_name.0.to_string();
             let meta = reg.get(&name);
             let id = meta.map_or(Uuid::nil(), |m| m.id);
-            let refusal = if !ctx.allowed(core, AclOperation::Read, &Resource::topic(&name)) {
-                Some((ErrorCode::TOPIC_AUTHORIZATION_FAILED, TOPIC_DENIED))
-            } else if meta.is_none() {
-                Some((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC))
-            } else {
+            let refusal = topic_refusal(core, ctx, &name, meta.is_some());
+            if refusal.is_none() {
                 asked.push(id);
-                None
-            };
+            }
             rows.push((t.topic_name, id, refusal));
         }
     }
-    let (out, durable) = core
-        .shares()
-        .delete_offsets_deferred(&group_id, &asked)
-        .split();
-    if let Err(code) = durable.wait().await {
-        return top(code, "The share state could not be written.".into());
-    }
-    let mut outcomes = match out {
-        Err(GroupError { code, message }) => return top(code, message),
-        Ok(o) => o.into_iter(),
-    };
+    let mut outcomes =
+        match durable_outcomes(core.shares().delete_offsets_deferred(&group_id, &asked)).await {
+            Ok(o) => o,
+            Err((code, message)) => return top(code, message),
+        };
     let responses = rows
         .into_iter()
         .map(|(name, id, refusal)| {

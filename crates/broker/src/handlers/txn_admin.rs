@@ -1,6 +1,7 @@
 //! What `kafka-transactions.sh` asks: DescribeProducers (a partition's
 //! producer state), DescribeTransactions and ListTransactions (the
-//! transaction coordinator's state).
+//! transaction coordinator's state), and WriteTxnMarkers, which `abort`
+//! sends to the partition's leader to end a hanging transaction.
 //!
 //! Authorization, as Kafka's KafkaApis:
 //! - DescribeProducers: Read on the topic, else TOPIC_AUTHORIZATION_FAILED
@@ -9,10 +10,22 @@
 //!   TRANSACTIONAL_ID_AUTHORIZATION_FAILED; the partitions of topics the
 //!   principal may not Describe are left out of the answer;
 //! - ListTransactions: only the transactional ids the principal may
-//!   Describe are listed (no error).
+//!   Describe are listed (no error);
+//! - WriteTxnMarkers: ClusterAction on the cluster, else every partition
+//!   of the request is CLUSTER_AUTHORIZATION_FAILED.
 //!
-//! ListTransactions is served up to v1 (the duration filter); v2's
-//! transactional id pattern (KIP-1152) is not.
+//! ListTransactions is served up to v2: v1's duration filter (KIP-994)
+//! and v2's transactional id pattern (KIP-1152, a regular expression,
+//! INVALID_REGULAR_EXPRESSION when it does not compile).
+//!
+//! WriteTxnMarkers (v1) is what Kafka's partition leader does with it: a
+//! control batch appended for each partition, with the producer-epoch and
+//! coordinator-epoch checks of any marker (INVALID_PRODUCER_EPOCH,
+//! TRANSACTION_COORDINATOR_FENCED), UNKNOWN_TOPIC_OR_PARTITION for a
+//! partition that does not exist; `__consumer_offsets` settles the
+//! producer's staged offsets. The transaction coordinator is not told:
+//! an open transaction there still ends by EndTxn or its timeout, whose
+//! own markers then find nothing open (D10).
 
 use std::collections::BTreeMap;
 
@@ -25,8 +38,9 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
 use crate::acl::{AclOperation, Resource};
+use crate::consumer_group::consumer_protocol::INVALID_REGULAR_EXPRESSION;
 use crate::core::BrokerCore;
-use crate::txn::TxnState;
+use crate::txn::{MarkerRequest, TransactionVersion, TxnState};
 use sharestream_protocol::ErrorCode;
 
 fn s(v: impl Into<String>) -> StrBytes {
@@ -184,6 +198,24 @@ pub(crate) fn list_transactions(
     } else {
         -1
     };
+    // v2 (KIP-1152): a regular expression the whole transactional id must
+    // match; null or empty is no filter.
+    let pattern = match req
+        .transactional_id_pattern
+        .as_deref()
+        .filter(|p| !p.is_empty())
+    {
+        Some(p) if ctx.version() >= 2 => match regex::Regex::new(&format!("^(?:{p})$")) {
+            Ok(re) => Some(re),
+            Err(e) => {
+                tracing::debug!(pattern = p, error = %e, "ListTransactions: invalid pattern");
+                return ListTransactionsResponse::default()
+                    .with_error_code(INVALID_REGULAR_EXPRESSION.0)
+                    .with_unknown_state_filters(unknown);
+            }
+        },
+        _ => None,
+    };
     let now = core.now_ms();
     // An unknown state name filters everything out when it is the only one.
     let only_unknown = !req.state_filters.is_empty() && wanted_states.is_empty();
@@ -195,6 +227,11 @@ pub(crate) fn list_transactions(
                 c.transactions()
                     .filter(|m| wanted_states.is_empty() || wanted_states.contains(&m.state))
                     .filter(|m| pids.is_empty() || pids.contains(&m.producer_id))
+                    .filter(|m| {
+                        pattern
+                            .as_ref()
+                            .is_none_or(|re| re.is_match(&m.transactional_id))
+                    })
                     .filter(|m| {
                         duration < 0
                             || (m.txn_start_ms >= 0
@@ -228,4 +265,64 @@ pub(crate) fn list_transactions(
     ListTransactionsResponse::default()
         .with_unknown_state_filters(unknown)
         .with_transaction_states(listed)
+}
+
+pub(crate) fn write_txn_markers(
+    core: &BrokerCore,
+    ctx: &RequestContext,
+    req: WriteTxnMarkersRequest,
+) -> WriteTxnMarkersResponse {
+    use kafka_protocol::messages::write_txn_markers_response::{
+        WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+    };
+    let authorized = ctx.allowed(core, AclOperation::ClusterAction, &Resource::cluster());
+    let markers = req
+        .markers
+        .into_iter()
+        .map(|m| {
+            let marker = MarkerRequest {
+                transactional_id: String::new(),
+                producer_id: m.producer_id.0,
+                producer_epoch: m.producer_epoch,
+                coordinator_epoch: m.coordinator_epoch,
+                commit: m.transaction_result,
+                participants: Vec::new(),
+                // v1 carries no transaction version: Kafka reads it as 0,
+                // the classic rules (a marker's epoch may equal the
+                // producer's).
+                transaction_version: TransactionVersion::V1,
+                imposed: false,
+            };
+            let topics = m
+                .topics
+                .into_iter()
+                .map(|t| {
+                    let name = t.name.0.to_string();
+                    let partitions = t
+                        .partition_indexes
+                        .iter()
+                        .map(|&p| {
+                            let code = if !authorized {
+                                ErrorCode::CLUSTER_AUTHORIZATION_FAILED
+                            } else {
+                                core.append_txn_marker(&name, p, &marker)
+                                    .err()
+                                    .unwrap_or(ErrorCode::NONE)
+                            };
+                            WritableTxnMarkerPartitionResult::default()
+                                .with_partition_index(p)
+                                .with_error_code(code.0)
+                        })
+                        .collect();
+                    WritableTxnMarkerTopicResult::default()
+                        .with_name(t.name)
+                        .with_partitions(partitions)
+                })
+                .collect();
+            WritableTxnMarkerResult::default()
+                .with_producer_id(m.producer_id)
+                .with_topics(topics)
+        })
+        .collect();
+    WriteTxnMarkersResponse::default().with_markers(markers)
 }

@@ -482,6 +482,30 @@ impl SharePartition {
         state
     }
 
+    /// Releases the acquired runs `runs` (their lock expired, or their
+    /// member left): AVAILABLE again, or archived (dead-lettered) at the
+    /// delivery count limit. Returns whether a record became available.
+    fn release_runs(&mut self, runs: &[(i64, i64)]) -> bool {
+        let limit = self.config.delivery_count_limit;
+        let dlq = self.config.dead_letter_queue;
+        let mut available = false;
+        for &(f, l) in runs {
+            let at_limit = std::cell::Cell::new(0u64);
+            self.rewrite(f, l, |rf, rl, old| {
+                let state =
+                    Self::released_counting(limit, dlq, old.delivery_count, rf, rl, &at_limit);
+                available |= state == SlotState::Available;
+                Slot {
+                    delivery_count: old.delivery_count,
+                    state,
+                }
+            });
+            self.archived_at_limit_total += at_limit.get();
+            self.dirty = true;
+        }
+        available
+    }
+
     /// Rewrites every run in `first..=last` and keeps the counts right.
     fn rewrite(&mut self, first: i64, last: i64, mut f: impl FnMut(i64, i64, &Slot) -> Slot) {
         let counts = &mut self.counts;
@@ -639,25 +663,11 @@ impl SharePartition {
                 _ => {}
             }
         }
-        let limit = self.config.delivery_count_limit;
-        let dlq = self.config.dead_letter_queue;
-        for (f, l) in acquired {
-            let mut available = false;
-            let at_limit = std::cell::Cell::new(0u64);
-            self.rewrite(f, l, |rf, rl, old| {
-                let state =
-                    Self::released_counting(limit, dlq, old.delivery_count, rf, rl, &at_limit);
-                available |= state == SlotState::Available;
-                Slot {
-                    delivery_count: old.delivery_count,
-                    state,
-                }
-            });
-            self.archived_at_limit_total += at_limit.get();
-            out.records_available |= available;
-            out.expired_records += (l - f + 1) as u64;
-            self.dirty = true;
-        }
+        out.expired_records += acquired
+            .iter()
+            .map(|(f, l)| (l - f + 1) as u64)
+            .sum::<u64>();
+        out.records_available |= self.release_runs(&acquired);
         for (f, l) in pending {
             self.rewrite(f, l, |_, _, old| {
                 let mut new = old.clone();
@@ -963,24 +973,7 @@ impl SharePartition {
             .filter(|(_, _, s)| matches!(&s.state, SlotState::Acquired { member, .. } if &**member == member_id))
             .map(|(f, l, _)| (f, l))
             .collect();
-        let limit = self.config.delivery_count_limit;
-        let dlq = self.config.dead_letter_queue;
-        for (f, l) in held {
-            let mut available = false;
-            let at_limit = std::cell::Cell::new(0u64);
-            self.rewrite(f, l, |rf, rl, old| {
-                let state =
-                    Self::released_counting(limit, dlq, old.delivery_count, rf, rl, &at_limit);
-                available |= state == SlotState::Available;
-                Slot {
-                    delivery_count: old.delivery_count,
-                    state,
-                }
-            });
-            self.archived_at_limit_total += at_limit.get();
-            effects.records_available |= available;
-            self.dirty = true;
-        }
+        effects.records_available |= self.release_runs(&held);
         effects.records_available |= self.advance_start();
         effects
     }

@@ -72,6 +72,7 @@ use sessions::Session;
 use sharestream_protocol::ErrorCode;
 
 pub use fetch::{ParkedFetch, ShareFetchData};
+pub use offsets_admin::AdminOutcome;
 pub use persistence::Durable;
 pub use sessions::{
     DEFAULT_MAX_SHARE_SESSIONS, FINAL_SHARE_SESSION_EPOCH, INITIAL_SHARE_SESSION_EPOCH,

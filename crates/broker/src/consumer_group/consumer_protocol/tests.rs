@@ -48,6 +48,20 @@ fn groups() -> ConsumerProtocolGroups {
     ConsumerProtocolGroups::new(ConsumerProtocolConfig::default())
 }
 
+/// At time 0: m1 joins on t1 and confirms it owns everything, then m2
+/// joins (the group at epoch 2, m1 still at 1 holding all of t1). Returns
+/// m1's first assignment.
+fn m1_then_m2(g: &mut ConsumerProtocolGroups, t: &Topics) -> Assignment {
+    let a1 = g
+        .heartbeat(&join("m1", &["t1"]), t, 0)
+        .unwrap()
+        .assignment
+        .unwrap();
+    g.heartbeat(&beat("m1", 1, Some(&a1)), t, 0).unwrap();
+    g.heartbeat(&join("m2", &["t1"]), t, 0).unwrap();
+    a1
+}
+
 #[test]
 fn kip848_a_partition_moves_only_after_its_owner_revoked_it() {
     let mut g = groups();
@@ -93,13 +107,7 @@ fn kip848_a_partition_moves_only_after_its_owner_revoked_it() {
 fn kip848_session_timeout_on_the_given_clock_and_a_leave() {
     let mut g = groups();
     let t = topics();
-    let a1 = g
-        .heartbeat(&join("m1", &["t1"]), &t, 0)
-        .unwrap()
-        .assignment
-        .unwrap();
-    g.heartbeat(&beat("m1", 1, Some(&a1)), &t, 0).unwrap();
-    g.heartbeat(&join("m2", &["t1"]), &t, 0).unwrap();
+    m1_then_m2(&mut g, &t);
     assert_eq!(g.next_deadline_ms(), Some(45_000));
     // m1 keeps heartbeating (reporting what it owns), m2 goes silent.
     for now in [10_000, 20_000, 30_000, 40_000, 44_000] {
@@ -135,13 +143,7 @@ fn kip848_session_timeout_on_the_given_clock_and_a_leave() {
 fn kip848_a_member_that_does_not_revoke_in_time_is_removed() {
     let mut g = groups();
     let t = topics();
-    let a1 = g
-        .heartbeat(&join("m1", &["t1"]), &t, 0)
-        .unwrap()
-        .assignment
-        .unwrap();
-    g.heartbeat(&beat("m1", 1, Some(&a1)), &t, 0).unwrap();
-    g.heartbeat(&join("m2", &["t1"]), &t, 0).unwrap();
+    let a1 = m1_then_m2(&mut g, &t);
     g.heartbeat(&beat("m1", 1, None), &t, 1_000).unwrap(); // told to revoke
     // It keeps heartbeating but never reports the partitions dropped.
     g.heartbeat(&beat("m1", 1, Some(&a1)), &t, 20_000).unwrap();
@@ -292,4 +294,192 @@ fn kip848_assignors_and_request_checks() {
         ErrorCode::INVALID_REQUEST
     );
     assert_eq!(g.delete_group("g"), Err(ErrorCode::NON_EMPTY_GROUP));
+}
+
+fn static_join(member: &str, instance: &str) -> ConsumerHeartbeat {
+    ConsumerHeartbeat {
+        instance_id: Some(instance.into()),
+        ..join(member, &["t1"])
+    }
+}
+
+fn static_beat(member: &str, instance: &str, epoch: i32) -> ConsumerHeartbeat {
+    ConsumerHeartbeat {
+        instance_id: Some(instance.into()),
+        ..beat(member, epoch, None)
+    }
+}
+
+/// D29a: a snapshot restores to the same group, a member in the middle of
+/// a revocation included, and the revocation still gates the move.
+#[test]
+fn kip848_a_restored_group_is_the_persisted_one() {
+    let mut g = groups();
+    let t = topics();
+    m1_then_m2(&mut g, &t);
+    let kept = g
+        .heartbeat(&beat("m1", 1, None), &t, 0)
+        .unwrap()
+        .assignment
+        .unwrap();
+    let snap = g.snapshot("g").unwrap();
+    let json = serde_json::to_vec(&snap).unwrap();
+    let back: PersistedConsumerGroup = serde_json::from_slice(&json).unwrap();
+    assert_eq!(back, snap);
+
+    let mut r = groups();
+    r.restore("g", Some(back), 1_000);
+    assert_eq!(r.snapshot("g").unwrap(), snap);
+    assert_eq!(r.next_deadline_ms(), Some(31_000), "revocation restarts");
+    assert_eq!(
+        r.heartbeat(&beat("m2", 2, None), &t, 1_000)
+            .unwrap()
+            .assignment,
+        None,
+        "m1 has not revoked"
+    );
+    let ok = r.heartbeat(&beat("m1", 1, Some(&kept)), &t, 1_000).unwrap();
+    assert_eq!(ok.member_epoch, 2);
+    let got = r
+        .heartbeat(&beat("m2", 2, None), &t, 1_000)
+        .unwrap()
+        .assignment
+        .unwrap();
+    assert_eq!(n(&got), 2);
+    r.restore("g", None, 2_000);
+    assert!(!r.contains("g"));
+}
+
+/// Kafka's static membership: -2 keeps the assignment until the session
+/// expires, a new member id with the instance id takes it over with no
+/// rebalance, a second live holder is UNRELEASED_INSTANCE_ID.
+#[test]
+fn kip848_static_member_leave_replace_and_unreleased_instance_id() {
+    let mut g = groups();
+    let t = topics();
+    let a = g
+        .heartbeat(&static_join("a1", "A"), &t, 0)
+        .unwrap()
+        .assignment
+        .unwrap();
+    g.heartbeat(&beat("a1", 1, Some(&a)), &t, 0).unwrap();
+    let b = g.heartbeat(&join("b1", &["t1"]), &t, 0).unwrap();
+    assert_eq!(b.member_epoch, 2);
+    let kept = g
+        .heartbeat(&static_beat("a1", "A", 1), &t, 10)
+        .unwrap()
+        .assignment
+        .unwrap();
+    g.heartbeat(&beat("a1", 1, Some(&kept)), &t, 10).unwrap();
+    let b_got = g
+        .heartbeat(&beat("b1", 2, None), &t, 10)
+        .unwrap()
+        .assignment
+        .unwrap();
+    g.heartbeat(&beat("b1", 2, Some(&b_got)), &t, 10).unwrap();
+    assert_eq!(g.describe("g").unwrap().state, ConsumerGroupState::Stable);
+
+    // A second process with the same instance id while a1 is live.
+    let e = g.heartbeat(&static_join("a2", "A"), &t, 20).unwrap_err();
+    assert_eq!(e.code, ErrorCode::UNRELEASED_INSTANCE_ID);
+    // a2 naming the instance id at a non-zero epoch is fenced.
+    let e = g.heartbeat(&static_beat("a2", "A", 2), &t, 20).unwrap_err();
+    assert_eq!(e.code, ErrorCode::FENCED_INSTANCE_ID);
+    let e = g.heartbeat(&static_beat("a2", "Z", 2), &t, 20).unwrap_err();
+    assert_eq!(e.code, ErrorCode::UNKNOWN_MEMBER_ID);
+
+    // a1 leaves temporarily: no rebalance, its partitions stay its own.
+    let r = g.heartbeat(&static_beat("a1", "A", -2), &t, 1_000).unwrap();
+    assert_eq!(r.member_epoch, -2);
+    let d = g.describe("g").unwrap();
+    assert_eq!(d.group_epoch, 2, "no new group epoch");
+    assert_eq!(d.state, ConsumerGroupState::Stable);
+    assert_eq!(g.assigned("g", "a1"), Some(&kept));
+    let r = g.heartbeat(&beat("b1", 2, None), &t, 1_000).unwrap();
+    assert_eq!(r.assignment, None, "b1 gets nothing of a1's");
+
+    // The restarted process: a new member id, the same instance id.
+    let r = g.heartbeat(&static_join("a2", "A"), &t, 2_000).unwrap();
+    assert_eq!((r.member_epoch, r.assignment), (2, Some(kept.clone())));
+    assert_eq!(g.describe("g").unwrap().group_epoch, 2, "no rebalance");
+    assert!(g.assigned("g", "a1").is_none(), "replaced");
+    let e = g
+        .heartbeat(&static_beat("a1", "A", 2), &t, 2_000)
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::FENCED_INSTANCE_ID);
+
+    // Left again with -2 and never back: the session (from its last
+    // heartbeat, 2 000) expires and b1 gets everything.
+    g.heartbeat(&static_beat("a2", "A", -2), &t, 10_000)
+        .unwrap();
+    g.heartbeat(&beat("b1", 2, None), &t, 40_000).unwrap();
+    assert!(g.tick(46_999).is_empty());
+    assert_eq!(g.tick(47_000), vec![("g".to_string(), "a2".to_string())]);
+    let r = g.heartbeat(&beat("b1", 2, None), &t, 47_000).unwrap();
+    assert_eq!((r.member_epoch, r.assignment.map(|a| n(&a))), (3, Some(4)));
+
+    // -1 by a static member is a real leave.
+    g.heartbeat(&static_join("c1", "C"), &t, 48_000).unwrap();
+    let before = g.describe("g").unwrap().group_epoch;
+    g.heartbeat(&static_beat("c1", "C", -1), &t, 48_000)
+        .unwrap();
+    assert_eq!(g.describe("g").unwrap().group_epoch, before + 1);
+    assert_eq!(g.describe("g").unwrap().members.len(), 1);
+}
+
+/// Kafka filters the topics of a regular expression by the member's
+/// Describe permission (KAFKA-18813): a topic the principal may not
+/// Describe is not assigned, and is once the permission is there.
+#[test]
+fn kip848_a_regex_resolves_only_to_describable_topics() {
+    let mut g = groups();
+    let t = topics();
+    let only_t1: BTreeSet<String> = ["t1".to_string(), "x".to_string()].into();
+    let req = ConsumerHeartbeat {
+        subscribed_topic_names: None,
+        subscribed_topic_regex: Some("t.*".into()),
+        describable: Some(only_t1.clone()),
+        ..join("m1", &[])
+    };
+    let a = g.heartbeat(&req, &t, 0).unwrap().assignment.unwrap();
+    assert_eq!(a.keys().copied().collect::<Vec<_>>(), vec![T1], "t2 hidden");
+    let hidden = ConsumerHeartbeat {
+        describable: Some(only_t1),
+        ..beat("m1", 1, Some(&a))
+    };
+    assert_eq!(g.heartbeat(&hidden, &t, 10).unwrap().assignment, None);
+    // Describe on t2 granted: the next heartbeat resolves it.
+    let r = g.heartbeat(&beat("m1", 1, Some(&a)), &t, 20).unwrap();
+    assert_eq!(r.member_epoch, 2);
+    assert_eq!(n(&r.assignment.unwrap()), 6);
+}
+
+/// Kafka's server-side assignors are not rack-aware (KAFKA-16694): a rack
+/// id is kept and described, and neither it nor its change moves a
+/// partition or bumps the group epoch.
+#[test]
+fn kip848_rack_ids_are_described_and_do_not_change_the_assignment() {
+    let mut g = groups();
+    let t = topics();
+    let with_rack = |m: &str, rack: &str| ConsumerHeartbeat {
+        rack_id: Some(rack.into()),
+        ..join(m, &["t1"])
+    };
+    g.heartbeat(&with_rack("m1", "r1"), &t, 0).unwrap();
+    g.heartbeat(&with_rack("m2", "r2"), &t, 0).unwrap();
+    let before = g.describe("g").unwrap();
+    let racks: Vec<_> = before.members.iter().map(|m| m.rack_id.clone()).collect();
+    assert_eq!(racks, vec![Some("r1".into()), Some("r2".into())]);
+    let moved = ConsumerHeartbeat {
+        rack_id: Some("r3".into()),
+        ..beat("m1", 1, None)
+    };
+    g.heartbeat(&moved, &t, 10).unwrap();
+    let after = g.describe("g").unwrap();
+    assert_eq!(after.group_epoch, before.group_epoch);
+    assert_eq!(after.members[0].rack_id.as_deref(), Some("r3"));
+    assert_eq!(
+        after.members[0].target_assignment,
+        before.members[0].target_assignment
+    );
 }
