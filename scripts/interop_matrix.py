@@ -35,6 +35,7 @@ Producer, ShareConsumer, the read_committed reader) and its runtime, from
 Clients: Apache Kafka's Java clients and tools (Maven Central, version below),
 confluent-kafka for Python (librdkafka), kcat from Debian (librdkafka 2.0).
 Check programs: `interop/java/src/dev/sharestream/interop/Check.java`,
+`interop/java/src/dev/sharestream/interop/StreamsApp.java` (Kafka Streams),
 `interop/python/check.py`.
 """
 
@@ -58,12 +59,18 @@ GAPS = """\
   Kafka's bounds (INVALID_CONFIG otherwise). Honoured: `cleanup.policy`
   (retention runs only with `delete`; DeleteRecords on a topic without it
   is POLICY_VIOLATION), `retention.ms` and `retention.bytes` (closed
-  segments, every `log.retention.check.interval.ms`), `max.message.bytes`,
-  `segment.bytes`, `message.timestamp.type`, `min.insync.replicas`
-  (acks=all above 1 is NOT_ENOUGH_REPLICAS on one node). Accepted,
-  stored, described, without effect: compaction and its settings,
+  segments, every `log.retention.check.interval.ms`), compaction with
+  `delete.retention.ms`, `min.compaction.lag.ms`, `max.compaction.lag.ms`
+  and `min.cleanable.dirty.ratio` (every `log.cleaner.backoff.ms`;
+  keyless records refused with INVALID_RECORD; docs/DESIGN.md D28),
+  `max.message.bytes`, `segment.bytes`, `segment.ms`,
+  `message.timestamp.type`, `min.insync.replicas`
+  (acks=all above 1 is NOT_ENOUGH_REPLICAS on one node). Consumer-group
+  offsets expire after `offsets.retention.minutes` (D28). Accepted,
+  stored, described, without effect:
   `compression.type` and levels (batches are stored as produced),
-  `message.timestamp.before/after.max.ms`, flush, index, `segment.ms`,
+  Kafka 4.4's `max.decompressed.message.bytes`,
+  `message.timestamp.before/after.max.ms`, flush, index,
   `preallocate`, replication and tiered-storage settings
   (`remote.storage.enable=true` is refused, as on a broker without tiered
   storage). Dynamic broker configs are stored and described (sources
@@ -78,6 +85,11 @@ GAPS = """\
 - **`__consumer_offsets`** is listed (internal) once a group coordinator
   was looked up, but is empty: offsets are kept by the group coordinator
   in its own log (docs/DESIGN.md D23).
+- **Kafka Streams' own rebalance protocol** (`group.protocol=streams`,
+  KIP-1071: StreamsGroupHeartbeat and StreamsGroupDescribe, apiKeys 88-89,
+  with the broker assigning tasks and creating internal topics) is not
+  served: the Streams client stops with UnsupportedVersionException. Streams
+  on the classic protocol (its default) is served, exactly_once_v2 included.
 - **SASL**: the embedded broker has PLAINTEXT listeners only; the
   SASL_PLAINTEXT listener of `scripts/kafka/start.sh --sasl-port` exists for
   the security work against Apache Kafka.
@@ -130,6 +142,54 @@ GAPS = """\
   rows `kafka-configs` and `java-share-consumer / RENEW with
   share.renew.acknowledge.enable=false` check that a RENEW is refused with
   INVALID_RECORD_STATE when a group turns it off, as on Kafka 4.4.
+
+- A compacted topic took records without a key (issue #17, found with the
+  Kafka Streams rows: changelogs are compacted): Kafka refuses them, since
+  compaction keeps the latest record per key. A produce holding one is now
+  INVALID_RECORD, each keyless record named by its index in the batch, and
+  nothing of the batch is appended (tests/suite/broker_streams_compat.rs).
+
+## Kafka Streams (`StreamsApp.java`) and the verifiable clients
+
+The kafka-streams rows run one Kafka Streams 4.4 application under
+`processing.guarantee=exactly_once_v2`: 300 records (keys `src-i`, values
+seven words) on a 3-partition input topic; the topology re-keys by word
+(`groupBy`: the repartition topic `<app>-rekey-repartition`), counts per
+word into a RocksDB store with logging on (the changelog
+`<app>-counts-changelog`, `cleanup.policy=compact`), keeps a windowed count
+too (its changelog gets `compact,delete`), and writes every update to an
+output topic (record cache off, so each input record gives one update).
+A read_committed consumer then checks that each word's committed updates
+are exactly 1, 2, ..., n (a duplicate, gap or step back would show an
+exactly-once failure); the internal topics exist with those cleanup
+policies, and Streams has purged consumed repartition records
+(DeleteRecords: their log start offsets moved up). Three runs:
+
+- *instance killed*: the first instance runs in a child JVM that is killed
+  with SIGKILL while input keeps arriving; a new instance takes over when the
+  group drops the dead member (session timeout 10 s), its open transaction
+  is aborted by the transaction timeout, and the new instance restores the
+  store from the changelog (`restored_records` > 0) and resumes at the
+  committed offsets;
+- *second instance joins*: a rebalance (classic protocol, Streams'
+  cooperative assignor) half-way;
+- *group.protocol=streams* (KIP-1071): a gap on our broker (above).
+
+The instances close with LEAVE_GROUP, so the group is Empty at once and
+`kafka-streams-application-reset.sh` (StreamsResetter) resets the second
+run's application: input offsets back to the earliest, its three internal
+topics deleted.
+
+RocksDB's native library comes in `rocksdbjni` (linux x86_64 and aarch64,
+glibc), so the persistent store is used; `--store memory` switches to the
+in-memory store with the same changelog.
+
+VerifiableProducer writes 1000 records with acks=all over 10 repeating keys
+to 3 partitions; every `producer_send_success` must carry a distinct
+(partition, offset). VerifiableConsumer then reads them with a group, once
+with the classic protocol and the cooperative-sticky assignor, once with
+`group.protocol=consumer`: it must consume 1000 records and its last
+successful commits must add up to 1000 over the 3 partitions.
 
 ## KIP-1191 dead-letter queue (the `share-dlq` check)
 

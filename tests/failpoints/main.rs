@@ -17,5 +17,6 @@ pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 mod dead_letter_failpoints;
 mod kip1289_failpoints;
+mod log_cleaner;
 mod runtime_eos;
 mod write_atomic;

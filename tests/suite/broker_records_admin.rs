@@ -62,7 +62,11 @@ async fn produce_ts(c: &mut RawClient, topic: &str, timestamps: &[i64], acks: i1
     let records: Vec<Record> = timestamps
         .iter()
         .enumerate()
-        .map(|(i, ts)| Record::new(i as i32, *ts, None, Some(Bytes::from(format!("v{i}")))))
+        // Keyed: a compacted topic refuses records without a key.
+        .map(|(i, ts)| {
+            let key = Some(Bytes::from(format!("k{i}")));
+            Record::new(i as i32, *ts, key, Some(Bytes::from(format!("v{i}"))))
+        })
         .collect();
     let batch = encode_batch(&BatchSpec::default(), &records).unwrap();
     let r = c
@@ -72,7 +76,12 @@ async fn produce_ts(c: &mut RawClient, topic: &str, timestamps: &[i64], acks: i1
 }
 
 /// ListOffsets of partition 0 at `timestamp`: (error, offset, timestamp).
-async fn list_offset(c: &mut RawClient, topic: &str, timestamp: i64, v: i16) -> (i16, i64, i64) {
+pub(crate) async fn list_offset(
+    c: &mut RawClient,
+    topic: &str,
+    timestamp: i64,
+    v: i16,
+) -> (i16, i64, i64) {
     let r = c
         .send(
             &ListOffsetsRequest::default()

@@ -43,6 +43,8 @@ use tokio::io::AsyncReadExt;
 
 #[path = "interop_share_groups_tool.rs"]
 mod share_groups_tool;
+#[path = "interop_streams.rs"]
+mod streams;
 
 /// API keys the scenarios depend on, by Kafka name.
 const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
@@ -136,6 +138,9 @@ enum Output {
     Lines,
     /// VerifiableShareConsumer's JSON events, summed.
     VerifiableShare,
+    /// VerifiableProducer's or VerifiableConsumer's JSON events, summed
+    /// (`streams::verifiable_summary`).
+    VerifiableEvents,
     /// `Lines` plus the whole of stdout as `text` (for tools whose table
     /// is checked row by row) and of stderr as `stderr`.
     Text,
@@ -1452,6 +1457,7 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
         },
     ]);
     out.extend(consumer_perf_scenarios(b));
+    out.extend(streams::scenarios(b));
     // Last: they reset, then delete, the console share consumer's group.
     out.extend(share_groups_tool::scenarios(b));
     out
@@ -1636,6 +1642,7 @@ async fn run(sc: &Scenario, log: &Path) -> Value {
             }
             json!({"consumed": consumed, "acknowledged": acked, "shutdown_complete": done})
         }
+        Output::VerifiableEvents => streams::verifiable_summary(&text),
     };
     v["exit"] = json!(exit);
     v

@@ -56,6 +56,16 @@ pub struct BrokerConfig {
     /// How often `retention.ms` / `retention.bytes` are applied
     /// (`log.retention.check.interval.ms`, Kafka's default 300000).
     pub retention_check_interval_ms: u64,
+    /// How often the log cleaner looks for compacted partitions to clean
+    /// (`log.cleaner.backoff.ms`, Kafka's default 15000); 0 = no timer
+    /// (tests call `BrokerCore::clean_logs`).
+    pub log_cleaner_backoff_ms: u64,
+    /// How long committed offsets of an Empty (or member-less) group are
+    /// kept (`offsets.retention.minutes`, Kafka's default 10080).
+    pub offsets_retention_minutes: i64,
+    /// How often committed-offset retention runs
+    /// (`offsets.retention.check.interval.ms`, Kafka's default 600000).
+    pub offsets_retention_check_interval_ms: i64,
     /// Where to serve `GET /metrics` (Prometheus text); `None` = off.
     pub metrics_listen: Option<SocketAddr>,
     /// Share group settings (`group.share.*`): defaults and bounds of the
@@ -94,6 +104,9 @@ impl Default for BrokerConfig {
             transaction_max_timeout_ms: 900_000,
             segment_bytes: 1 << 30,
             retention_check_interval_ms: 300_000,
+            log_cleaner_backoff_ms: 15_000,
+            offsets_retention_minutes: 10_080,
+            offsets_retention_check_interval_ms: 600_000,
             metrics_listen: None,
             share_groups: crate::group::ShareGroupBrokerConfig::default(),
             security: crate::security::SecurityConfig::default(),

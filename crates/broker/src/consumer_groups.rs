@@ -58,6 +58,13 @@ struct Inner {
     consumer_written: BTreeMap<String, PersistedConsumerGroup>,
     join_waiters: HashMap<Key, oneshot::Sender<JoinGroupResponse>>,
     sync_waiters: HashMap<Key, oneshot::Sender<SyncGroupResponse>>,
+    /// Committed-offset retention: (retention ms, check interval ms).
+    offsets_retention: (i64, i64),
+    /// When the next retention check is due (set at the first tick).
+    next_offsets_check_ms: Option<i64>,
+    /// Consumer-protocol groups seen without members by a retention
+    /// check, and since when (the first check that saw them so).
+    modern_empty_since: HashMap<String, i64>,
 }
 
 /// The consumer group coordinator with its durable log.
@@ -66,6 +73,8 @@ pub struct GroupService {
     inner: Mutex<Inner>,
     /// Consumer-protocol (KIP-848) groups; locked before `inner`.
     modern: Mutex<ConsumerProtocolGroups>,
+    offsets_expired_total: std::sync::atomic::AtomicU64,
+    groups_expired_total: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for GroupService {
@@ -73,6 +82,11 @@ impl std::fmt::Debug for GroupService {
         f.debug_struct("GroupService").finish_non_exhaustive()
     }
 }
+
+/// Kafka's default `offsets.retention.minutes` (7 days).
+pub const OFFSETS_RETENTION_MINUTES_DEFAULT: i64 = 10_080;
+/// Kafka's default `offsets.retention.check.interval.ms` (10 minutes).
+pub const OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT: i64 = 600_000;
 
 /// Compact when the log holds this many records more than the live state.
 const COMPACT_SLACK: usize = 10_000;
@@ -126,8 +140,16 @@ impl GroupService {
                 consumer_written,
                 join_waiters: HashMap::new(),
                 sync_waiters: HashMap::new(),
+                offsets_retention: (
+                    OFFSETS_RETENTION_MINUTES_DEFAULT * 60_000,
+                    OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT,
+                ),
+                next_offsets_check_ms: None,
+                modern_empty_since: HashMap::new(),
             }),
             modern: Mutex::new(modern),
+            offsets_expired_total: Default::default(),
+            groups_expired_total: Default::default(),
         })
     }
 
@@ -342,6 +364,7 @@ impl GroupService {
     /// Runs the coordinator's timers (both protocols).
     pub fn tick(&self, now_ms: i64) {
         self.consumer_tick(now_ms);
+        self.expire_offsets_if_due(now_ms);
         let mut inner = self.inner.lock();
         if inner
             .coordinator
@@ -352,6 +375,112 @@ impl GroupService {
         }
         let out = inner.coordinator.tick(now_ms);
         let _ = self.finish(&mut inner, out);
+    }
+
+    /// Sets `offsets.retention.minutes` (as milliseconds) and
+    /// `offsets.retention.check.interval.ms`; the next check is due one
+    /// interval after the next tick.
+    pub fn set_offsets_retention(&self, retention_ms: i64, check_interval_ms: i64) {
+        let mut inner = self.inner.lock();
+        inner.offsets_retention = (retention_ms, check_interval_ms.max(1));
+        inner.next_offsets_check_ms = None;
+    }
+
+    /// Runs committed-offset retention when its interval has passed (the
+    /// first tick only schedules it).
+    fn expire_offsets_if_due(&self, now_ms: i64) {
+        {
+            let mut inner = self.inner.lock();
+            let interval = inner.offsets_retention.1;
+            match inner.next_offsets_check_ms {
+                None => {
+                    inner.next_offsets_check_ms = Some(now_ms.saturating_add(interval));
+                    return;
+                }
+                Some(due) if due > now_ms => return,
+                Some(_) => inner.next_offsets_check_ms = Some(now_ms.saturating_add(interval)),
+            }
+        }
+        self.expire_offsets(now_ms);
+    }
+
+    /// One pass of committed-offset retention at `now_ms` (see
+    /// `GroupCoordinator::expire_offsets`): the removals are journaled
+    /// like every offset change (so they survive a restart), logged and
+    /// counted; a consumer-protocol group deleted here goes from both
+    /// sides. Returns what was removed.
+    pub fn expire_offsets(&self, now_ms: i64) -> crate::consumer_group::OffsetExpiry {
+        let mut modern = self.modern.lock();
+        let mut inner = self.inner.lock();
+        let retention_ms = inner.offsets_retention.0;
+        let presence = modern.member_presence();
+        inner
+            .modern_empty_since
+            .retain(|g, _| presence.iter().any(|(id, members)| id == g && !members));
+        for (g, members) in &presence {
+            if !members {
+                inner.modern_empty_since.entry(g.clone()).or_insert(now_ms);
+            }
+        }
+        let Inner {
+            coordinator,
+            modern_empty_since,
+            ..
+        } = &mut *inner;
+        let expiry = coordinator.expire_offsets(now_ms, retention_ms, |g| {
+            if modern.has_members(g) {
+                Some(i64::MAX)
+            } else {
+                modern_empty_since.get(g).copied()
+            }
+        });
+        if expiry.records.is_empty() {
+            return expiry;
+        }
+        let out = Output {
+            result: (),
+            records: expiry.records.clone(),
+            completions: Vec::new(),
+        };
+        if self.finish(&mut inner, out).is_err() {
+            // Rebuilt from the log: the next check tries again.
+            return crate::consumer_group::OffsetExpiry::default();
+        }
+        drop(inner);
+        // A consumer-protocol group that went is journaled gone too.
+        for g in &expiry.deleted_groups {
+            if modern.contains(g) && modern.delete_group(g).is_ok() {
+                let _ = self.persist_consumer_group(&mut modern, g, now_ms);
+            }
+        }
+        drop(modern);
+        self.offsets_expired_total.fetch_add(
+            expiry.expired.len() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        self.groups_expired_total.fetch_add(
+            expiry.deleted_groups.len() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        tracing::info!(
+            offsets = expiry.expired.len(),
+            groups_deleted = ?expiry.deleted_groups,
+            retention_ms,
+            "removed expired committed offsets"
+        );
+        expiry
+    }
+
+    /// Committed offsets removed by retention since start.
+    pub fn offsets_expired_total(&self) -> u64 {
+        self.offsets_expired_total
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Groups deleted by offset retention since start.
+    pub fn groups_expired_total(&self) -> u64 {
+        self.groups_expired_total
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Answers every parked request with COORDINATOR_NOT_AVAILABLE.

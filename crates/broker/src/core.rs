@@ -13,7 +13,9 @@ use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 use super::config::{BrokerConfig, StorageMode};
-use super::log::{AppendOptions, LogConfig, LogError, PartitionLog, StateLog};
+use super::log::{
+    AppendOptions, CleanOutcome, CleanerConfig, LogConfig, LogError, PartitionLog, StateLog,
+};
 use super::metrics::BrokerMetrics;
 use super::topics::{TopicError, TopicMeta, TopicRegistry};
 use super::txn::{MarkerAck, MarkerRequest, TxnCoordinatorConfig};
@@ -168,6 +170,10 @@ impl BrokerCore {
             config.consumer_groups.clone(),
             config.clock.now_ms(),
         )?;
+        consumer_groups.set_offsets_retention(
+            config.offsets_retention_minutes.saturating_mul(60_000),
+            config.offsets_retention_check_interval_ms,
+        );
         let txn_config = TxnCoordinatorConfig {
             max_transaction_timeout_ms: config.transaction_max_timeout_ms,
             ..TxnCoordinatorConfig::default()
@@ -252,10 +258,22 @@ impl BrokerCore {
             .get("segment.bytes")
             .and_then(|v| v.parse::<u64>().ok())
             .unwrap_or(self.config.segment_bytes);
+        // Kafka rolls a compacted topic's segment by max.compaction.lag.ms
+        // too, so that the lag can be honoured (the active one is never
+        // cleaned).
+        let mut segment_ms = topic.config_i64("segment.ms").unwrap_or(604_800_000);
+        if topic.is_compacted() {
+            segment_ms = segment_ms.min(
+                topic
+                    .config_i64("max.compaction.lag.ms")
+                    .unwrap_or(i64::MAX),
+            );
+        }
         LogConfig {
             segment_bytes,
             fsync: self.config.fsync,
             max_message_bytes,
+            segment_ms: Some(segment_ms),
             ..LogConfig::default()
         }
         .normalized()
@@ -583,8 +601,9 @@ impl BrokerCore {
             let lc = self.log_config(&meta);
             for p in 0..meta.partitions {
                 if let Some(log) = self.partition(meta.id, p) {
-                    log.lock()
-                        .set_limits(lc.max_message_bytes, lc.segment_bytes);
+                    let mut log = log.lock();
+                    log.set_limits(lc.max_message_bytes, lc.segment_bytes);
+                    log.set_segment_ms(lc.segment_ms);
                 }
             }
             self.persist_or_log();
@@ -642,6 +661,89 @@ impl BrokerCore {
             }
         }
         deleted
+    }
+
+    /// Runs the log cleaner once over every partition of the topics whose
+    /// `cleanup.policy` includes `compact` (internal topics aside): each is
+    /// compacted if due at `now_ms` under its topic's configs. What was
+    /// removed is logged per partition and added to the `log_cleaner_*`
+    /// counters. The broker's timer calls this every
+    /// `log.cleaner.backoff.ms`; tests call it at a manual clock's time.
+    pub fn clean_logs(&self, now_ms: i64) -> CleanOutcome {
+        let topics: Vec<TopicMeta> = self.topics.read().iter().cloned().collect();
+        let mut total = CleanOutcome::default();
+        for t in topics {
+            if !t.is_compacted() || t.is_internal() {
+                continue;
+            }
+            let defaults = CleanerConfig::default();
+            let config = CleanerConfig {
+                delete_retention_ms: t
+                    .config_i64("delete.retention.ms")
+                    .unwrap_or(defaults.delete_retention_ms),
+                min_compaction_lag_ms: t
+                    .config_i64("min.compaction.lag.ms")
+                    .unwrap_or(defaults.min_compaction_lag_ms),
+                max_compaction_lag_ms: t
+                    .config_i64("max.compaction.lag.ms")
+                    .unwrap_or(defaults.max_compaction_lag_ms),
+                min_cleanable_dirty_ratio: t
+                    .config("min.cleanable.dirty.ratio")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(defaults.min_cleanable_dirty_ratio),
+            };
+            for p in 0..t.partitions {
+                let Some(log) = self.partition(t.id, p) else {
+                    continue;
+                };
+                let res = log.lock().clean(now_ms, config);
+                match res {
+                    Ok(o) if o.segments_cleaned > 0 => {
+                        tracing::info!(
+                            topic = %t.name,
+                            partition = p,
+                            segments = o.segments_cleaned,
+                            segments_deleted = o.segments_deleted,
+                            superseded = o.superseded_records,
+                            tombstones = o.tombstones_removed,
+                            aborted = o.aborted_records_removed,
+                            keyless = o.keyless_records_removed,
+                            markers = o.markers_removed,
+                            bytes_before = o.bytes_before,
+                            bytes_after = o.bytes_after,
+                            "log cleaner compacted a partition"
+                        );
+                        let m = &self.metrics;
+                        m.add(
+                            "log_cleaner_segments_cleaned_total",
+                            o.segments_cleaned as u64,
+                        );
+                        m.add("log_cleaner_superseded_records_total", o.superseded_records);
+                        m.add("log_cleaner_tombstones_removed_total", o.tombstones_removed);
+                        m.add(
+                            "log_cleaner_aborted_records_removed_total",
+                            o.aborted_records_removed,
+                        );
+                        m.add(
+                            "log_cleaner_keyless_records_removed_total",
+                            o.keyless_records_removed,
+                        );
+                        m.add("log_cleaner_markers_removed_total", o.markers_removed);
+                        m.add(
+                            "log_cleaner_bytes_reclaimed_total",
+                            o.bytes_before.saturating_sub(o.bytes_after),
+                        );
+                        add_outcome(&mut total, &o);
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        self.metrics.add("log_cleaner_errors_total", 1);
+                        tracing::error!(topic = %t.name, partition = p, error = %e, "log cleaning failed")
+                    }
+                }
+            }
+        }
+        total
     }
 
     fn persist_or_log(&self) {
@@ -785,4 +887,16 @@ impl BrokerCore {
             }
         }
     }
+}
+
+fn add_outcome(total: &mut CleanOutcome, o: &CleanOutcome) {
+    total.segments_cleaned += o.segments_cleaned;
+    total.segments_deleted += o.segments_deleted;
+    total.superseded_records += o.superseded_records;
+    total.tombstones_removed += o.tombstones_removed;
+    total.aborted_records_removed += o.aborted_records_removed;
+    total.keyless_records_removed += o.keyless_records_removed;
+    total.markers_removed += o.markers_removed;
+    total.bytes_before += o.bytes_before;
+    total.bytes_after += o.bytes_after;
 }

@@ -20,6 +20,16 @@ pub fn render(core: &BrokerCore) -> String {
         ("topics", "Topics.", topics as f64),
         ("partitions", "Partitions.", partitions as f64),
         (
+            "consumer_group_offsets_expired_total",
+            "Committed offsets removed by offsets.retention.minutes.",
+            core.consumer_groups().offsets_expired_total() as f64,
+        ),
+        (
+            "consumer_groups_expired_total",
+            "Groups deleted by offset retention (Empty, no offsets left).",
+            core.consumer_groups().groups_expired_total() as f64,
+        ),
+        (
             "transaction_partitions_count",
             "TransactionPartitionsCount: participants (log and share) of open transactions.",
             t.transaction_partitions_count as f64,

@@ -87,6 +87,12 @@ impl Broker {
             core.clone(),
             shutdown_rx.clone(),
         )));
+        if core.config().log_cleaner_backoff_ms > 0 {
+            timers.push(tokio::spawn(cleaner_loop(
+                core.clone(),
+                shutdown_rx.clone(),
+            )));
+        }
         timers.push(tokio::spawn(txn_timer_loop(
             core.clone(),
             shutdown_rx.clone(),
@@ -210,16 +216,40 @@ async fn share_tick_loop(core: Arc<BrokerCore>, mut shutdown: watch::Receiver<bo
 }
 
 /// Applies topic retention every `log.retention.check.interval.ms`.
-async fn retention_loop(core: Arc<BrokerCore>, mut shutdown: watch::Receiver<bool>) {
-    let every = std::time::Duration::from_millis(core.config().retention_check_interval_ms.max(1));
-    let mut tick = tokio::time::interval(every);
+async fn retention_loop(core: Arc<BrokerCore>, shutdown: watch::Receiver<bool>) {
+    let every = core.config().retention_check_interval_ms;
+    every_on_blocking_pool(core, every, shutdown, |c, now| {
+        c.enforce_retention(now);
+    })
+    .await
+}
+
+/// Compacts the `cleanup.policy=compact` partitions every
+/// `log.cleaner.backoff.ms`, on the blocking pool (off the request path).
+async fn cleaner_loop(core: Arc<BrokerCore>, shutdown: watch::Receiver<bool>) {
+    let every = core.config().log_cleaner_backoff_ms;
+    every_on_blocking_pool(core, every, shutdown, |c, now| {
+        c.clean_logs(now);
+    })
+    .await
+}
+
+/// Runs `f` at the broker's time every `every_ms` (the first run one
+/// interval after start) on the blocking pool, until shutdown.
+async fn every_on_blocking_pool(
+    core: Arc<BrokerCore>,
+    every_ms: u64,
+    mut shutdown: watch::Receiver<bool>,
+    f: fn(&BrokerCore, i64),
+) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(every_ms.max(1)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
     loop {
         tokio::select! {
             _ = tick.tick() => {
                 let core = core.clone();
-                let _ = tokio::task::spawn_blocking(move || { let now = core.now_ms(); core.enforce_retention(now) }).await;
+                let _ = tokio::task::spawn_blocking(move || f(&core, core.now_ms())).await;
             }
             _ = shutdown.changed() => return,
         }

@@ -102,10 +102,13 @@ use Honoured::{AcceptedOnly, Yes};
 
 /// Every topic config of Kafka 4.x (TopicConfig / LogConfig), in name
 /// order, with Kafka's defaults and bounds. `Yes` marks the ones the
-/// embedded broker honours: `cleanup.policy` (retention only runs with
-/// `delete`; `compact` is accepted, compaction is not implemented),
+/// embedded broker honours: `cleanup.policy` (retention runs with
+/// `delete`, the log cleaner with `compact`), the compaction settings
+/// (`delete.retention.ms`, `min.compaction.lag.ms`,
+/// `max.compaction.lag.ms`, `min.cleanable.dirty.ratio`),
 /// `retention.ms`, `retention.bytes`, `max.message.bytes`,
-/// `segment.bytes`, `message.timestamp.type` and `min.insync.replicas`
+/// `segment.bytes`, `segment.ms`, `message.timestamp.type` and
+/// `min.insync.replicas`
 /// (acks=all with a value above 1 is NOT_ENOUGH_REPLICAS on one node).
 pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def(
@@ -128,12 +131,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         Int(-131072, 22),
         AcceptedOnly,
     ),
-    def(
-        "delete.retention.ms",
-        "86400000",
-        Long(0, i64::MAX),
-        AcceptedOnly,
-    ),
+    def("delete.retention.ms", "86400000", Long(0, i64::MAX), Yes),
     // KIP-1191: whether share groups may use the topic as their
     // dead-letter queue.
     def("errors.deadletterqueue.group.enable", "false", Boolean, Yes),
@@ -165,10 +163,12 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         AcceptedOnly,
     ),
     def("local.retention.ms", "-2", Long(-2, i64::MAX), AcceptedOnly),
+    def("max.compaction.lag.ms", MAX_LONG, Long(1, i64::MAX), Yes),
+    // Kafka 4.4: a cap on one record's decompressed size.
     def(
-        "max.compaction.lag.ms",
-        MAX_LONG,
-        Long(1, i64::MAX),
+        "max.decompressed.message.bytes",
+        "2147483639",
+        Int(1, 2147483639),
         AcceptedOnly,
     ),
     def("max.message.bytes", "1048588", Int(0, I32.1), Yes),
@@ -190,18 +190,8 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         OneOf(&["CreateTime", "LogAppendTime"]),
         Yes,
     ),
-    def(
-        "min.cleanable.dirty.ratio",
-        "0.5",
-        Double(0.0, 1.0),
-        AcceptedOnly,
-    ),
-    def(
-        "min.compaction.lag.ms",
-        "0",
-        Long(0, i64::MAX),
-        AcceptedOnly,
-    ),
+    def("min.cleanable.dirty.ratio", "0.5", Double(0.0, 1.0), Yes),
+    def("min.compaction.lag.ms", "0", Long(0, i64::MAX), Yes),
     def("min.insync.replicas", "1", Int(1, I32.1), Yes),
     def("preallocate", "false", Boolean, AcceptedOnly),
     def(
@@ -229,7 +219,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         AcceptedOnly,
     ),
     def("segment.jitter.ms", "0", Long(0, i64::MAX), AcceptedOnly),
-    def("segment.ms", "604800000", Long(1, i64::MAX), AcceptedOnly),
+    def("segment.ms", "604800000", Long(1, i64::MAX), Yes),
     def(
         "unclean.leader.election.enable",
         "false",
@@ -276,6 +266,12 @@ impl TopicMeta {
     /// group coordinator's, which clients see as internal in Metadata).
     pub fn is_internal(&self) -> bool {
         self.name == CONSUMER_OFFSETS_TOPIC
+    }
+
+    /// Whether `cleanup.policy` includes `compact`.
+    pub fn is_compacted(&self) -> bool {
+        self.config("cleanup.policy")
+            .is_some_and(|p| p.split(',').any(|x| x.trim() == "compact"))
     }
 
     /// Whether the topic stamps LogAppendTime.

@@ -14,6 +14,9 @@
 //!   (the coordinator retries it after its backoff).
 //! - `log.sync_dir`: the broker's fsync of a directory fails (after a
 //!   rename in `write_atomic`, a segment roll, a snapshot).
+//! - `log.clean.before_swap`, `log.clean.mid_swap`: the log cleaner stops
+//!   after writing a cleaned segment beside the old one, or after renaming
+//!   its log into place and before its index (docs/DESIGN.md D28).
 //! - `runtime.abort_mid_batch`, `runtime.abort_after_stage`,
 //!   `runtime.stale_member_epoch`,
 //!   `runtime.crash_before_commit`: see the runtime's module docs.

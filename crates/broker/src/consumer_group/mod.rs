@@ -42,7 +42,7 @@ pub use coordinator::{
     SyncGroupResponse,
 };
 pub use describe::{DescribedGroup, DescribedMember};
-pub use offsets::{CommittedOffset, OffsetCommitRequest, PartitionOffset};
+pub use offsets::{CommittedOffset, OffsetCommitRequest, OffsetExpiry, PartitionOffset};
 pub use record::GroupRecord;
 
 #[cfg(test)]

@@ -320,3 +320,101 @@ impl GroupCoordinator {
         records
     }
 }
+
+/// What one pass of committed-offset retention removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OffsetExpiry {
+    /// The records to persist (already applied to the state).
+    pub records: Vec<GroupRecord>,
+    /// (group, topic, partition) of every offset removed.
+    pub expired: Vec<(String, String, i32)>,
+    /// Groups deleted: Empty, without members and without offsets.
+    pub deleted_groups: Vec<String>,
+}
+
+impl GroupCoordinator {
+    /// Committed-offset retention (`offsets.retention.minutes`), as
+    /// Kafka's group coordinator applies it every
+    /// `offsets.retention.check.interval.ms`: an offset expires
+    /// `retention_ms` after its group became Empty (a group that has had
+    /// members: `protocol_type` set), or after its commit for a group that
+    /// never had members (standalone commits); the later of the two counts,
+    /// so that offsets committed after the group emptied (or whose group's
+    /// empty time was lost in a restart) still get their full retention.
+    /// `consumer_protocol(group)` tells about the consumer-protocol groups,
+    /// which this coordinator does not run: `None` for a group it does not
+    /// know, `Some(i64::MAX)` for one with members, `Some(t)` for one
+    /// without members since `t`. Groups with members keep their offsets;
+    /// an offset with a pending transactional commit stays. A group left
+    /// Empty without members and without offsets is deleted, as Kafka does.
+    pub fn expire_offsets(
+        &mut self,
+        now_ms: i64,
+        retention_ms: i64,
+        consumer_protocol: impl Fn(&str) -> Option<i64>,
+    ) -> OffsetExpiry {
+        let mut out = OffsetExpiry::default();
+        let ids: Vec<String> = self
+            .offsets
+            .keys()
+            .chain(self.groups.keys())
+            .cloned()
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        for group_id in ids {
+            let modern = consumer_protocol(&group_id);
+            if modern == Some(i64::MAX) {
+                continue;
+            }
+            let classic_empty_since = match self.groups.get(&group_id) {
+                Some(g)
+                    if g.state != GroupState::Empty
+                        || !g.members.is_empty()
+                        || !g.pending_members.is_empty() =>
+                {
+                    continue;
+                }
+                Some(g) if g.protocol_type.is_some() => g.state_since_ms,
+                _ => i64::MIN,
+            };
+            let empty_since = classic_empty_since.max(modern.unwrap_or(i64::MIN));
+            let expired: Vec<(String, i32)> = self
+                .offsets
+                .get(&group_id)
+                .into_iter()
+                .flatten()
+                .filter(|((t, p), o)| {
+                    now_ms.saturating_sub(empty_since.max(o.commit_timestamp_ms)) >= retention_ms
+                        && !self.has_pending_offset(&group_id, t, *p)
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            if !expired.is_empty() {
+                let record = GroupRecord::DeleteOffsets {
+                    group_id: group_id.clone(),
+                    partitions: expired.clone(),
+                };
+                self.apply(&record);
+                out.records.push(record);
+                out.expired
+                    .extend(expired.into_iter().map(|(t, p)| (group_id.clone(), t, p)));
+            }
+            if self.offsets.get(&group_id).is_none_or(|o| o.is_empty()) {
+                let pending_txn = self
+                    .pending_txn
+                    .values()
+                    .any(|p| p.groups.contains_key(&group_id));
+                if !pending_txn {
+                    let record = GroupRecord::DeleteGroup {
+                        group_id: group_id.clone(),
+                    };
+                    self.apply(&record);
+                    out.records.push(record);
+                    out.deleted_groups.push(group_id);
+                }
+            }
+        }
+        out
+    }
+}

@@ -844,3 +844,68 @@ fn a_late_v2_marker_does_not_settle_the_next_transactions_offsets() {
     assert!(c.complete_txn(7, 2, true, true).is_some());
     assert_eq!(c.committed(G, "t", 0).map(|o| o.offset), Some(20));
 }
+
+fn commit_at(c: &mut GroupCoordinator, member: &str, generation: i32, offset: i64, now: i64) {
+    let mut req = commit_req(member, generation, offset);
+    req.offsets[0].offset.commit_timestamp_ms = now;
+    assert_eq!(
+        c.commit_offsets(&req, now).result,
+        Ok(vec![ErrorCode::NONE])
+    );
+}
+
+#[test]
+fn offsets_expire_retention_after_the_group_became_empty_then_the_group_goes() {
+    let mut c = GroupCoordinator::new(config());
+    let a = single_member_group(&mut c, 0);
+    commit_at(&mut c, &a, 1, 10, 10);
+    // While the group has a member nothing expires, however old.
+    assert!(
+        c.expire_offsets(10_000_000, 100, |_| None)
+            .records
+            .is_empty()
+    );
+    // The session ends: the group becomes Empty.
+    c.tick(20_000);
+    c.tick(20_000 + REBALANCE as i64);
+    assert_eq!(c.group_state(G), Some(GroupState::Empty));
+    let since = c.groups[G].state_since_ms;
+    assert!(
+        c.expire_offsets(since + 99, 100, |_| None)
+            .records
+            .is_empty()
+    );
+    assert_eq!(c.committed(G, "t", 0).map(|o| o.offset), Some(10));
+    let e = c.expire_offsets(since + 100, 100, |_| None);
+    assert_eq!(e.expired, vec![(G.to_string(), "t".to_string(), 0)]);
+    assert_eq!(e.deleted_groups, vec![G.to_string()]);
+    assert_eq!(c.committed(G, "t", 0), None);
+    assert_eq!(c.group_state(G), None);
+    // The records replay to the same state (what a restart sees).
+    let committed = GroupRecord::Offsets {
+        group_id: G.to_string(),
+        offsets: commit_req(&a, 1, 10).offsets,
+    };
+    let replayed = GroupCoordinator::recover(config(), std::iter::once(committed).chain(e.records));
+    assert_eq!(replayed.committed(G, "t", 0), None);
+    assert_eq!(replayed.group_state(G), None);
+}
+
+#[test]
+fn standalone_commits_expire_retention_after_the_commit_unless_the_group_is_active() {
+    let mut c = GroupCoordinator::new(config());
+    commit_at(&mut c, "", -1, 5, 50);
+    assert!(c.expire_offsets(149, 100, |_| None).records.is_empty());
+    // A consumer-protocol group with members keeps its offsets; one
+    // without members since 900 keeps them until 1000.
+    assert!(
+        c.expire_offsets(1_000, 100, |_| Some(i64::MAX))
+            .records
+            .is_empty()
+    );
+    assert!(c.expire_offsets(999, 100, |_| Some(900)).records.is_empty());
+    let e = c.expire_offsets(1_000, 100, |_| Some(900));
+    assert_eq!(e.expired.len(), 1);
+    assert_eq!(e.deleted_groups, vec![G.to_string()]);
+    assert_eq!(c.committed(G, "t", 0), None);
+}

@@ -87,6 +87,9 @@ struct PartitionResult {
     base_offset: i64,
     log_append_time: i64,
     log_start_offset: i64,
+    /// The records an INVALID_RECORD names (index in the batch, why);
+    /// empty: the whole batch, index 0.
+    record_errors: Vec<(i32, String)>,
 }
 
 impl PartitionResult {
@@ -97,8 +100,49 @@ impl PartitionResult {
             base_offset: -1,
             log_append_time: -1,
             log_start_offset: -1,
+            record_errors: Vec::new(),
         }
     }
+}
+
+/// A compacted topic keeps the latest record per key, so, as Kafka's log
+/// validation, it refuses a record without a key: the whole produce of
+/// the partition is INVALID_RECORD, naming every keyless record by its
+/// index in its batch. A batch that cannot be decoded is CORRUPT_MESSAGE.
+fn keyless_records(
+    batches: &[RecordBatchView],
+    topic: &TopicMeta,
+    partition: i32,
+) -> Option<PartitionResult> {
+    if !topic.is_compacted() {
+        return None;
+    }
+    let mut record_errors = Vec::new();
+    for b in batches.iter().filter(|b| !b.is_control()) {
+        let records = match b.records(sharestream_protocol::records::DEFAULT_MAX_DECOMPRESSED) {
+            Ok(r) => r,
+            Err(e) => {
+                return Some(PartitionResult::error(
+                    ErrorCode::CORRUPT_MESSAGE,
+                    e.to_string(),
+                ));
+            }
+        };
+        for (i, r) in records.iter().enumerate() {
+            if r.key.is_none() {
+                let why = format!(
+                    "Record {i} has no key: the compacted topic partition {}-{partition} refuses records without key.",
+                    topic.name
+                );
+                record_errors.push((i as i32, why));
+            }
+        }
+    }
+    let first = record_errors.first()?.1.clone();
+    Some(PartitionResult {
+        record_errors,
+        ..PartitionResult::error(INVALID_RECORD, first)
+    })
 }
 
 /// A transactional batch's partition must be part of its transaction:
@@ -207,6 +251,15 @@ async fn produce_partition(
             format!("The partition is not part of the producer's transaction: {code}"),
         );
     }
+    // Validated after the transaction check, as Kafka validates records
+    // when it appends them.
+    if let Some(refused) = keyless_records(&batches, topic, partition) {
+        core.metrics().add(
+            "produce_keyless_records_refused_total",
+            refused.record_errors.len() as u64,
+        );
+        return refused;
+    }
     let opts = AppendOptions {
         now_ms: core.now_ms(),
         log_append_time: topic.log_append_time(),
@@ -225,6 +278,7 @@ async fn produce_partition(
                 base_offset: info.base_offset,
                 log_append_time: info.log_append_time,
                 log_start_offset: info.log_start_offset,
+                record_errors: Vec::new(),
             }
         }
         Err(e) => {
@@ -307,7 +361,20 @@ pub(crate) async fn produce(
                 .with_log_start_offset(r.log_start_offset);
             if version >= 8 && r.error.is_err() {
                 resp = resp.with_error_message(r.message.map(StrBytes::from_string));
-                if r.error == INVALID_RECORD || r.error == ErrorCode::CORRUPT_MESSAGE {
+                if !r.record_errors.is_empty() {
+                    resp = resp.with_record_errors(
+                        r.record_errors
+                            .into_iter()
+                            .map(|(i, why)| {
+                                BatchIndexAndErrorMessage::default()
+                                    .with_batch_index(i)
+                                    .with_batch_index_error_message(Some(StrBytes::from_string(
+                                        why,
+                                    )))
+                            })
+                            .collect(),
+                    );
+                } else if r.error == INVALID_RECORD || r.error == ErrorCode::CORRUPT_MESSAGE {
                     resp = resp.with_record_errors(vec![BatchIndexAndErrorMessage::default()]);
                 }
             }

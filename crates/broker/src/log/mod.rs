@@ -54,8 +54,20 @@
 //! `retention.bytes` to closed segments (the broker's timer calls it);
 //! the active segment is never deleted by retention.
 //!
-//! Not implemented: compaction (`cleanup.policy=compact` is accepted and
-//! not applied), producer-id expiry.
+//! The log also rolls when the active segment's first append is
+//! `segment.ms` old (checked at the next append).
+//!
+//! # Compaction
+//!
+//! [`PartitionLog::clean`] compacts the closed segments of a
+//! `cleanup.policy=compact` topic as Kafka's log cleaner does: the latest
+//! record of each key stays at its offset, tombstones and transaction
+//! markers go after `delete.retention.ms`, aborted transactions' records
+//! go, nothing at or beyond the last stable offset or the active segment
+//! is touched; cleaned segments are swapped in crash-safely. See
+//! [`cleaner`].
+//!
+//! Not implemented: producer-id expiry.
 //!
 //! # Producer state
 //!
@@ -72,6 +84,7 @@
 //! All I/O is blocking `std::fs` with explicit positions and no internal
 //! threads: the broker calls in from `spawn_blocking` or a dedicated task.
 
+pub mod cleaner;
 pub mod control;
 mod partition;
 pub mod producer_state;
@@ -80,15 +93,18 @@ pub mod state_log;
 mod store;
 
 #[cfg(test)]
+mod cleaner_tests;
+#[cfg(test)]
 mod tests;
 
 use std::io;
 use std::time::Duration;
 
+pub use cleaner::{CleanOutcome, CleanerConfig};
 pub use control::{ControlType, EndTxnMarker, parse_end_txn_marker};
 pub use partition::{
-    AppendInfo, AppendOptions, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, PartitionLog,
-    RecoveryReport, RetentionOutcome, TimestampOffset,
+    AppendInfo, AppendOptions, CLEAN_SHUTDOWN_FILE, CLEANER_CHECKPOINT_FILE, LOG_START_OFFSET_FILE,
+    PartitionLog, RecoveryReport, RetentionOutcome, TimestampOffset,
 };
 pub use producer_state::{
     AbortedTxn, BatchMetadata, CompletedTxn, ProducerEntry, ProducerStateError,
@@ -125,6 +141,10 @@ pub struct LogConfig {
     pub fsync: FsyncPolicy,
     /// Largest batch accepted (`max.message.bytes`).
     pub max_message_bytes: usize,
+    /// Roll the active segment this long after its first append
+    /// (`segment.ms`, for compacted topics at most
+    /// `max.compaction.lag.ms`); None = size only.
+    pub segment_ms: Option<i64>,
 }
 
 impl Default for LogConfig {
@@ -134,6 +154,7 @@ impl Default for LogConfig {
             index_interval_bytes: 4096,
             fsync: FsyncPolicy::EveryBatch,
             max_message_bytes: 1_048_588,
+            segment_ms: None,
         }
     }
 }

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
+use super::cleaner::{self, CleanInput, CleanOutcome, CleanerCheckpoint, CleanerConfig};
 use super::control::parse_end_txn_marker;
 use super::producer_state::{
     AbortedTxn, AppendCheck, BatchInfo, CompletedTxn, MarkerInfo, ProducerStateManager,
@@ -28,6 +29,10 @@ pub const CLEAN_SHUTDOWN_FILE: &str = ".clean_shutdown";
 /// above the first segment's base offset: 8 bytes, big-endian, replaced
 /// atomically.
 pub const LOG_START_OFFSET_FILE: &str = "log-start-offset";
+
+/// The log cleaner's checkpoint: the first dirty offset and the next
+/// delete horizon, 16 bytes, replaced atomically.
+pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-checkpoint";
 
 /// Producer-state snapshots kept in the directory.
 const SNAPSHOTS_KEPT: usize = 2;
@@ -123,6 +128,11 @@ pub struct PartitionLog {
     /// First offset a reader may see: the first segment's base offset, or
     /// above it after DeleteRecords (KIP-107). Never above the log end.
     log_start: i64,
+    /// The log cleaner's progress (compacted topics).
+    cleaner: CleanerCheckpoint,
+    /// Broker time of the first append to the active segment since it
+    /// was created or the log opened (`segment.ms` rolls).
+    active_since_ms: Option<i64>,
 }
 
 impl PartitionLog {
@@ -144,6 +154,8 @@ impl PartitionLog {
                 ..Default::default()
             },
             log_start: 0,
+            cleaner: CleanerCheckpoint::EMPTY,
+            active_since_ms: None,
         }
     }
 
@@ -231,7 +243,19 @@ impl PartitionLog {
             snapshot_offsets: Vec::new(),
             recovery: RecoveryReport::default(),
             log_start: 0,
+            cleaner: CleanerCheckpoint::EMPTY,
+            active_since_ms: None,
         };
+        match fs::read(dir.join(CLEANER_CHECKPOINT_FILE)) {
+            Ok(b) => match CleanerCheckpoint::decode(&b) {
+                Some(c) => log.cleaner = c,
+                None => {
+                    tracing::warn!(dir = %dir.display(), "ignoring an unreadable cleaner checkpoint (the whole log counts as dirty)")
+                }
+            },
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err("reading the cleaner checkpoint")(e)),
+        }
         log.log_start = log.segments[0].base_offset;
         match fs::read(dir.join(LOG_START_OFFSET_FILE)) {
             Ok(b) if b.len() == 8 => {
@@ -445,9 +469,11 @@ impl PartitionLog {
         let mut size = self.size_bytes();
         while cut + 1 < self.segments.len() {
             let seg = &self.segments[cut];
+            // A segment emptied by compaction holds nothing to keep.
             let expired = retention_ms >= 0
-                && seg.max_timestamp >= 0
-                && now_ms.saturating_sub(seg.max_timestamp) > retention_ms;
+                && (seg.size() == 0
+                    || seg.max_timestamp >= 0
+                        && now_ms.saturating_sub(seg.max_timestamp) > retention_ms);
             let over =
                 retention_bytes >= 0 && size.saturating_sub(seg.size()) >= retention_bytes as u64;
             if !(expired || over) {
@@ -479,6 +505,52 @@ impl PartitionLog {
         self.config.max_message_bytes = max_message_bytes;
         self.config.segment_bytes = segment_bytes;
         self.config = self.config.clone().normalized();
+    }
+
+    /// Sets `segment.ms` (None = no time-based roll): the active segment
+    /// rolls at the first append that comes that long after the first
+    /// append it holds (Kafka measures from the first batch's timestamp;
+    /// here the broker's clock at that append, so a manual clock drives
+    /// it).
+    pub fn set_segment_ms(&mut self, segment_ms: Option<i64>) {
+        self.config.segment_ms = segment_ms;
+    }
+
+    /// Compacts the closed segments (`cleanup.policy=compact`) if due at
+    /// `now_ms` under `config`; see [`super::cleaner`]. Rewritten segments
+    /// are swapped in crash-safely, then the cleaner checkpoint is
+    /// written. Returns what was removed (all zero when nothing was due).
+    pub fn clean(&mut self, now_ms: i64, config: CleanerConfig) -> Result<CleanOutcome, LogError> {
+        let input = CleanInput {
+            now_ms,
+            config,
+            log_start: self.log_start,
+            last_stable_offset: self.last_stable_offset(),
+            checkpoint: self.cleaner,
+            producers: &self.producers,
+        };
+        let Some(done) =
+            cleaner::clean(&mut self.segments, &input).map_err(io_err("cleaning the log"))?
+        else {
+            return Ok(CleanOutcome::default());
+        };
+        if let Some(dir) = &self.dir {
+            if done.outcome.segments_cleaned > 0 {
+                sync_dir(dir).map_err(io_err("syncing the partition directory"))?;
+            }
+            write_atomic(
+                &dir.join(CLEANER_CHECKPOINT_FILE),
+                &done.checkpoint.encode(),
+            )
+            .map_err(io_err("writing the cleaner checkpoint"))?;
+        }
+        self.cleaner = done.checkpoint;
+        Ok(done.outcome)
+    }
+
+    /// The first offset the cleaner has not cleaned yet.
+    pub fn first_dirty_offset(&self) -> i64 {
+        self.cleaner.first_dirty.max(self.log_start)
     }
 
     /// Offset the next record will get (log end offset).
@@ -700,8 +772,16 @@ impl PartitionLog {
             });
         }
         let active_size = self.active().size();
-        if active_size > 0 && active_size + total as u64 > self.config.segment_bytes {
+        let time_due = match (self.config.segment_ms, self.active_since_ms) {
+            (Some(ms), Some(since)) => opts.now_ms.saturating_sub(since) >= ms,
+            _ => false,
+        };
+        if active_size > 0 && (active_size + total as u64 > self.config.segment_bytes || time_due) {
             self.roll()?;
+            self.active_since_ms = None;
+        }
+        if self.active_since_ms.is_none() {
+            self.active_since_ms = Some(opts.now_ms);
         }
         self.active_mut()
             .append(buf, &headers)

@@ -99,6 +99,17 @@ pub(crate) fn parse_header(b: &[u8]) -> Option<BatchHeader> {
     })
 }
 
+/// Suffix of the files a cleaning writes beside a segment before they
+/// replace it (`<base>.log.cleaned.tmp`, `<base>.index.cleaned.tmp`);
+/// opening a log deletes any left over (every `.tmp` file goes).
+pub(crate) const CLEANED_SUFFIX: &str = ".cleaned.tmp";
+
+fn cleaned_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(CLEANED_SUFFIX);
+    path.with_file_name(name)
+}
+
 /// File name of a segment's log.
 pub(crate) fn log_file_name(base_offset: i64) -> String {
     format!("{base_offset:020}.log")
@@ -493,6 +504,69 @@ impl Segment {
             index.append(&raw)?;
         }
         Ok(cut)
+    }
+
+    /// Replaces the segment's batches by `buf` (whole batches described in
+    /// order by `headers`, offsets within the segment's range), keeping
+    /// its base offset: what the log cleaner does with a cleaned segment.
+    ///
+    /// On disk the new log and index are written beside the old ones
+    /// (`CLEANED_SUFFIX`) and fsynced, then swapped in: the old index is
+    /// removed, the new log renamed over the old (atomic), the new index
+    /// renamed into place. Whenever the process dies, the directory holds
+    /// the old log or the new one, each with its own index or none (a
+    /// missing index is rebuilt at open), and leftovers are deleted at
+    /// open; the caller syncs the directory. Failpoints
+    /// `log.clean.before_swap` (new files written, nothing swapped) and
+    /// `log.clean.mid_swap` (new log in place, its index not yet) fail
+    /// the call there, leaving the files as a kill would.
+    pub(crate) fn replace(&mut self, buf: Vec<u8>, headers: &[BatchHeader]) -> io::Result<()> {
+        let mut new = match &self.paths {
+            None => Segment::create(None, self.base_offset, self.index_interval)?,
+            Some((lp, ip)) => {
+                let (tl, ti) = (cleaned_path(lp), cleaned_path(ip));
+                let mut log = Store::open_file(&tl)?;
+                let mut index = Store::open_file(&ti)?;
+                log.truncate(0)?;
+                index.truncate(0)?;
+                Segment {
+                    base_offset: self.base_offset,
+                    log,
+                    index: Some(index),
+                    paths: Some((tl, ti)),
+                    entries: Vec::new(),
+                    next_offset: self.base_offset,
+                    max_timestamp: NO_TIMESTAMP,
+                    bytes_since_index: 0,
+                    index_interval: self.index_interval,
+                }
+            }
+        };
+        if !headers.is_empty() {
+            new.append(buf, headers)?;
+        }
+        if let (Some((lp, ip)), Some((tl, ti))) = (self.paths.clone(), new.paths.clone()) {
+            new.flush()?;
+            if sharestream_common::failpoints::hit("log.clean.before_swap") {
+                return Err(io::Error::other(
+                    "failpoint log.clean.before_swap: cleaned segment written, not swapped in",
+                ));
+            }
+            match fs::remove_file(&ip) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+            fs::rename(&tl, &lp)?;
+            if sharestream_common::failpoints::hit("log.clean.mid_swap") {
+                return Err(io::Error::other(
+                    "failpoint log.clean.mid_swap: cleaned log swapped in, its index not",
+                ));
+            }
+            fs::rename(&ti, &ip)?;
+            new.paths = Some((lp, ip));
+        }
+        *self = new;
+        Ok(())
     }
 
     /// Makes the log and index durable.

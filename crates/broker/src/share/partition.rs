@@ -1173,6 +1173,40 @@ impl SharePartition {
         effects
     }
 
+    /// Offsets `first..=last` are absent from the log (removed by
+    /// compaction: a fetch found no batch holding them). AVAILABLE records
+    /// there can never be delivered again and become ARCHIVED, so that the
+    /// start offset moves past the gap instead of waiting on it; ACQUIRED
+    /// and TX_PENDING ones stay with their holder (an acknowledgement or
+    /// the lock's expiry brings them back, and the next fetch archives
+    /// them). Returns how many records were archived.
+    pub fn archive_absent(&mut self, first: i64, last: i64) -> u64 {
+        let first = first.max(self.start_offset);
+        let last = last.min(self.end_offset - 1);
+        if last < first {
+            return 0;
+        }
+        let ranges: Vec<(i64, i64)> = self
+            .runs
+            .range(first, last)
+            .filter(|(_, _, s)| s.state == SlotState::Available)
+            .map(|(f, l, _)| (f, l))
+            .collect();
+        let mut archived = 0;
+        for (f, l) in ranges {
+            self.rewrite(f, l, |_, _, old| Slot {
+                delivery_count: old.delivery_count,
+                state: SlotState::Archived,
+            });
+            archived += (l - f + 1) as u64;
+            self.dirty = true;
+        }
+        if archived > 0 {
+            let _ = self.advance_start();
+        }
+        archived
+    }
+
     /// A transaction marker for `producer_id` at `producer_epoch` reached the
     /// share partition (D3). It resolves the records staged by that producer
     /// at that epoch or the one before (D4: the TV2 epoch bump). Commit:

@@ -173,6 +173,21 @@ fn acquire_from_log(
                 }),
         })
         .collect();
+    // Offsets between the fetched batches (and before the first) are
+    // absent from the log: compacted away. Records released there must
+    // not hold the partition.
+    let mut cursor = from;
+    for fb in &fetched {
+        if fb.base_offset > cursor {
+            sp.archive_absent(cursor, fb.base_offset - 1);
+        }
+        cursor = cursor.max(fb.last_offset + 1);
+    }
+    if fetched.is_empty() {
+        // No whole batch below the bound (which is a batch boundary): the
+        // rest of the range is absent.
+        sp.archive_absent(from, bound - 1);
+    }
     let acquisition = sp.acquire(
         member_id,
         max_records,

@@ -267,6 +267,11 @@ impl RecordBatchView {
     pub fn base_timestamp(&self) -> i64 {
         be_i64(&self.bytes, 27)
     }
+    /// The delete horizon a log cleaner wrote (KIP-534: attribute bit
+    /// `0x40`, held in the baseTimestamp field), if any.
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
+        (self.attributes() & ATTR_DELETE_HORIZON != 0).then(|| self.base_timestamp())
+    }
     /// maxTimestamp.
     pub fn max_timestamp(&self) -> i64 {
         be_i64(&self.bytes, MAX_TIMESTAMP_OFFSET)

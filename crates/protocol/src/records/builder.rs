@@ -13,8 +13,9 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::batch::{
-    ATTR_CONTROL, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL, ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE,
-    BATCH_LOG_OVERHEAD, CRC_OFFSET, Compression, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
+    ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL, ATTRIBUTES_OFFSET,
+    BATCH_HEADER_SIZE, BATCH_LOG_OVERHEAD, CRC_OFFSET, Compression, NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID, NO_SEQUENCE,
 };
 use super::compression;
 use super::record::{Record, RecordHeader, put_record};
@@ -105,6 +106,28 @@ impl BatchSpec {
 /// (legal only as what compaction leaves behind; brokers refuse it from
 /// producers).
 pub fn encode_batch(spec: &BatchSpec, records: &[Record]) -> Result<Bytes, ProtocolError> {
+    encode(spec, records, None)
+}
+
+/// Encodes one complete batch carrying a delete horizon (KIP-534), as a
+/// log cleaner writes a batch that keeps tombstones or a transaction
+/// marker: the attribute bit `0x40` is set and the baseTimestamp field
+/// holds `delete_horizon_ms`, the time after which the cleaner may remove
+/// them; record timestamp deltas are relative to it, so every record's
+/// timestamp decodes unchanged.
+pub fn encode_batch_with_delete_horizon(
+    spec: &BatchSpec,
+    records: &[Record],
+    delete_horizon_ms: i64,
+) -> Result<Bytes, ProtocolError> {
+    encode(spec, records, Some(delete_horizon_ms))
+}
+
+fn encode(
+    spec: &BatchSpec,
+    records: &[Record],
+    delete_horizon_ms: Option<i64>,
+) -> Result<Bytes, ProtocolError> {
     let count = i32::try_from(records.len())
         .map_err(|_| ProtocolError::malformed(WHAT, "more than i32::MAX records"))?;
     let mut prev: Option<i32> = None;
@@ -131,7 +154,7 @@ pub fn encode_batch(spec: &BatchSpec, records: &[Record]) -> Result<Bytes, Proto
         Some(d) => d,
         None => last_record_delta,
     };
-    let (base_timestamp, max_timestamp) = match records.first() {
+    let (mut base_timestamp, max_timestamp) = match records.first() {
         None => (NO_TIMESTAMP, NO_TIMESTAMP),
         Some(first) => (
             first.timestamp,
@@ -142,6 +165,11 @@ pub fn encode_batch(spec: &BatchSpec, records: &[Record]) -> Result<Bytes, Proto
                 .unwrap_or(first.timestamp),
         ),
     };
+    let mut attributes = spec.attributes();
+    if let Some(horizon) = delete_horizon_ms {
+        base_timestamp = horizon;
+        attributes |= ATTR_DELETE_HORIZON;
+    }
 
     let mut out = BytesMut::with_capacity(BATCH_HEADER_SIZE + 64 * records.len());
     out.put_i64(spec.base_offset);
@@ -149,7 +177,7 @@ pub fn encode_batch(spec: &BatchSpec, records: &[Record]) -> Result<Bytes, Proto
     out.put_i32(spec.partition_leader_epoch);
     out.put_i8(2);
     out.put_u32(0); // crc, filled below
-    out.put_i16(spec.attributes());
+    out.put_i16(attributes);
     out.put_i32(last_offset_delta);
     out.put_i64(base_timestamp);
     out.put_i64(max_timestamp);

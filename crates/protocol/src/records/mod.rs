@@ -37,6 +37,8 @@ pub mod control;
 pub mod record;
 
 pub use batch::{Compression, RecordBatchView};
-pub use builder::{BatchBuilder, BatchSpec, TimestampType, encode_batch};
+pub use builder::{
+    BatchBuilder, BatchSpec, TimestampType, encode_batch, encode_batch_with_delete_horizon,
+};
 pub use control::{ControlType, EndTxnMarker, control_batch};
 pub use record::{DEFAULT_MAX_DECOMPRESSED, Record, RecordHeader, RecordIter};

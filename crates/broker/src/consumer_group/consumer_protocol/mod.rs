@@ -493,6 +493,21 @@ impl ConsumerProtocolGroups {
         }
     }
 
+    /// Whether `group_id` is a consumer-protocol group with members.
+    pub fn has_members(&self, group_id: &str) -> bool {
+        self.groups
+            .get(group_id)
+            .is_some_and(|g| !g.members.is_empty())
+    }
+
+    /// Every group with whether it has members.
+    pub fn member_presence(&self) -> Vec<(String, bool)> {
+        self.groups
+            .iter()
+            .map(|(id, g)| (id.clone(), !g.members.is_empty()))
+            .collect()
+    }
+
     /// Whether `group_id` is a consumer-protocol group here.
     pub fn contains(&self, group_id: &str) -> bool {
         self.groups.contains_key(group_id)

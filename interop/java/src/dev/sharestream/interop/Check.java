@@ -191,14 +191,24 @@ public final class Check {
             }
             out.put("ok", true);
         } catch (Throwable t) {
-            Throwable root = t;
-            while (root instanceof ExecutionException && root.getCause() != null) {
-                root = root.getCause();
-            }
-            out.put("ok", false).put("error", root.getClass().getSimpleName() + ": " + root.getMessage());
-            t.printStackTrace();
-            status = 1;
+            status = failed(out, t);
         }
+        finish(out, status);
+    }
+
+    /** Records a scenario's failure in {@code out} (the root cause, past ExecutionException); the exit status. */
+    static int failed(Json out, Throwable t) {
+        Throwable root = t;
+        while (root instanceof ExecutionException && root.getCause() != null) {
+            root = root.getCause();
+        }
+        out.put("ok", false).put("error", root.getClass().getSimpleName() + ": " + root.getMessage());
+        t.printStackTrace();
+        return 1;
+    }
+
+    /** Prints the RESULT line and exits with {@code status}. */
+    static void finish(Json out, int status) {
         System.out.println("RESULT " + out);
         System.out.flush();
         System.exit(status);
