@@ -1456,10 +1456,72 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
             timeout: t60,
         },
     ]);
+    out.extend(consumer_perf_scenarios(b));
     out.extend(streams::scenarios(b));
     // Last: they reset, then delete, the console share consumer's group.
     out.extend(share_groups_tool::scenarios(b));
     out
+}
+
+/// `kafka-consumer-perf-test` (ConsumerPerformance) in a consumer group,
+/// with each group protocol, reading the 2000 records of `T_PERF`.
+fn consumer_perf_scenarios(b: &str) -> Vec<Scenario> {
+    let run = |group: &str, protocol: &str| -> Vec<String> {
+        let mut v = s(&[
+            "org.apache.kafka.tools.ConsumerPerformance",
+            "--bootstrap-server",
+            b,
+            "--topic",
+            T_PERF,
+            "--group",
+            group,
+            "--num-records",
+            &PERF_RECORDS.to_string(),
+            "--timeout",
+            "30000",
+        ]);
+        v.extend(s(&[
+            "--command-property",
+            &format!("group.protocol={protocol}"),
+        ]));
+        v
+    };
+    // The tool exits 0 even when it gives up early: the data line
+    // ("start, end, MB, MB.sec, nMsg, ...") must count every record.
+    let all_consumed: Verify = |v| {
+        let last = v["last"].as_str().unwrap_or("");
+        let n = last.split(',').nth(4).map(str::trim).unwrap_or("");
+        if v["exit"] == 0 && n == PERF_RECORDS.to_string() {
+            Ok(())
+        } else {
+            Err(format!("exit {}: last line {last:?}", v["exit"]))
+        }
+    };
+    let t60 = Duration::from_secs(60);
+    vec![
+        Scenario {
+            client: "kafka-consumer-perf-test",
+            feature: "2000 records in a consumer group (group.protocol=classic)",
+            runner: Runner::Java,
+            args: run("interop-perf-classic", "classic"),
+            output: Output::Lines,
+            needs: &[JOIN_GROUP, OFFSET_FETCH],
+            embedded_gap: None,
+            verify: all_consumed,
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-consumer-perf-test",
+            feature: "2000 records in a consumer group (group.protocol=consumer)",
+            runner: Runner::Java,
+            args: run("interop-perf-consumer", "consumer"),
+            output: Output::Lines,
+            needs: &[CONSUMER_GROUP_HEARTBEAT],
+            embedded_gap: None,
+            verify: all_consumed,
+            timeout: t60,
+        },
+    ]
 }
 
 /// Advertised API keys, asked with ApiVersions v3.
