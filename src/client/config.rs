@@ -248,6 +248,7 @@ pub const PRODUCER_SETTINGS: &[SettingDef] = settings! {
     "delivery.timeout.ms" => POSITIVE, Some("120000");
     "max.block.ms" => NON_NEG, Some("60000");
     "buffer.memory" => SettingKind::Int { min: 0, max: i64::MAX }, Some("33554432");
+    "max.request.size" => POSITIVE, Some("1048576");
     "transactional.id" => NAME, None;
     "transaction.timeout.ms" => POSITIVE, Some("60000");
     "partitioner.ignore.keys" => SettingKind::Bool, Some("false");
@@ -491,6 +492,11 @@ pub struct ProducerConfig {
     /// `buffer.memory` (default 32 MiB): the bytes of records the producer
     /// holds, queued or in flight, before `send` waits for room.
     pub buffer_memory: u64,
+    /// `max.request.size` (default 1 MiB, as Java's): the largest record
+    /// `send` accepts (its encoded size); a larger one fails at once with
+    /// [`ProducerError::RecordTooLargeForRequest`](crate::client::ProducerError::RecordTooLargeForRequest),
+    /// before it takes a sequence number.
+    pub max_request_size: u64,
     /// `transactional.id`: enables the transactional API.
     pub transactional_id: Option<String>,
     /// `transaction.timeout.ms` (default 60 s).
@@ -583,6 +589,7 @@ impl ProducerConfig {
             delivery_timeout: ms("delivery.timeout.ms"),
             max_block: ms("max.block.ms"),
             buffer_memory: c.get_i64("buffer.memory").unwrap_or(32 << 20) as u64,
+            max_request_size: c.get_i64("max.request.size").unwrap_or(1 << 20) as u64,
             transactional_id,
             transaction_timeout: ms("transaction.timeout.ms"),
             partitioner_ignore_keys: c.get_bool("partitioner.ignore.keys").unwrap_or(false),
@@ -681,6 +688,12 @@ impl ProducerConfigBuilder {
     /// `buffer.memory` in bytes.
     pub fn buffer_memory(mut self, bytes: u64) -> Self {
         self.config.buffer_memory = bytes;
+        self
+    }
+
+    /// `max.request.size` in bytes.
+    pub fn max_request_size(mut self, bytes: u64) -> Self {
+        self.config.max_request_size = bytes;
         self
     }
 

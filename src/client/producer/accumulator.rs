@@ -320,6 +320,18 @@ impl<D> Accumulator<D> {
         q.insert(pos, batch);
     }
 
+    /// Moves the queued batches of `tp` with a base sequence above `after`
+    /// down by `count` (an earlier batch failed without being written).
+    pub fn lower_sequences(&mut self, tp: &TopicPartition, after: i32, count: i32) {
+        for b in self.queues.get_mut(tp).into_iter().flatten() {
+            if let Some(s) = b.base_sequence.as_mut()
+                && *s > after
+            {
+                *s -= count;
+            }
+        }
+    }
+
     /// Whether `tp` has a batch with a sequence below `seq` waiting for a
     /// retry.
     pub fn has_earlier_retry(&self, tp: &TopicPartition, seq: i32) -> bool {

@@ -128,6 +128,18 @@ pub enum ProducerError {
         /// `buffer.memory`.
         buffer_memory: usize,
     },
+    /// The record is larger than `max.request.size`; it fails at once, and
+    /// nothing is sent. Java's RecordTooLargeException.
+    #[error(
+        "the record is {record_bytes} bytes when encoded, larger than max.request.size ({max_request_size} bytes); \
+         raise max.request.size (and the topic's max.message.bytes) or send smaller records"
+    )]
+    RecordTooLargeForRequest {
+        /// The record's estimated size.
+        record_bytes: usize,
+        /// `max.request.size`.
+        max_request_size: u64,
+    },
     /// The topic's metadata (with a leader for every partition) did not
     /// arrive within `max.block.ms`.
     #[error("topic {topic} not present in metadata after max.block.ms ({max_block_ms} ms): {last}")]
@@ -487,6 +499,12 @@ impl Producer {
         let inner = &*self.inner;
         let max_block = inner.config.max_block;
         let size = accumulator::record_size(r.key.as_ref(), r.value.as_ref(), &r.headers);
+        if size as u64 > inner.config.max_request_size {
+            return Err(ProducerError::RecordTooLargeForRequest {
+                record_bytes: size,
+                max_request_size: inner.config.max_request_size,
+            });
+        }
         if size > inner.memory.total() {
             return Err(ProducerError::RecordTooLarge {
                 record_bytes: size,

@@ -109,6 +109,10 @@ pub(crate) struct Sender {
     next_sequence: HashMap<TopicPartition, i32>,
     /// Base sequences of the batches in flight, per partition.
     in_flight_sequences: HashMap<TopicPartition, std::collections::BTreeSet<i32>>,
+    /// Batches in flight whose sequence moved down after an earlier batch
+    /// of their partition failed without being written: (partition, the
+    /// base sequence they were sent with) -> the one to retry with.
+    renumbered: HashMap<(TopicPartition, i32), i32>,
     producer: (i64, i16),
     dispatchers: HashMap<i32, mpsc::UnboundedSender<Job>>,
     done_tx: mpsc::UnboundedSender<Completion>,
@@ -151,6 +155,7 @@ impl Sender {
             partitioner: StickyPartitioner::new(),
             next_sequence: HashMap::new(),
             in_flight_sequences: HashMap::new(),
+            renumbered: HashMap::new(),
             producer: (-1, -1),
             dispatchers: HashMap::new(),
             done_tx,
@@ -215,6 +220,7 @@ impl Sender {
                 }
                 self.producer = (id, epoch);
                 self.next_sequence.clear();
+                self.renumbered.clear();
             }
             Command::FailQueued(err, done) => {
                 for b in self.acc.take_queued() {
@@ -445,13 +451,19 @@ impl Sender {
         tx
     }
 
-    fn handle_completion(&mut self, done: Completion) {
+    fn handle_completion(&mut self, mut done: Completion) {
         let now = Instant::now();
-        for b in &done.batches {
-            if let (Some(seq), Some(set)) =
-                (b.base_sequence, self.in_flight_sequences.get_mut(&b.tp))
-            {
+        // Batches whose sequence moved while they were in flight (see
+        // `close_sequence_gap`).
+        let mut moved = std::collections::HashSet::new();
+        for b in &mut done.batches {
+            let Some(seq) = b.base_sequence else { continue };
+            if let Some(set) = self.in_flight_sequences.get_mut(&b.tp) {
                 set.remove(&seq);
+            }
+            if let Some(new) = self.renumbered.remove(&(b.tp.clone(), seq)) {
+                b.base_sequence = Some(new);
+                moved.insert((b.tp.clone(), new));
             }
         }
         match done.result {
@@ -494,13 +506,16 @@ impl Sender {
                 }
                 for b in done.batches {
                     let key = (b.tp.topic.clone(), b.tp.partition);
-                    let (code, base, append_ms, msg) = results.remove(&key).unwrap_or((
+                    let outcome = results.remove(&key).unwrap_or((
                         ErrorCode::UNKNOWN_SERVER_ERROR.0,
                         -1,
                         -1,
                         None,
                     ));
-                    self.handle_partition(b, ErrorCode(code), base, append_ms, msg, now);
+                    let moved = b
+                        .base_sequence
+                        .is_some_and(|s| moved.contains(&(b.tp.clone(), s)));
+                    self.handle_partition(b, outcome, moved, now);
                 }
             }
         }
@@ -509,12 +524,11 @@ impl Sender {
     fn handle_partition(
         &mut self,
         b: ProducerBatch<Delivery>,
-        code: ErrorCode,
-        base_offset: i64,
-        log_append_ms: i64,
-        message: Option<String>,
+        (code, base_offset, log_append_ms, message): PartitionOutcome,
+        moved: bool,
         now: Instant,
     ) {
+        let code = ErrorCode(code);
         if code.is_ok() || code == ErrorCode::DUPLICATE_SEQUENCE_NUMBER {
             self.backoff.reset();
             self.acc.complete(&b.tp);
@@ -531,6 +545,10 @@ impl Sender {
             self.metadata.invalidate(&b.tp.topic);
         }
         let retriable = if code == ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER {
+            // `moved`: sent before an earlier batch failed unwritten, so the
+            // broker waits for the sequence that batch had; it is retried
+            // under its new one. Otherwise:
+            moved ||
             // Safe to retry only when a batch with an earlier sequence of the
             // same partition is itself still in flight or queued for retry:
             // the broker refused this one because that one is missing.
@@ -566,8 +584,41 @@ impl Sender {
         } else {
             err
         };
+        if let Some(s) = b.base_sequence
+            && b.producer == Some(self.producer)
+            && matches!(&err, ProducerError::Client(ClientError::Broker { code, .. })
+                if *code != ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER)
+        {
+            self.close_sequence_gap(&b.tp, s, b.records.len() as i32);
+        }
         self.txn.lock().record_error(err.clone());
         fail_batch(b, &err);
+    }
+}
+
+impl Sender {
+    /// The batch of `tp` at base sequence `failed` (`count` records) failed
+    /// with an answer from the broker, so it was not written: the broker
+    /// still expects `failed`. Every later batch of the partition moves
+    /// down by `count` (as Java's producer adjusts its sequences after a
+    /// failed batch), so that one refused record (MESSAGE_TOO_LARGE,
+    /// INVALID_RECORD, ...) does not break the partition's chain for good:
+    /// the queued ones now, the ones in flight when the broker refuses them
+    /// with OUT_OF_ORDER_SEQUENCE_NUMBER.
+    fn close_sequence_gap(&mut self, tp: &TopicPartition, failed: i32, count: i32) {
+        if let Some(next) = self.next_sequence.get_mut(tp)
+            && *next > failed
+        {
+            *next -= count;
+        }
+        self.acc.lower_sequences(tp, failed, count);
+        for &sent in self.in_flight_sequences.get(tp).into_iter().flatten() {
+            let key = (tp.clone(), sent);
+            let now = self.renumbered.get(&key).copied().unwrap_or(sent);
+            if now > failed {
+                self.renumbered.insert(key, now - count);
+            }
+        }
     }
 }
 

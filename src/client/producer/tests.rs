@@ -752,3 +752,81 @@ async fn the_first_batch_of_a_partition_goes_alone() {
         ]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_refused_unwritten_does_not_break_the_sequence_chain() {
+    // Kafka checks sequences: once the batch at sequence 1 is refused
+    // (MESSAGE_TOO_LARGE: not written), the broker waits for sequence 1,
+    // and the batches sent behind it (2, 3) are refused with
+    // OUT_OF_ORDER_SEQUENCE_NUMBER. They must be renumbered and written,
+    // not fail, nor every later batch of the partition with them.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let script = Arc::new(Mutex::new(Script {
+        hold_produce: Some(gate.clone()),
+        produce_errors: vec![0, ErrorCode::MESSAGE_TOO_LARGE.0],
+        kafka_sequences: true,
+        ..Script::default()
+    }));
+    let p = Producer::with_metadata(config(None), scripted_metadata(script.clone()))
+        .await
+        .unwrap();
+    let first = p.send(sized(10_000)).await;
+    gate.add_permits(1);
+    assert_eq!(first.await.unwrap().offset, 0);
+    let a = p.send(sized(10_000)).await;
+    let b = p.send(sized(10_000)).await;
+    let c = p.send(sized(10_000)).await;
+    // Past linger.ms: all three are on the wire (the scripted broker reads
+    // the next request only after it answered the one before).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    gate.add_permits(100);
+    let e = a.await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::MESSAGE_TOO_LARGE), "{e}");
+    let (b, c) = (b.await.unwrap(), c.await.unwrap());
+    assert_eq!((b.offset, c.offset), (1, 2), "in order, after the gap");
+    // And the partition goes on.
+    assert_eq!(p.send(sized(10_000)).await.await.unwrap().offset, 3);
+    let log = log_of(&script, 0);
+    assert_eq!(
+        &log[..4],
+        &[
+            "pid=42 seq=0 n=1 txn=false",
+            "pid=42 seq=1 n=1 txn=false",
+            "pid=42 seq=2 n=1 txn=false",
+            "pid=42 seq=3 n=1 txn=false",
+        ]
+    );
+    assert_eq!(
+        &log[4..],
+        &[
+            "pid=42 seq=1 n=1 txn=false",
+            "pid=42 seq=2 n=1 txn=false",
+            "pid=42 seq=3 n=1 txn=false",
+        ],
+        "the two batches behind the gap retried one lower, then the next"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_record_larger_than_max_request_size_fails_at_once() {
+    let script = Arc::new(Mutex::new(Script::default()));
+    let mut c = config(None);
+    c.max_request_size = 1000;
+    let p = Producer::with_metadata(c, scripted_metadata(script.clone()))
+        .await
+        .unwrap();
+    let e = p.send(sized(2000)).await.await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ProducerError::RecordTooLargeForRequest {
+                max_request_size: 1000,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("max.request.size"), "{e}");
+    assert!(log_of(&script, 0).is_empty(), "nothing was produced");
+    assert_eq!(p.send(sized(500)).await.await.unwrap().offset, 0);
+}
