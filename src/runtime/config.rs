@@ -92,6 +92,46 @@ impl std::fmt::Display for ExactlyOnceMechanism {
     }
 }
 
+/// `exactly.once.ledger.check`: how the check after each poll (step 2 of
+/// the ledger protocol, docs/EXACTLY-ONCE.md 3.2) reads the ledger. Either
+/// is safe: the pre-commit arbitration, which always catches up, decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum LedgerCheck {
+    /// `index` (the default): the records are looked up in the index as it
+    /// stands, with no request to the target cluster. A record committed by
+    /// a transaction the index has not read yet (written a few milliseconds
+    /// earlier) is processed, and the arbitration then finds that intent,
+    /// aborts and ACCEPTs it. While the index's tail is not answering, the
+    /// check reads the end offsets as `caught_up` does, so that an outage
+    /// holds the records instead of spending their deliveries.
+    #[default]
+    Index,
+    /// `caught_up`: the end offsets of the ledger partitions are read
+    /// after the acquisition (ListOffsets) and the index catches up to them
+    /// before the look. Costs a round trip per poll; no transaction is lost
+    /// to an intent the index had not read.
+    CaughtUp,
+}
+
+impl LedgerCheck {
+    /// From the property value.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "index" => Some(Self::Index),
+            "caught_up" => Some(Self::CaughtUp),
+            _ => None,
+        }
+    }
+
+    /// The property value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Index => "index",
+            Self::CaughtUp => "caught_up",
+        }
+    }
+}
+
 /// Settings of a [`Runtime`](super::Runtime).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RuntimeConfig {
@@ -250,6 +290,8 @@ pub struct RuntimeConfig {
     /// at different rates and for a deposed share-partition leader still
     /// serving for a moment.
     pub ledger_trim_margin: Duration,
+    /// `exactly.once.ledger.check` (default `index`): see [`LedgerCheck`].
+    pub ledger_check: LedgerCheck,
 }
 
 impl Default for RuntimeConfig {
@@ -287,6 +329,7 @@ impl Default for RuntimeConfig {
             ledger_trim_interval: Some(Duration::from_secs(60)),
             ledger_max_batch_age: Duration::from_secs(300),
             ledger_trim_margin: Duration::from_secs(60),
+            ledger_check: LedgerCheck::Index,
         }
     }
 }
@@ -488,6 +531,10 @@ impl RuntimeConfig {
                     .parse::<u64>()
                     .map_err(|_| err(name, format!("{value:?}: expected milliseconds")))?;
                 self.ledger_trim_margin = Duration::from_millis(ms);
+            }
+            "exactly.once.ledger.check" => {
+                self.ledger_check = LedgerCheck::parse(value)
+                    .ok_or_else(|| err(name, format!("{value:?}: expected index or caught_up")))?
             }
             other if crate::client::security::is_security_setting(other) => {
                 self.security.insert(other, value)

@@ -28,6 +28,7 @@ use crate::eos::ledger::{
     IntentStatus, LedgerPartitionIndex, LedgerRecord, Look, SourcePartition, TrimSchedule, encode,
     ledger_key, ledger_partition, notice_partition,
 };
+use crate::failpoints;
 use crate::protocol::ErrorCode;
 use crate::protocol::records::RecordBatchView;
 
@@ -52,6 +53,8 @@ struct Slot {
     entries: AtomicI64,
     /// The log start offset after this process's last trim.
     trimmed: AtomicI64,
+    /// When the tail last had an answer to a fetch.
+    answered: Mutex<Option<Instant>>,
 }
 
 /// The process's view of the ledger, shared by its workers.
@@ -243,6 +246,7 @@ impl Ledger {
                     lag: Default::default(),
                     entries: Default::default(),
                     trimmed: Default::default(),
+                    answered: Mutex::new(None),
                 })
                 .collect(),
             metadata,
@@ -349,6 +353,29 @@ impl Ledger {
             out.insert(p, r?);
         }
         Ok(out)
+    }
+
+    /// The positions of the indexes of `partitions` (every record below is
+    /// read), if each index is *fresh*: the tail's last fetch was answered,
+    /// no longer ago than one long poll plus `request.timeout.ms` (a fetch
+    /// to a target that hangs fails within that), and the index has not
+    /// failed. `None` otherwise: the caller reads the end offsets instead,
+    /// and so learns of an outage at once.
+    pub(crate) fn fresh_positions(&self, partitions: &BTreeSet<i32>) -> Option<BTreeMap<i32, i64>> {
+        if self.failed.lock().is_some() {
+            return None;
+        }
+        let now = Instant::now();
+        let fresh = Duration::from_millis(TAIL_MAX_WAIT_MS as u64) + self.config.request_timeout;
+        partitions
+            .iter()
+            .map(|&p| {
+                let slot = &self.slots[p as usize];
+                let answered = (*slot.answered.lock())?;
+                (now.saturating_duration_since(answered) <= fresh)
+                    .then(|| (p, *slot.position.borrow()))
+            })
+            .collect()
     }
 
     /// Waits until the index of ledger partition `p` has read every record
@@ -579,6 +606,10 @@ async fn tail(ledger: Arc<Ledger>, p: i32, mut shutdown: watch::Receiver<bool>) 
             r = fetch(&slot.metadata, &topic, p, position) => r,
             _ = shutdown.changed() => return,
         };
+        // A failed fetch makes the index stale at once (the check then
+        // reads the end offsets, which fail the same way, and holds).
+        *slot.answered.lock() = fetched.is_ok().then(Instant::now);
+        failpoints::pause("runtime.ledger.tail_apply").await;
         match fetched {
             Ok(Fetched::Data {
                 batches,

@@ -59,6 +59,10 @@ pub struct RuntimeMetrics {
     /// (delivery count at `share.delivery.count.limit`) and that were
     /// dead-lettered or rejected instead of stopping the application.
     pub records_failed_at_delivery_limit: AtomicU64,
+    /// at_least_once: source records RELEASEd on their last delivery
+    /// because an output of theirs could not be written; the broker
+    /// archives them (each is also logged).
+    pub records_released_at_delivery_limit: AtomicU64,
     /// Records delivered and not yet committed or aborted.
     pub records_in_flight: AtomicI64,
     /// The exactly-once ledger's figures (all zero under the other
@@ -88,6 +92,7 @@ impl Default for RuntimeMetrics {
             producer_recoveries: AtomicU64::new(0),
             lock_renewals: AtomicU64::new(0),
             records_failed_at_delivery_limit: AtomicU64::new(0),
+            records_released_at_delivery_limit: AtomicU64::new(0),
             records_in_flight: AtomicI64::new(0),
             ledger: LedgerMetrics::default(),
             mechanism: Mutex::new(None),
@@ -264,7 +269,7 @@ impl RuntimeMetrics {
     /// Prometheus text exposition (version 0.0.4).
     pub fn render_prometheus(&self) -> String {
         let mut out = String::new();
-        let counters: [(&str, &str, &AtomicU64); 10] = [
+        let counters: [(&str, &str, &AtomicU64); 11] = [
             (
                 "sharestream_runtime_records_in_total",
                 "Source records delivered to the workers.",
@@ -304,6 +309,11 @@ impl RuntimeMetrics {
                 "sharestream_runtime_records_failed_at_delivery_limit_total",
                 "Source records that failed on their last delivery and were dead-lettered or rejected.",
                 &self.records_failed_at_delivery_limit,
+            ),
+            (
+                "sharestream_runtime_records_released_at_delivery_limit_total",
+                "at_least_once: source records released on their last delivery because an output failed; the broker archives them.",
+                &self.records_released_at_delivery_limit,
             ),
             (
                 "sharestream_runtime_producer_recoveries_total",

@@ -155,7 +155,9 @@ use futures::stream::FuturesUnordered;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use config::{ExactlyOnceMechanism, ProcessingGuarantee, RuntimeConfig, RuntimeConfigError};
+pub use config::{
+    ExactlyOnceMechanism, LedgerCheck, ProcessingGuarantee, RuntimeConfig, RuntimeConfigError,
+};
 pub use metrics::{RuntimeMetrics, WorkerTime};
 
 use crate::client::admin::AdminClient;

@@ -7,11 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use futures::{FutureExt, StreamExt, stream::FuturesUnordered};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::RuntimeError;
-use super::config::{ProcessingGuarantee, RuntimeConfig};
+use super::config::{LedgerCheck, ProcessingGuarantee, RuntimeConfig};
 use super::grid::CommitGrid;
 use super::metrics::{RuntimeMetrics, WorkerTime};
 use crate::client::producer::{DeliveryFuture, Producer, ProducerError, ProducerRecord};
@@ -1038,20 +1039,32 @@ impl Worker {
 
     // ---------------------------------------------------------------- ALOS
 
-    /// At-least-once: per poll batch, send the outputs and wait for every
-    /// delivery, then acknowledge (RELEASE if a delivery failed, so the
-    /// record comes back); the acknowledgements ride on the next ShareFetch
-    /// and are committed with `commit_sync` every `commit.interval.ms` or
-    /// `max.records.per.transaction` records.
+    /// At-least-once, pipelined: a poll batch's outputs are sent, and its
+    /// records are set aside (sealed as one set, as a transaction's
+    /// acknowledgements are) without waiting for the deliveries; the loop
+    /// polls on. Once every delivery of a set is known, the set's
+    /// acknowledgements go out with the next ShareFetch: ACCEPT (REJECT for
+    /// what the error policy rejected), or RELEASE for a record an output
+    /// of which failed, so that it comes back. Every `commit.interval.ms` or
+    /// `max.records.per.transaction` records the loop waits for the sets
+    /// still in flight and commits the acknowledgements (`commit_sync`).
+    /// No record is acknowledged before all its outputs are written.
     async fn run_at_least_once(&mut self) -> Result<(), RuntimeError> {
         let interval = self.config.commit_interval;
         let max = self.config.max_records_per_transaction;
         let mut open: Option<OpenBatch> = None;
+        let mut in_flight: FuturesUnordered<SentSetFuture> = FuturesUnordered::new();
         loop {
+            while let Some(Some(done)) = in_flight.next().now_or_never() {
+                self.settle_sent(done, open.as_mut()).await?;
+            }
             let stopping = self.stopping();
             if stopping || open.as_ref().is_some_and(|b| b.due(Instant::now(), max)) {
-                if let Some(b) = open.take() {
+                if let Some(mut b) = open.take() {
                     let started = Instant::now();
+                    while let Some(done) = in_flight.next().await {
+                        self.settle_sent(done, Some(&mut b)).await?;
+                    }
                     match self.consumer.commit_sync(self.config.request_timeout).await {
                         Ok(results) => {
                             for (tp, r) in results.iter() {
@@ -1078,54 +1091,142 @@ impl Worker {
             let results = self.process_renewing(&records, polled_at).await?;
             let b = open.get_or_insert_with(|| OpenBatch::new(Instant::now() + interval));
             let mut deliveries: Vec<(usize, DeliveryFuture)> = Vec::new();
-            let mut types = Vec::with_capacity(records.len());
-            for (i, res) in results.into_iter().enumerate() {
-                types.push(res.outcome.acknowledge_type().expect("Fail handled before"));
+            for (i, (rec, res)) in records.iter().zip(results).enumerate() {
+                let ty = res.outcome.acknowledge_type().expect("Fail handled before");
                 Self::count_outcome(b, &res.outcome, res.records.len());
                 for out in res.records {
-                    deliveries.push((i, self.producer.send(to_producer_record(out)).await));
-                }
-            }
-            let mut fatal = None;
-            let outcomes = futures::future::join_all(
-                deliveries
-                    .into_iter()
-                    .map(|(i, f)| async move { (i, f.await) }),
-            )
-            .await;
-            for (i, r) in outcomes {
-                if let Err(e) = r {
-                    if types[i] != AcknowledgeType::Release {
-                        tracing::warn!(worker = self.index, error = %e, "output not delivered; releasing the source record");
-                        b.out = b.out.saturating_sub(1);
-                    }
-                    types[i] = AcknowledgeType::Release;
-                    if e.is_fatal() && fatal.is_none() {
-                        fatal = Some(e);
+                    let d = self.producer.send(to_producer_record(out)).await;
+                    // A released record comes back whatever its outputs do.
+                    if ty != AcknowledgeType::Release {
+                        deliveries.push((i, d));
                     }
                 }
+                let taken = match ty {
+                    // RELEASE waits for nothing: the record comes back.
+                    AcknowledgeType::Release => {
+                        b.records = b.records.saturating_sub(1);
+                        self.metrics
+                            .records_in_flight
+                            .fetch_sub(1, Ordering::Relaxed);
+                        self.consumer.acknowledge(rec, ty)
+                    }
+                    _ => self.consumer.acknowledge_in_transaction(rec, ty),
+                };
+                taken.map_err(|source| RuntimeError::Consumer {
+                    worker: self.index,
+                    source,
+                })?;
             }
-            failpoints::pause("runtime.window_sent").await;
-            for (rec, ty) in records.iter().zip(types) {
-                if ty == AcknowledgeType::Release {
-                    b.records = b.records.saturating_sub(1);
-                    self.metrics
-                        .records_in_flight
-                        .fetch_sub(1, Ordering::Relaxed);
+            let Some(taken) = self.consumer.take_transaction_acknowledgements() else {
+                continue;
+            };
+            let coords: Vec<(TopicIdPartition, i64, i16)> = records
+                .iter()
+                .map(|r| (r.topic_id_partition(), r.offset, r.delivery_count))
+                .collect();
+            let worker = self.index;
+            let limit = self.last_delivery.limit;
+            in_flight.push(Box::pin(async move {
+                let mut failed = std::collections::BTreeSet::new();
+                let mut failed_outputs = 0;
+                let mut at_limit = 0;
+                let mut fatal = None;
+                for (i, d) in deliveries {
+                    if let Err(e) = d.await {
+                        failed_outputs += 1;
+                        let (tp, offset, count) = &coords[i];
+                        if !failed.insert((tp.clone(), *offset)) {
+                            // Another output of the same record: logged.
+                        } else if *count >= 0 && *count as u16 >= limit {
+                            at_limit += 1;
+                            tracing::error!(worker, partition = %tp, offset, delivery_count = count, error = %e, "output not delivered on the record's last delivery; releasing it, and the broker will archive it unprocessed");
+                        } else {
+                            tracing::warn!(worker, partition = %tp, offset, error = %e, "output not delivered; releasing the source record (it comes back)");
+                        }
+                        if e.is_fatal() && fatal.is_none() {
+                            fatal = Some(e);
+                        }
+                    }
                 }
-                self.consumer
-                    .acknowledge(rec, ty)
-                    .map_err(|source| RuntimeError::Consumer {
-                        worker: self.index,
-                        source,
-                    })?;
+                SentSet {
+                    taken,
+                    failed,
+                    failed_outputs,
+                    at_limit,
+                    fatal,
+                }
+            }));
+        }
+    }
+
+    /// Acknowledges a set whose deliveries are all known: RELEASE where an
+    /// output failed, what the topology said otherwise.
+    async fn settle_sent(
+        &mut self,
+        done: SentSet,
+        b: Option<&mut OpenBatch>,
+    ) -> Result<(), RuntimeError> {
+        let SentSet {
+            mut taken,
+            failed,
+            failed_outputs,
+            at_limit,
+            fatal,
+        } = done;
+        self.metrics
+            .records_released_at_delivery_limit
+            .fetch_add(at_limit, Ordering::Relaxed);
+        if !failed.is_empty() {
+            let mut acks = crate::eos::PartitionAcknowledgements::new();
+            for (tp, a) in taken.acknowledgements.partitions() {
+                for (offset, ty) in a.iter() {
+                    let ty = if failed.contains(&(tp.clone(), offset)) {
+                        AcknowledgeType::Release
+                    } else {
+                        ty
+                    };
+                    // Each offset once, as sealed.
+                    let _ = acks.add(tp, offset, ty);
+                }
             }
-            if let Some(e) = fatal {
-                return Err(self.fatal_producer(e));
+            taken.acknowledgements = acks;
+            let n = failed.len() as u64;
+            if let Some(b) = b {
+                b.records = b.records.saturating_sub(n);
+                b.out = b.out.saturating_sub(failed_outputs);
             }
+            self.metrics
+                .records_in_flight
+                .fetch_sub(n as i64, Ordering::Relaxed);
+        }
+        failpoints::pause("runtime.window_sent").await;
+        self.consumer
+            .acknowledge_after_transaction(&taken)
+            .map_err(|source| RuntimeError::Consumer {
+                worker: self.index,
+                source,
+            })?;
+        match fatal {
+            Some(e) => Err(self.fatal_producer(e)),
+            None => Ok(()),
         }
     }
 }
+
+/// A poll batch's records set aside by the at-least-once loop, once every
+/// delivery of its outputs is known.
+struct SentSet {
+    taken: TransactionAcknowledgements,
+    /// Records an output of which was not delivered.
+    failed: std::collections::BTreeSet<(TopicIdPartition, i64)>,
+    /// How many outputs were not delivered.
+    failed_outputs: u64,
+    /// Failed records on their last delivery (the broker archives them).
+    at_limit: u64,
+    fatal: Option<ProducerError>,
+}
+
+type SentSetFuture = Pin<Box<dyn Future<Output = SentSet> + Send>>;
 
 // ------------------------------------------------------------ the ledger
 
@@ -1207,14 +1308,29 @@ impl Worker {
     ) -> Result<(Vec<ShareRecord>, Vec<ShareRecord>), RuntimeError> {
         let me = self.transactional_id();
         let timeout = self.config.request_timeout;
+        let fresh = match self.config.ledger_check {
+            LedgerCheck::Index => ledger.fresh_positions(parts),
+            LedgerCheck::CaughtUp => None,
+        };
         async {
-            let ends = ledger
-                .end_offsets(parts)
-                .await
-                .map_err(|e| RuntimeError::Startup(format!("ledger end offsets: {e}")))?;
-            for (p, e) in &ends {
-                ledger.catch_up(*p, *e, timeout).await?;
-            }
+            // The look is bounded at a fixed offset per ledger partition
+            // (so that resolving open intents cannot chase new ones): the
+            // index's position (`exactly.once.ledger.check=index`), or the
+            // end offset read after the acquisition, once the index has
+            // caught up to it.
+            let ends = match fresh {
+                Some(positions) => positions,
+                None => {
+                    let ends = ledger
+                        .end_offsets(parts)
+                        .await
+                        .map_err(|e| RuntimeError::Startup(format!("ledger end offsets: {e}")))?;
+                    for (p, e) in &ends {
+                        ledger.catch_up(*p, *e, timeout).await?;
+                    }
+                    ends
+                }
+            };
             let mut keep = Vec::with_capacity(records.len());
             let mut done = Vec::new();
             for r in records.iter() {

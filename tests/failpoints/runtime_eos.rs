@@ -506,3 +506,74 @@ async fn a_worker_held_after_stage_past_the_transaction_timeout_recovers_by_itse
     .await;
     assert_eq!(recoveries, 1, "the held worker re-created its producer");
 }
+
+/// `exactly.once.ledger.check=index` (the default): the check after a poll
+/// looks at the index as it stands. Here the index lags (its tail waits 2 s
+/// before applying each fetch) while a committed transaction of another
+/// writer covers offsets 0..=9 of the input: the check cannot see it, the
+/// worker processes the records, and its arbitration (which catches up)
+/// finds the earlier committed intent, aborts and ACCEPTs those records
+/// without output. Every input is in the output once: the ten from the
+/// earlier transaction, the ten others from the runtime.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intent_the_index_has_not_read_loses_the_arbitration() {
+    use sharestream::client::ProducerRecord;
+    let _serial = SERIAL.lock().await;
+    // Locks long enough to outlast the slowed catch-up, so that the test
+    // sees one ACCEPT per record.
+    let b = broker_with_lock_ms(30_000).await;
+    let ids = setup(&b, "g-lag", &[("in", 1), ("out", 1)]).await;
+    create_ledger(&b, "app-lag-eos-ledger").await;
+    let mut cfg = config(&b, "app-lag");
+    cfg.exactly_once_mechanism = sharestream::runtime::ExactlyOnceMechanism::Ledger;
+    // The arbitration's catch-up takes a few of the slowed tail's rounds.
+    cfg.request_timeout = Duration::from_secs(30);
+    let h = Runtime::builder(map_values_topology("g-lag"))
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    const POINT: &str = "runtime.ledger.tail_apply";
+    sharestream::failpoints::arm_pause(POINT, Duration::from_secs(2), None);
+    // Another writer's committed transaction: the outputs of offsets 0..=9
+    // and its intent.
+    let earlier = txn_producer(&b, "app-lag-earlier-0").await;
+    earlier.begin_transaction().unwrap();
+    send_intent(
+        &earlier,
+        "app-lag-eos-ledger",
+        ids[0],
+        0,
+        (0, 9),
+        "app-lag-earlier-0",
+    )
+    .await;
+    for i in 0..10 {
+        earlier
+            .send(ProducerRecord::new("out", format!("out-v{i}")).with_partition(0))
+            .await
+            .await
+            .unwrap();
+    }
+    earlier.commit_transaction().await.unwrap();
+    earlier.close().await;
+    produce_inputs(&b, "in", 1, 20).await;
+    let m = h.metrics().clone();
+    wait_until(60, "20 records settled", || {
+        m.records_committed.load(Ordering::Relaxed)
+            + m.ledger.skipped_committed.load(Ordering::Relaxed)
+            >= 20
+    })
+    .await;
+    sharestream::failpoints::disarm(POINT);
+    h.stop().await.unwrap();
+    assert!(
+        m.ledger.arbitration_lost.load(Ordering::Relaxed) >= 1,
+        "the check saw the intent: the index did not lag"
+    );
+    assert_eq!(m.ledger.skipped_committed.load(Ordering::Relaxed), 10);
+    assert_exactly_once(&committed(&b, "out").await, 20, |i| format!("out-v{i}"));
+    assert_group_drained(&b, "g-lag", ids[0], 1);
+    b.shutdown().await;
+}

@@ -77,6 +77,10 @@
 //!   output; an open one -> fence it and look again; otherwise commit. The
 //!   ledger's order decides which transaction owns a record, whatever the
 //!   source's locks say.
+//! * `ARBITRATED_TRIMMED` (the runtime with `exactly.once.ledger.check=
+//!   caught_up`) and `ARBITRATED_TRIMMED_INDEX_CHECK` (its default, the
+//!   check looking at the index as it stands): arbitration without RENEW,
+//!   the ledger trimmed by the safe rule.
 //!
 //! # Properties
 //!
@@ -139,6 +143,13 @@ struct Design {
     /// the acquisition (and, with `arbitrate`, after the intent was
     /// acknowledged) before it is consulted.
     catch_up: bool,
+    /// The check after the acquisition (step 2) first reads the ledger's
+    /// end offsets and lets the index catch up to them (with `catch_up`).
+    /// Without it the check looks at the index as it stands, bounded by
+    /// what the index had read when the records were acquired; the
+    /// pre-commit arbitration still catches up. The runtime's default
+    /// (`exactly.once.ledger.check=index`).
+    check_catch_up: bool,
     /// The index is consulted also for records delivered with delivery
     /// count 1 (a broken variant skips them: "first delivery, nobody can
     /// have processed it").
@@ -185,6 +196,7 @@ impl Design {
     const ISSUE: Design = Design {
         renew: true,
         catch_up: true,
+        check_catch_up: true,
         check_first_delivery: true,
         arbitrate: false,
         trim: Trim::Off,
@@ -220,11 +232,19 @@ impl Design {
         catch_up: false,
         ..Design::ARBITRATED
     };
-    /// What the runtime implements: arbitration without RENEW, and the
-    /// ledger trimmed by the safe rule.
+    /// What the runtime implements with `exactly.once.ledger.check=caught_up`:
+    /// arbitration without RENEW, and the ledger trimmed by the safe rule.
     const ARBITRATED_TRIMMED: Design = Design {
         trim: Trim::Safe,
         ..Design::ARBITRATED_NO_RENEW
+    };
+    /// What the runtime implements by default: as `ARBITRATED_TRIMMED`,
+    /// with the check after the acquisition looking at the index as it
+    /// stands (no end-offset read, no catch-up): the arbitration alone
+    /// keeps exactly-once; the check only spares work.
+    const ARBITRATED_TRIMMED_INDEX_CHECK: Design = Design {
+        check_catch_up: false,
+        ..Design::ARBITRATED_TRIMMED
     };
     /// Broken: trimming that does not wait for workers before their
     /// decision.
@@ -658,10 +678,19 @@ impl State {
     /// Reads the ledger end offsets right after the acquisition (in the
     /// same step: reading them later only shows more, so this is the
     /// adversarial case).
-    fn after_acquisition(&mut self, w: usize) {
-        self.read_end(w);
-        let wk = &mut self.workers[w];
-        wk.acquired_end = wk.end;
+    fn after_acquisition(&mut self, w: usize, m: &Ledger) {
+        let wk = if m.design.check_catch_up {
+            self.read_end(w);
+            let wk = &mut self.workers[w];
+            wk.acquired_end = wk.end;
+            wk
+        } else {
+            // The check looks at what the index has read (bounded there,
+            // so that a fence cannot chase newer intents).
+            let wk = &mut self.workers[w];
+            wk.acquired_end = wk.pos;
+            wk
+        };
         wk.phase = Phase::Check;
     }
 
@@ -675,7 +704,8 @@ impl State {
     /// read last (entries below an end offset never change, so when it
     /// reads them does not matter).
     fn catch_up(&mut self, w: usize, m: &Ledger) {
-        if m.design.catch_up {
+        let check = self.workers[w].phase == Phase::Check;
+        if m.design.catch_up && (!check || m.design.check_catch_up) {
             let wk = &mut self.workers[w];
             for q in 0..MAX_PARTITIONS {
                 wk.pos[q] = wk.pos[q].max(wk.end[q]);
@@ -840,10 +870,12 @@ impl Model for Ledger {
             // Without `catch_up`, the index reads the ledger in the
             // background at whatever pace (with it, the check itself reads
             // up to the end offset, below which the log is fixed).
-            if !self.design.catch_up
-                && matches!(wk.phase, Phase::Check | Phase::Arbitrate)
-                && (0..MAX_PARTITIONS).any(|q| usize::from(wk.pos[q]) < s.ledger[q].len())
-            {
+            let tails = if self.design.catch_up {
+                wk.phase == Phase::Check && !self.design.check_catch_up
+            } else {
+                matches!(wk.phase, Phase::Check | Phase::Arbitrate)
+            };
+            if tails && (0..MAX_PARTITIONS).any(|q| usize::from(wk.pos[q]) < s.ledger[q].len()) {
                 actions.push(Action::Tail(wu));
             }
             if faults && wk.phase != Phase::Idle && s.crashes < b.crashes {
@@ -898,7 +930,7 @@ impl Model for Ledger {
                 let wk = &mut s.workers[w];
                 wk.batch = batch;
                 wk.first = first;
-                s.after_acquisition(w);
+                s.after_acquisition(w, self);
             }
             Action::Steal(w, r) => {
                 let (w, r) = (usize::from(w), usize::from(r));
@@ -909,7 +941,7 @@ impl Model for Ledger {
                 let wk = &mut s.workers[w];
                 wk.batch = bit(r);
                 wk.first = if rec.count == 1 { bit(r) } else { 0 };
-                s.after_acquisition(w);
+                s.after_acquisition(w, self);
             }
             Action::Tail(w) => {
                 let w = usize::from(w);
@@ -1726,6 +1758,61 @@ fn trimmed_ledger_holds() {
         false,
     )
     .assert_all_hold();
+}
+
+/// The runtime's default check (`exactly.once.ledger.check=index`): the
+/// look after the acquisition reads no end offset and waits for no
+/// catch-up; it sees what the index has read. A committed intent it has
+/// not read yet is found by the arbitration, which aborts and ACCEPTs
+/// instead. Exactly-once holds under the same faults as the caught-up
+/// check, trimming included, and the run stays live.
+#[test]
+fn index_check_holds_because_the_arbitration_catches_up() {
+    for bounds in [
+        PAUSE_AND_CRASH,
+        PAUSE_TIMEOUT_LOSS,
+        RESTART_CRASH_LOSS,
+        Bounds {
+            expiries: 0,
+            lock_violations: 1,
+            ..DEPOSED_LEADER
+        },
+    ] {
+        check(
+            Design::ARBITRATED_TRIMMED_INDEX_CHECK,
+            Bounds { trims: 2, ..bounds },
+            false,
+        )
+        .assert_all_hold();
+    }
+    check(
+        Design::ARBITRATED_TRIMMED_INDEX_CHECK,
+        Bounds {
+            trims: 2,
+            ..TWO_PARTITIONS
+        },
+        false,
+    )
+    .assert_all_hold();
+    assert_live(
+        Design::ARBITRATED_TRIMMED_INDEX_CHECK,
+        Bounds {
+            trims: 2,
+            ..PAUSE_AND_CRASH
+        },
+    );
+    // It is the arbitration's catch-up that the runtime relies on: with an
+    // arbitration that looks at a stale index too, the same check
+    // duplicates.
+    let broken = Design {
+        catch_up: false,
+        ..Design::ARBITRATED_TRIMMED_INDEX_CHECK
+    };
+    let bounds = Bounds {
+        crashes: 0,
+        ..PAUSE_AND_CRASH
+    };
+    assert_duplicate(&check(broken, bounds, true));
 }
 
 /// Broken variant: trimming without waiting for workers that still hold a

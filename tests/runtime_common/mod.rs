@@ -12,6 +12,7 @@ use sharestream::broker::group::ShareGroupBrokerConfig;
 use sharestream::broker::group::config::AbortedRecordState;
 use sharestream::client::admin::{AdminClient, AlterConfigOp, NewTopic};
 use sharestream::client::{ConnectionConfig, Metadata, Producer, ProducerConfig, ProducerRecord};
+use sharestream::eos::ledger::{LedgerRecord, encode, ledger_key};
 use sharestream::protocol::records::RecordHeader;
 use sharestream::runtime::verify::{CommittedRecord, read_committed};
 use sharestream::runtime::{RuntimeConfig, RuntimeHandle};
@@ -315,4 +316,60 @@ where
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+// ------------------------------------------------------------ the ledger
+
+/// A transactional producer with its own id on `b`.
+pub async fn txn_producer(b: &BrokerHandle, id: &str) -> Producer {
+    let p = Producer::new(
+        ProducerConfig::builder()
+            .bootstrap_servers(b.bootstrap_servers())
+            .transactional_id(id)
+            .transaction_timeout(Duration::from_secs(60))
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    p.init_transactions().await.unwrap();
+    p
+}
+
+/// Creates a one-partition ledger topic with the configs the runtime
+/// requires (nothing deleted by time or size).
+pub async fn create_ledger(b: &BrokerHandle, name: &str) {
+    let mut t = NewTopic::new(name, 1);
+    t.configs.insert("retention.ms".into(), "-1".into());
+    t.configs.insert("retention.bytes".into(), "-1".into());
+    admin(b).create_topic(t).await.unwrap();
+}
+
+/// Sends an intent of `tx` for offsets `first..=last` of `in`-`partition`
+/// into ledger partition 0 of a one-partition ledger, in `p`'s open
+/// transaction.
+pub async fn send_intent(
+    p: &Producer,
+    ledger: &str,
+    topic_id: Uuid,
+    partition: i32,
+    (first, last): (i64, i64),
+    tx: &str,
+) {
+    let value = encode(&LedgerRecord::Intent {
+        group: "g".into(),
+        topic: "in".into(),
+        ranges: vec![(first, last)],
+        transactional_id: tx.into(),
+        ledger_partitions: 1,
+    });
+    let r = ProducerRecord {
+        topic: ledger.into(),
+        partition: Some(0),
+        key: Some(ledger_key((topic_id, partition))),
+        value: Some(value),
+        headers: Vec::new(),
+        timestamp: None,
+    };
+    p.send(r).await.await.unwrap();
 }

@@ -12,65 +12,9 @@ use std::time::Duration;
 
 use rt::*;
 use sharestream::broker::BrokerHandle;
+use sharestream::client::ProducerRecord;
 use sharestream::client::admin::NewTopic;
-use sharestream::client::{Producer, ProducerConfig, ProducerRecord};
-use sharestream::eos::ledger::{LedgerRecord, encode, ledger_key};
 use sharestream::runtime::{ExactlyOnceMechanism, Runtime, RuntimeError};
-use uuid::Uuid;
-
-/// A transactional producer with its own id on `b`.
-async fn txn_producer(b: &BrokerHandle, id: &str) -> Producer {
-    let p = Producer::new(
-        ProducerConfig::builder()
-            .bootstrap_servers(b.bootstrap_servers())
-            .transactional_id(id)
-            .transaction_timeout(Duration::from_secs(60))
-            .build()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
-    p.init_transactions().await.unwrap();
-    p
-}
-
-/// Creates a one-partition ledger topic with the configs the runtime
-/// requires (nothing deleted by time or size).
-async fn create_ledger(b: &BrokerHandle, name: &str) {
-    let mut t = NewTopic::new(name, 1);
-    t.configs.insert("retention.ms".into(), "-1".into());
-    t.configs.insert("retention.bytes".into(), "-1".into());
-    admin(b).create_topic(t).await.unwrap();
-}
-
-/// Sends an intent of `tx` for offsets `first..=last` of `in`-`partition`
-/// into ledger partition 0 of a one-partition ledger, in `p`'s open
-/// transaction.
-async fn send_intent(
-    p: &Producer,
-    ledger: &str,
-    topic_id: Uuid,
-    partition: i32,
-    (first, last): (i64, i64),
-    tx: &str,
-) {
-    let value = encode(&LedgerRecord::Intent {
-        group: "g".into(),
-        topic: "in".into(),
-        ranges: vec![(first, last)],
-        transactional_id: tx.into(),
-        ledger_partitions: 1,
-    });
-    let r = ProducerRecord {
-        topic: ledger.into(),
-        partition: Some(0),
-        key: Some(ledger_key((topic_id, partition))),
-        value: Some(value),
-        headers: Vec::new(),
-        timestamp: None,
-    };
-    p.send(r).await.await.unwrap();
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exactly_once_without_kip_1289_goes_through_the_ledger() {

@@ -426,3 +426,62 @@ async fn records_in_a_slow_map_keep_their_locks_by_renewal() {
     );
     b.shutdown().await;
 }
+
+/// at_least_once acknowledges a record only once every output of it is
+/// written: an output the producer cannot deliver (larger than
+/// `max.request.size`) RELEASEs its source record, which comes back, while
+/// the other records of the same poll are ACCEPTed; on its last delivery
+/// the broker archives it, and the runtime counts that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_least_once_releases_a_record_whose_output_failed() {
+    let b = broker().await;
+    let ids = setup(&b, "g-alo-fail", &[("in", 1), ("out", 1)]).await;
+    produce_inputs(&b, "in", 1, 10).await;
+    let sb = StreamsBuilder::new("g-alo-fail");
+    sb.stream::<String, String>("in", Serdes::string(), Serdes::string())
+        .map_values(|v| {
+            if v == "v5" {
+                "x".repeat(2 << 20)
+            } else {
+                format!("out-{v}")
+            }
+        })
+        .to("out", Serdes::string(), Serdes::string());
+    let mut cfg = config(&b, "app-alo-fail");
+    cfg.processing_guarantee = ProcessingGuarantee::AtLeastOnce;
+    let h = Runtime::builder(sb.build().unwrap())
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    // Offset 5 comes back until the delivery limit (5 here), then the
+    // broker archives it; the runtime counts and logs that.
+    let shares = b.core().shares();
+    let m = h.metrics().clone();
+    wait_until(30, "every record terminal", || {
+        m.records_committed.load(Ordering::Relaxed) >= 9
+            && shares
+                .partition_offsets("g-alo-fail", ids[0], 0)
+                .is_some_and(|(start, _)| start == 10)
+    })
+    .await;
+    h.stop().await.unwrap();
+    assert_eq!(
+        m.records_in.load(Ordering::Relaxed),
+        9 + 5,
+        "offset 5 delivered 5 times"
+    );
+    assert_eq!(
+        m.records_released_at_delivery_limit.load(Ordering::Relaxed),
+        1
+    );
+    let counts = value_counts(&committed(&b, "out").await);
+    for i in (0..10).filter(|i| *i != 5) {
+        assert!(
+            counts.contains_key(&format!("out-v{i}")),
+            "lost v{i}: {counts:?}"
+        );
+    }
+    assert_eq!(counts.len(), 9, "{counts:?}");
+    b.shutdown().await;
+}
