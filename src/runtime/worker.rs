@@ -1040,9 +1040,9 @@ impl Worker {
     // ---------------------------------------------------------------- ALOS
 
     /// At-least-once, pipelined: a poll batch's outputs are sent, and its
-    /// records are set aside (sealed as one set, as a transaction's
-    /// acknowledgements are) without waiting for the deliveries; the loop
-    /// polls on. Once every delivery of a set is known, the set's
+    /// records' acknowledgements are set aside in the consumer as one set
+    /// (`set_aside`) without waiting for the deliveries; the loop polls
+    /// on. Once every delivery of a set is known, the set's
     /// acknowledgements go out with the next ShareFetch: ACCEPT (REJECT for
     /// what the error policy rejected), or RELEASE for a record an output
     /// of which failed, so that it comes back. Every `commit.interval.ms` or
@@ -1101,29 +1101,25 @@ impl Worker {
                         deliveries.push((i, d));
                     }
                 }
-                let taken = match ty {
-                    // RELEASE waits for nothing: the record comes back.
-                    AcknowledgeType::Release => {
-                        b.records = b.records.saturating_sub(1);
-                        self.metrics
-                            .records_in_flight
-                            .fetch_sub(1, Ordering::Relaxed);
-                        self.consumer.acknowledge(rec, ty)
-                    }
-                    _ => self.consumer.acknowledge_in_transaction(rec, ty),
+                let taken = if ty == AcknowledgeType::Release {
+                    // RELEASE waits for nothing.
+                    b.records = b.records.saturating_sub(1);
+                    self.metrics
+                        .records_in_flight
+                        .fetch_sub(1, Ordering::Relaxed);
+                    self.consumer.acknowledge(rec, ty)
+                } else {
+                    self.consumer.set_aside(rec, ty)
                 };
                 taken.map_err(|source| RuntimeError::Consumer {
                     worker: self.index,
                     source,
                 })?;
             }
-            let Some(taken) = self.consumer.take_transaction_acknowledgements() else {
+            let acks = self.consumer.take_set_aside();
+            if acks.is_empty() {
                 continue;
-            };
-            let coords: Vec<(TopicIdPartition, i64, i16)> = records
-                .iter()
-                .map(|r| (r.topic_id_partition(), r.offset, r.delivery_count))
-                .collect();
+            }
             let worker = self.index;
             let limit = self.last_delivery.limit;
             in_flight.push(Box::pin(async move {
@@ -1134,14 +1130,14 @@ impl Worker {
                 for (i, d) in deliveries {
                     if let Err(e) = d.await {
                         failed_outputs += 1;
-                        let (tp, offset, count) = &coords[i];
-                        if !failed.insert((tp.clone(), *offset)) {
+                        let r = &records.as_slice()[i];
+                        if !failed.insert((r.topic_id_partition(), r.offset)) {
                             // Another output of the same record: logged.
-                        } else if *count >= 0 && *count as u16 >= limit {
+                        } else if r.delivery_count >= 0 && r.delivery_count as u16 >= limit {
                             at_limit += 1;
-                            tracing::error!(worker, partition = %tp, offset, delivery_count = count, error = %e, "output not delivered on the record's last delivery; releasing it, and the broker will archive it unprocessed");
+                            tracing::error!(worker, topic = %r.topic, partition = r.partition, offset = r.offset, delivery_count = r.delivery_count, error = %e, "output not delivered on the record's last delivery; releasing it, and the broker will archive it unprocessed");
                         } else {
-                            tracing::warn!(worker, partition = %tp, offset, error = %e, "output not delivered; releasing the source record (it comes back)");
+                            tracing::warn!(worker, topic = %r.topic, partition = r.partition, offset = r.offset, error = %e, "output not delivered; releasing the source record (it comes back)");
                         }
                         if e.is_fatal() && fatal.is_none() {
                             fatal = Some(e);
@@ -1149,7 +1145,7 @@ impl Worker {
                     }
                 }
                 SentSet {
-                    taken,
+                    acks,
                     failed,
                     failed_outputs,
                     at_limit,
@@ -1167,7 +1163,7 @@ impl Worker {
         b: Option<&mut OpenBatch>,
     ) -> Result<(), RuntimeError> {
         let SentSet {
-            mut taken,
+            mut acks,
             failed,
             failed_outputs,
             at_limit,
@@ -1177,19 +1173,19 @@ impl Worker {
             .records_released_at_delivery_limit
             .fetch_add(at_limit, Ordering::Relaxed);
         if !failed.is_empty() {
-            let mut acks = crate::eos::PartitionAcknowledgements::new();
-            for (tp, a) in taken.acknowledgements.partitions() {
+            let mut rebuilt = crate::eos::PartitionAcknowledgements::new();
+            for (tp, a) in acks.partitions() {
                 for (offset, ty) in a.iter() {
                     let ty = if failed.contains(&(tp.clone(), offset)) {
                         AcknowledgeType::Release
                     } else {
                         ty
                     };
-                    // Each offset once, as sealed.
-                    let _ = acks.add(tp, offset, ty);
+                    // Each offset once, as set aside.
+                    let _ = rebuilt.add(tp, offset, ty);
                 }
             }
-            taken.acknowledgements = acks;
+            acks = rebuilt;
             let n = failed.len() as u64;
             if let Some(b) = b {
                 b.records = b.records.saturating_sub(n);
@@ -1200,12 +1196,7 @@ impl Worker {
                 .fetch_sub(n as i64, Ordering::Relaxed);
         }
         failpoints::pause("runtime.window_sent").await;
-        self.consumer
-            .acknowledge_after_transaction(&taken)
-            .map_err(|source| RuntimeError::Consumer {
-                worker: self.index,
-                source,
-            })?;
+        self.consumer.acknowledge_set_aside(&acks);
         match fatal {
             Some(e) => Err(self.fatal_producer(e)),
             None => Ok(()),
@@ -1216,7 +1207,8 @@ impl Worker {
 /// A poll batch's records set aside by the at-least-once loop, once every
 /// delivery of its outputs is known.
 struct SentSet {
-    taken: TransactionAcknowledgements,
+    /// The set's acknowledgements, set aside in the consumer.
+    acks: crate::eos::PartitionAcknowledgements,
     /// Records an output of which was not delivered.
     failed: std::collections::BTreeSet<(TopicIdPartition, i64)>,
     /// How many outputs were not delivered.

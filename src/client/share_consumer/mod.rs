@@ -154,7 +154,8 @@ use crate::client::backoff::BackoffConfig;
 use crate::client::broker_connection::BrokerPool;
 use crate::client::error::ClientError;
 use crate::eos::{
-    AcknowledgeType, Acknowledgements, ShareAcknowledgements, ShareGroupMetadata, TopicIdPartition,
+    AcknowledgeType, Acknowledgements, PartitionAcknowledgements, ShareAcknowledgements,
+    ShareGroupMetadata, TopicIdPartition,
 };
 use crate::protocol::ErrorCode;
 use crate::protocol::records::DEFAULT_MAX_DECOMPRESSED;
@@ -622,6 +623,33 @@ impl ShareConsumer {
                     "{topic}-{partition} was not delivered by the latest poll"
                 ))
             })
+    }
+
+    /// Acknowledges a record of the latest poll (explicit mode) without
+    /// sending the acknowledgement yet: it is set aside until
+    /// [`Self::take_set_aside`] and [`Self::acknowledge_set_aside`] (for
+    /// at-least-once, once the record's outputs are written). The record
+    /// counts as acknowledged for the next poll; the consumer keeps no
+    /// copy of it. Records set aside and never sent come back after their
+    /// acquisition lock.
+    pub fn set_aside(
+        &mut self,
+        record: &ShareRecord,
+        ty: AcknowledgeType,
+    ) -> Result<(), ConsumerError> {
+        self.ensure_open()?;
+        self.acks.set_aside(record, ty)
+    }
+
+    /// Takes the acknowledgements set aside since the last call.
+    pub fn take_set_aside(&mut self) -> PartitionAcknowledgements {
+        self.acks.take_set_aside()
+    }
+
+    /// Sends acknowledgements taken with [`Self::take_set_aside`], with the
+    /// next ShareFetch or commit. Returns how many.
+    pub fn acknowledge_set_aside(&mut self, acks: &PartitionAcknowledgements) -> usize {
+        self.acks.acknowledge_set_aside(acks)
     }
 
     /// Takes a record of the latest poll out of the consumer's own

@@ -125,6 +125,8 @@ pub struct AcknowledgementState {
     /// Delivered offsets still `Waiting`.
     waiting: usize,
     pending: PartitionAcknowledgements,
+    /// Acknowledgements set aside, to be sent later (`set_aside`).
+    set_aside: PartitionAcknowledgements,
     /// Delivered records whose acquisition locks are to be renewed
     /// (KIP-1222); they stay waiting for their final acknowledgement.
     renewals: BTreeMap<TopicIdPartition, BTreeSet<i64>>,
@@ -151,6 +153,7 @@ impl AcknowledgementState {
             delivered: Vec::new(),
             waiting: 0,
             pending: PartitionAcknowledgements::new(),
+            set_aside: PartitionAcknowledgements::new(),
             renewals: BTreeMap::new(),
             open_transaction: Vec::new(),
             sealed: BTreeMap::new(),
@@ -369,7 +372,9 @@ impl AcknowledgementState {
         offset: i64,
         ty: AcknowledgeType,
     ) -> Result<(), ConsumerError> {
-        self.acknowledge_at(tp.topic_id, tp.partition, offset, ty, || tp.to_string())
+        self.acknowledge_at(tp.topic_id, tp.partition, offset, ty, false, || {
+            tp.to_string()
+        })
     }
 
     /// [`Self::acknowledge`] for a record of the latest poll, without
@@ -379,9 +384,51 @@ impl AcknowledgementState {
         record: &ShareRecord,
         ty: AcknowledgeType,
     ) -> Result<(), ConsumerError> {
-        self.acknowledge_at(record.topic_id, record.partition, record.offset, ty, || {
-            record.topic_id_partition().to_string()
-        })
+        self.acknowledge_at(
+            record.topic_id,
+            record.partition,
+            record.offset,
+            ty,
+            false,
+            || record.topic_id_partition().to_string(),
+        )
+    }
+
+    /// Acknowledges a record of the latest poll as `ty` (ACCEPT, REJECT or
+    /// RELEASE), but sets the acknowledgement aside instead of sending it:
+    /// [`Self::take_set_aside`] takes what was set aside, and
+    /// [`Self::acknowledge_set_aside`] sends it later (at-least-once: once
+    /// the record's outputs are written). The record counts as acknowledged
+    /// for the next poll. Keeps no copy of the record.
+    pub fn set_aside(
+        &mut self,
+        record: &ShareRecord,
+        ty: AcknowledgeType,
+    ) -> Result<(), ConsumerError> {
+        self.acknowledge_at(
+            record.topic_id,
+            record.partition,
+            record.offset,
+            ty,
+            true,
+            || record.topic_id_partition().to_string(),
+        )
+    }
+
+    /// Takes the acknowledgements set aside since the last call.
+    pub fn take_set_aside(&mut self) -> PartitionAcknowledgements {
+        self.set_aside.take()
+    }
+
+    /// Sends acknowledgements taken with [`Self::take_set_aside`] (with the
+    /// next request). Returns how many.
+    pub fn acknowledge_set_aside(&mut self, acks: &PartitionAcknowledgements) -> usize {
+        let mut n = 0;
+        for (tp, a) in acks.partitions() {
+            n += a.len();
+            self.restore_pending(tp, a);
+        }
+        n
     }
 
     fn acknowledge_at(
@@ -390,6 +437,7 @@ impl AcknowledgementState {
         partition: i32,
         offset: i64,
         ty: AcknowledgeType,
+        set_aside: bool,
         describe: impl FnOnce() -> String,
     ) -> Result<(), ConsumerError> {
         if self.mode == AcknowledgementMode::Implicit {
@@ -427,8 +475,12 @@ impl AcknowledgementState {
                 )));
             }
         }
-        self.pending
-            .add(&pd.tp, offset, ty)
+        let to = if set_aside {
+            &mut self.set_aside
+        } else {
+            &mut self.pending
+        };
+        to.add(&pd.tp, offset, ty)
             .map_err(|e| ConsumerError::IllegalState(e.to_string()))?;
         pd.offsets[j].1 = Delivered::Acknowledged(ty);
         self.waiting -= 1;
@@ -1183,6 +1235,31 @@ mod tests {
         );
         // Once only.
         assert!(st.acknowledge_after_transaction(&txn).is_err());
+    }
+
+    #[test]
+    fn acknowledgements_set_aside_go_out_only_when_asked() {
+        // at_least_once: acknowledged now, sent once the outputs are
+        // written; the next poll may begin meanwhile.
+        let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
+        st.deliver(&[rec(0, 1), rec(0, 2)]);
+        st.set_aside(&rec(0, 1), AcknowledgeType::Accept).unwrap();
+        st.set_aside(&rec(0, 2), AcknowledgeType::Reject).unwrap();
+        assert!(
+            st.set_aside(&rec(0, 2), AcknowledgeType::Accept).is_err(),
+            "one acknowledgement per offset"
+        );
+        let set = st.take_set_aside();
+        assert!(!st.has_pending(), "nothing sent before the outputs are");
+        st.begin_poll().expect("set aside counts as acknowledged");
+        assert!(st.take_set_aside().is_empty());
+        assert_eq!(st.acknowledge_set_aside(&set), 2);
+        let pending = st.take_pending();
+        let (_, acks) = pending.partitions().next().unwrap();
+        assert_eq!(
+            acks.iter().collect::<Vec<_>>(),
+            [(1, AcknowledgeType::Accept), (2, AcknowledgeType::Reject)]
+        );
     }
 
     #[test]
