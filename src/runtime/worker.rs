@@ -1056,14 +1056,17 @@ impl Worker {
         let mut in_flight: FuturesUnordered<SentSetFuture> = FuturesUnordered::new();
         loop {
             while let Some(Some(done)) = in_flight.next().now_or_never() {
-                self.settle_sent(done, open.as_mut()).await?;
+                // Every set in flight belongs to the open window: its end
+                // waits for them all.
+                let b = open.as_mut().expect("a set in flight has its window");
+                self.settle_sent(done, b).await?;
             }
             let stopping = self.stopping();
             if stopping || open.as_ref().is_some_and(|b| b.due(Instant::now(), max)) {
                 if let Some(mut b) = open.take() {
                     let started = Instant::now();
                     while let Some(done) = in_flight.next().await {
-                        self.settle_sent(done, Some(&mut b)).await?;
+                        self.settle_sent(done, &mut b).await?;
                     }
                     match self.consumer.commit_sync(self.config.request_timeout).await {
                         Ok(results) => {
@@ -1157,11 +1160,7 @@ impl Worker {
 
     /// Acknowledges a set whose deliveries are all known: RELEASE where an
     /// output failed, what the topology said otherwise.
-    async fn settle_sent(
-        &mut self,
-        done: SentSet,
-        b: Option<&mut OpenBatch>,
-    ) -> Result<(), RuntimeError> {
+    async fn settle_sent(&mut self, done: SentSet, b: &mut OpenBatch) -> Result<(), RuntimeError> {
         let SentSet {
             mut acks,
             failed,
@@ -1187,10 +1186,8 @@ impl Worker {
             }
             acks = rebuilt;
             let n = failed.len() as u64;
-            if let Some(b) = b {
-                b.records = b.records.saturating_sub(n);
-                b.out = b.out.saturating_sub(failed_outputs);
-            }
+            b.records = b.records.saturating_sub(n);
+            b.out = b.out.saturating_sub(failed_outputs);
             self.metrics
                 .records_in_flight
                 .fetch_sub(n as i64, Ordering::Relaxed);

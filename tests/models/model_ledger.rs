@@ -679,17 +679,16 @@ impl State {
     /// same step: reading them later only shows more, so this is the
     /// adversarial case).
     fn after_acquisition(&mut self, w: usize, m: &Ledger) {
-        let wk = if m.design.check_catch_up {
+        if m.design.check_catch_up {
             self.read_end(w);
-            let wk = &mut self.workers[w];
-            wk.acquired_end = wk.end;
-            wk
+        }
+        let wk = &mut self.workers[w];
+        // Without `check_catch_up` the check looks at what the index has
+        // read (bounded there, so that a fence cannot chase newer intents).
+        wk.acquired_end = if m.design.check_catch_up {
+            wk.end
         } else {
-            // The check looks at what the index has read (bounded there,
-            // so that a fence cannot chase newer intents).
-            let wk = &mut self.workers[w];
-            wk.acquired_end = wk.pos;
-            wk
+            wk.pos
         };
         wk.phase = Phase::Check;
     }

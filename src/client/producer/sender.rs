@@ -461,6 +461,9 @@ impl Sender {
             if let Some(set) = self.in_flight_sequences.get_mut(&b.tp) {
                 set.remove(&seq);
             }
+            if self.renumbered.is_empty() {
+                continue;
+            }
             if let Some(new) = self.renumbered.remove(&(b.tp.clone(), seq)) {
                 b.base_sequence = Some(new);
                 moved.insert((b.tp.clone(), new));
@@ -512,9 +515,9 @@ impl Sender {
                         -1,
                         None,
                     ));
-                    let moved = b
-                        .base_sequence
-                        .is_some_and(|s| moved.contains(&(b.tp.clone(), s)));
+                    let moved = !moved.is_empty()
+                        && b.base_sequence
+                            .is_some_and(|s| moved.contains(&(b.tp.clone(), s)));
                     self.handle_partition(b, outcome, moved, now);
                 }
             }

@@ -384,14 +384,7 @@ impl AcknowledgementState {
         record: &ShareRecord,
         ty: AcknowledgeType,
     ) -> Result<(), ConsumerError> {
-        self.acknowledge_at(
-            record.topic_id,
-            record.partition,
-            record.offset,
-            ty,
-            false,
-            || record.topic_id_partition().to_string(),
-        )
+        self.acknowledge_record_at(record, ty, false)
     }
 
     /// Acknowledges a record of the latest poll as `ty` (ACCEPT, REJECT or
@@ -405,12 +398,21 @@ impl AcknowledgementState {
         record: &ShareRecord,
         ty: AcknowledgeType,
     ) -> Result<(), ConsumerError> {
+        self.acknowledge_record_at(record, ty, true)
+    }
+
+    fn acknowledge_record_at(
+        &mut self,
+        record: &ShareRecord,
+        ty: AcknowledgeType,
+        set_aside: bool,
+    ) -> Result<(), ConsumerError> {
         self.acknowledge_at(
             record.topic_id,
             record.partition,
             record.offset,
             ty,
-            true,
+            set_aside,
             || record.topic_id_partition().to_string(),
         )
     }
@@ -420,8 +422,8 @@ impl AcknowledgementState {
         self.set_aside.take()
     }
 
-    /// Sends acknowledgements taken with [`Self::take_set_aside`] (with the
-    /// next request). Returns how many.
+    /// Sends acknowledgements taken with [`Self::take_set_aside`] (or out
+    /// of a transaction) with the next request. Returns how many.
     pub fn acknowledge_set_aside(&mut self, acks: &PartitionAcknowledgements) -> usize {
         let mut n = 0;
         for (tp, a) in acks.partitions() {
@@ -663,15 +665,8 @@ impl AcknowledgementState {
             ))
         })?;
         self.sealed_gaps.remove(&taken.id);
-        let mut n = 0;
-        for (tp, acks) in taken.acknowledgements.partitions() {
-            for (offset, ty) in acks.iter() {
-                // Each offset was sealed once, so nothing is pending for it.
-                let _ = self.pending.add(tp, offset, ty);
-                n += 1;
-            }
-        }
-        Ok(n)
+        // Each offset was sealed once, so nothing is pending for it.
+        Ok(self.acknowledge_set_aside(&taken.acknowledgements))
     }
 
     /// Sealed sets whose outcome is not known yet.
