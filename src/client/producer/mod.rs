@@ -44,11 +44,14 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::{EndTxnRequest, InitProducerIdRequest, ProducerId, TransactionalId};
+use kafka_protocol::messages::{
+    DescribeTransactionsRequest, EndTxnRequest, InitProducerIdRequest, ProducerId, TransactionalId,
+};
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
@@ -341,6 +344,9 @@ struct Inner {
     coordinator: tokio::sync::Mutex<Option<Arc<BrokerConnection>>>,
     metrics: ProducerMetrics,
     memory: Arc<BufferMemory>,
+    /// Whether the coordinator answers DescribeTransactions for our id
+    /// (cleared for good at the first refusal).
+    completion_probe: AtomicBool,
 }
 
 /// A Kafka producer. Cheap to clone (shared handle).
@@ -358,6 +364,13 @@ impl std::fmt::Debug for Producer {
 }
 
 const COORDINATOR_TYPE_TRANSACTION: i8 = 1;
+
+/// The longest the next transaction's Produce requests are held while the
+/// coordinator completes the last one: Kafka's own limit for retrying a
+/// partition's addition to a transaction on the broker
+/// (`add.partitions.to.txn.retry.backoff.max.ms`, 100 ms). Past it, the
+/// requests go out and the broker and the sender's retries take over.
+pub const COMPLETION_WAIT_MAX: Duration = Duration::from_millis(100);
 
 /// Acknowledgements bound for one leader.
 type StagedAcks = Vec<(TopicIdPartition, Vec<AcknowledgementBatch>)>;
@@ -401,6 +414,7 @@ impl Producer {
                 coordinator: tokio::sync::Mutex::new(None),
                 metrics: ProducerMetrics::new(memory.clone()),
                 memory,
+                completion_probe: AtomicBool::new(true),
             }),
         };
         if p.inner.config.enable_idempotence && p.inner.config.transactional_id.is_none() {
@@ -956,6 +970,7 @@ impl Producer {
                     (pid, epoch)
                 };
                 self.set_producer(id, ep);
+                self.hold_until_transaction_complete(tid);
                 Ok(())
             }
             Err(e) => {
@@ -974,6 +989,92 @@ impl Producer {
                 self.inner.txn.lock().end_failed(e.clone());
                 Err(e)
             }
+        }
+    }
+
+    /// Holds the next transaction's Produce requests until the coordinator
+    /// has completed the transaction just ended.
+    ///
+    /// EndTxn is answered once the outcome is durable, before the markers
+    /// are written (`PrepareCommit`/`PrepareAbort`). A Produce of the next
+    /// transaction that reaches Kafka in that window is not refused: the
+    /// partition leader retries adding the partition to the transaction
+    /// after `add.partitions.to.txn.retry.backoff.ms` (20 ms). A producer
+    /// that sends its next batch at once therefore pays 20 ms on most
+    /// transactions, for markers that take about a millisecond.
+    ///
+    /// So, after EndTxn, the sender holds its Produce requests (records
+    /// are still taken and batched) while a task asks the coordinator for
+    /// the transaction's state with DescribeTransactions: at once, again
+    /// after each answer that is still `Prepare*` (pauses of 0, 1, 2, 4 and
+    /// then 8 ms), and never past [`COMPLETION_WAIT_MAX`]. Any other state,
+    /// an error or the limit ends the hold; a refusal (authorization, no
+    /// such API) also turns the probe off for this producer. The hold only
+    /// delays sending, so nothing here bears on what is written.
+    fn hold_until_transaction_complete(&self, transactional_id: String) {
+        if !self.inner.completion_probe.load(Ordering::Relaxed) {
+            return;
+        }
+        let (done, until) = oneshot::channel::<()>();
+        if self.inner.commands.send(Command::Hold(until)).is_err() {
+            return;
+        }
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let mut attempt = 0u32;
+            loop {
+                let Some(inner) = weak.upgrade() else { break };
+                let p = Producer { inner };
+                match p.coordinator_transaction_state(&transactional_id).await {
+                    Ok(state) if state == "PrepareCommit" || state == "PrepareAbort" => {}
+                    Ok(_) => break,
+                    Err(refused) => {
+                        if refused {
+                            p.inner.completion_probe.store(false, Ordering::Relaxed);
+                        }
+                        break;
+                    }
+                }
+                drop(p);
+                let pause = match attempt {
+                    0 => Duration::ZERO,
+                    n => Duration::from_millis(1 << (n - 1).min(3)),
+                };
+                attempt += 1;
+                if started.elapsed() + pause >= COMPLETION_WAIT_MAX {
+                    break;
+                }
+                if !pause.is_zero() {
+                    tokio::time::sleep(pause).await;
+                }
+            }
+            let _ = done.send(());
+        });
+    }
+
+    /// The coordinator's name for the state of `transactional_id`'s
+    /// transaction. `Err(true)`: the coordinator refuses to say (the probe
+    /// should stop); `Err(false)`: no answer this time.
+    async fn coordinator_transaction_state(&self, transactional_id: &str) -> Result<String, bool> {
+        let coord = self.coordinator(false).await.map_err(|_| false)?;
+        let conn = coord.connection().await.map_err(|_| false)?;
+        let req =
+            DescribeTransactionsRequest::default().with_transactional_ids(vec![TransactionalId(
+                StrBytes::from_string(transactional_id.to_string()),
+            )]);
+        let resp = match conn.send(&req).await {
+            Ok(r) => r,
+            Err(ClientError::UnsupportedVersion { .. }) => return Err(true),
+            Err(_) => return Err(false),
+        };
+        let Some(s) = resp.transaction_states.into_iter().next() else {
+            return Err(false);
+        };
+        match ErrorCode(s.error_code) {
+            ErrorCode::NONE => Ok(s.transaction_state.to_string()),
+            ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => Err(true),
+            _ => Err(false),
         }
     }
 

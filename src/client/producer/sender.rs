@@ -83,6 +83,11 @@ pub(crate) enum Command {
     /// A `send` began to wait for room in `buffer.memory`: send what is
     /// queued without lingering.
     MemoryWait,
+    /// Send no Produce request until the receiver resolves (or its sender
+    /// is dropped): the coordinator is still completing the transaction
+    /// just ended (see `Producer::hold_until_transaction_complete`).
+    /// Records are still taken and batched meanwhile.
+    Hold(oneshot::Receiver<()>),
 }
 
 struct Completion {
@@ -119,6 +124,8 @@ pub(crate) struct Sender {
     done_rx: mpsc::UnboundedReceiver<Completion>,
     flushes: Vec<oneshot::Sender<()>>,
     backoff: Backoff,
+    /// Set by [`Command::Hold`]: no batch is sent until it resolves.
+    hold: Option<oneshot::Receiver<()>>,
 }
 
 /// Commands handled in one pass of the sender's loop at most.
@@ -161,6 +168,7 @@ impl Sender {
             done_tx,
             done_rx,
             flushes: Vec::new(),
+            hold: None,
         }
     }
 
@@ -168,7 +176,10 @@ impl Sender {
         let mut open = true;
         loop {
             self.acc.set_memory_exhausted(self.memory.waiting() > 0);
-            self.dispatch_ready();
+            let held = self.hold.is_some();
+            if !held {
+                self.dispatch_ready();
+            }
             if self.acc.is_empty() {
                 self.acc.drain_all(false);
                 for f in self.flushes.drain(..) {
@@ -178,7 +189,9 @@ impl Sender {
                     return;
                 }
             }
-            let deadline = self.acc.next_deadline();
+            // While held, no deadline: nothing may be sent before the hold
+            // ends, and its end wakes the loop.
+            let deadline = if held { None } else { self.acc.next_deadline() };
             tokio::select! {
                 cmd = commands.recv(), if open => match cmd {
                     Some(c) => {
@@ -202,6 +215,7 @@ impl Sender {
                     None => { open = false; self.acc.drain_all(true); }
                 },
                 Some(done) = self.done_rx.recv() => self.handle_completion(done),
+                _ = hold_ended(&mut self.hold), if held => self.hold = None,
                 _ = sleep_until_opt(deadline) => {}
             }
         }
@@ -232,6 +246,7 @@ impl Sender {
             // The loop reads `memory.waiting()` before it looks for ready
             // batches; this only woke it.
             Command::MemoryWait => {}
+            Command::Hold(until) => self.hold = Some(until),
         }
     }
 
@@ -710,6 +725,13 @@ fn fail_batch(b: ProducerBatch<Delivery>, err: &ProducerError) {
     drop(memory);
     for r in records {
         let _ = r.delivery.send(Err(Box::new(err.clone())));
+    }
+}
+
+/// Resolves when the hold's sender answers or is dropped.
+async fn hold_ended(hold: &mut Option<oneshot::Receiver<()>>) {
+    if let Some(h) = hold {
+        let _ = h.await;
     }
 }
 

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kafka_protocol::messages::describe_transactions_response::TransactionState;
 use kafka_protocol::messages::end_txn_response::EndTxnResponse;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::metadata_response::{
@@ -13,9 +14,9 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, EndTxnRequest, FindCoordinatorRequest, FindCoordinatorResponse,
-    InitProducerIdRequest, InitProducerIdResponse, MetadataRequest, MetadataResponse,
-    ProduceRequest, ProduceResponse, ProducerId, RequestKind, TopicName,
+    ApiKey, BrokerId, DescribeTransactionsResponse, EndTxnRequest, FindCoordinatorRequest,
+    FindCoordinatorResponse, InitProducerIdRequest, InitProducerIdResponse, MetadataRequest,
+    MetadataResponse, ProduceRequest, ProduceResponse, ProducerId, RequestKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
@@ -58,6 +59,10 @@ struct Script {
     kafka_sequences: bool,
     /// The last sequence written, for `kafka_sequences`.
     last_sequence: Option<i32>,
+    /// Answers to the next DescribeTransactions: (error code, state);
+    /// then (0, "CompleteCommit"), or `describe_forever` if set.
+    describe: Vec<(i16, &'static str)>,
+    describe_forever: Option<&'static str>,
 }
 
 fn metadata_response() -> MetadataResponse {
@@ -234,6 +239,29 @@ async fn serve(io: tokio::io::DuplexStream, script: Arc<Mutex<Script>>) {
                             ]),
                     ]);
                     peer.respond::<ProduceRequest>(&resp, v, cid).await;
+                }
+                RequestKind::DescribeTransactions(r) => {
+                    assert_eq!(r.transactional_ids[0].0.as_str(), "tx");
+                    let (code, state) = {
+                        let mut s = script.lock();
+                        let answer = if !s.describe.is_empty() {
+                            s.describe.remove(0)
+                        } else {
+                            (0, s.describe_forever.unwrap_or("CompleteCommit"))
+                        };
+                        s.log.push((65, answer.1.to_string()));
+                        answer
+                    };
+                    let resp =
+                        DescribeTransactionsResponse::default().with_transaction_states(vec![
+                            TransactionState::default()
+                                .with_error_code(code)
+                                .with_transactional_id(r.transactional_ids[0].clone())
+                                .with_transaction_state(StrBytes::from_static_str(state))
+                                .with_producer_id(ProducerId(42)),
+                        ]);
+                    peer.respond::<DescribeTransactionsRequest>(&resp, v, cid)
+                        .await;
                 }
                 other => panic!("unexpected request {other:?}"),
             },
@@ -829,4 +857,104 @@ async fn a_record_larger_than_max_request_size_fails_at_once() {
     assert!(e.to_string().contains("max.request.size"), "{e}");
     assert!(log_of(&script, 0).is_empty(), "nothing was produced");
     assert_eq!(p.send(sized(500)).await.await.unwrap().offset, 0);
+}
+
+/// The keys of the requests after the handshake, Metadata and
+/// FindCoordinator left out.
+fn request_keys(script: &Mutex<Script>) -> Vec<i16> {
+    script
+        .lock()
+        .log
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|k| *k != 3 && *k != 10)
+        .collect()
+}
+
+/// A transactional producer (`tx`) on the scripted broker, initialised.
+async fn initialised(script: &Arc<Mutex<Script>>) -> Producer {
+    let p = Producer::with_metadata(config(Some("tx")), scripted_metadata(script.clone()))
+        .await
+        .unwrap();
+    p.init_transactions().await.unwrap();
+    p
+}
+
+/// Runs a first transaction of one record, then a second, and returns
+/// the producer.
+async fn two_transactions(script: &Arc<Mutex<Script>>) -> Producer {
+    let p = initialised(script).await;
+    for value in ["first", "second"] {
+        p.begin_transaction().unwrap();
+        let out = p.send(ProducerRecord::new("in", value)).await;
+        p.commit_transaction().await.unwrap();
+        out.await.unwrap();
+    }
+    p
+}
+
+#[tokio::test]
+async fn the_next_transaction_is_sent_once_the_coordinator_completed_the_last() {
+    // Apache Kafka answers EndTxn before its markers are written. A Produce
+    // of the next transaction arriving before they are waits 20 ms on the
+    // broker, so the producer asks for the state first and sends when the
+    // transaction is complete.
+    let script = Arc::new(Mutex::new(Script {
+        describe: vec![(0, "PrepareCommit"), (0, "PrepareCommit")],
+        ..Script::default()
+    }));
+    let _p = two_transactions(&script).await;
+    assert_eq!(
+        request_keys(&script)[..8],
+        // init; the first transaction: produce, end, 3 probes; the second:
+        // its produce, only then, and its end (its probe may still run)
+        [22, 0, 26, 65, 65, 65, 0, 26],
+        "{:?}",
+        script.lock().log
+    );
+    assert_eq!(
+        log_of(&script, 65)[..3],
+        ["PrepareCommit", "PrepareCommit", "CompleteCommit"]
+    );
+}
+
+#[tokio::test]
+async fn a_coordinator_that_will_not_describe_is_not_asked_again() {
+    let script = Arc::new(Mutex::new(Script {
+        describe: vec![(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0, "")],
+        ..Script::default()
+    }));
+    let _p = two_transactions(&script).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The refusal ends the hold at once, and the probe is off for good.
+    assert_eq!(request_keys(&script), vec![22, 0, 26, 65, 0, 26]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_transaction_that_stays_prepared_holds_the_next_for_a_bounded_time() {
+    let script = Arc::new(Mutex::new(Script {
+        describe_forever: Some("PrepareCommit"),
+        ..Script::default()
+    }));
+    let p = initialised(&script).await;
+    p.begin_transaction().unwrap();
+    p.send(ProducerRecord::new("in", "first"))
+        .await
+        .await
+        .unwrap();
+    p.commit_transaction().await.unwrap();
+    let ended = Instant::now();
+    p.begin_transaction().unwrap();
+    p.send(ProducerRecord::new("in", "second"))
+        .await
+        .await
+        .unwrap();
+    let held = ended.elapsed();
+    assert!(
+        held >= COMPLETION_WAIT_MAX - Duration::from_millis(10) && held <= COMPLETION_WAIT_MAX,
+        "held for {held:?}"
+    );
+    // 0, 1, 2, 4, then 8 ms pauses: bounded probes, not a request storm.
+    let probes = log_of(&script, 65).len();
+    assert!((10..=20).contains(&probes), "{probes} probes");
 }
