@@ -650,7 +650,15 @@ async fn auto_acquire_mode(
 /// locks and wait for each other's commits (measured: 4 workers of 2000
 /// records on 4 partitions ran at 63% of at_least_once; of 1000, 119%).
 /// So the transaction size is lowered to fit half the budget, and the
-/// start-up log says so. The cap is the group's
+/// start-up log says so.
+///
+/// Through the ledger the share is a third. There a record's lock lasts
+/// longer (the worker polls nothing while it commits, since records must
+/// be checked before they are processed, and the ACCEPT follows the
+/// commit), and half was not enough: at 100 000 records/s on 4 partitions
+/// of 2000 locks, 4 workers with transactions of 1000 reached an
+/// end-to-end p99 of 164-202 ms, of 700 84 ms, of 500 68-82 ms (KIP-1289
+/// with 1000: 111-117 ms; docs/BENCHMARKS.md, session 11). The cap is the group's
 /// `share.partition.max.record.locks` (KIP-1240) when set, else the
 /// broker's setting (DescribeConfigs); when it cannot be read (no
 /// permission, an older broker) nothing changes.
@@ -681,11 +689,13 @@ async fn fit_lock_budget(
     };
     let Some(cap) = cap else { return };
     let partitions: u64 = partition_counts.iter().map(|&n| n as u64).sum();
+    let share = lock_budget_share(config.exactly_once_mechanism);
     if let Some(fit) = lock_budget_fit(
         config.num_workers,
         config.max_records_per_transaction,
         partitions,
         cap,
+        share,
     ) {
         tracing::info!(
             max_records_per_transaction = fit,
@@ -693,9 +703,10 @@ async fn fit_lock_budget(
             workers = config.num_workers,
             source_partitions = partitions,
             record_locks_per_partition = cap,
-            "max.records.per.transaction lowered to fit half of the source partitions' record locks \
-             ({RECORD_LOCKS_CONFIG} on the broker); raise that broker setting or add partitions for \
-             larger transactions"
+            share_of_locks = format!("1/{share}"),
+            "max.records.per.transaction lowered to fit a share of the source partitions' record \
+             locks ({GROUP_RECORD_LOCKS_CONFIG} of the group, else {RECORD_LOCKS_CONFIG} of the \
+             broker); raise that setting or add partitions for larger transactions"
         );
         config.max_records_per_transaction = fit;
     }
@@ -776,13 +787,29 @@ const RECORD_LOCKS_CONFIG: &str = "group.share.partition.max.record.locks";
 /// Its per-group override (KIP-1240).
 const GROUP_RECORD_LOCKS_CONFIG: &str = "share.partition.max.record.locks";
 
-/// The transaction size that keeps `workers` transactions within half of
-/// `partitions` x `cap` record locks, when `max_records` does not already
-/// (`None`: keep it). Never below 1.
-fn lock_budget_fit(workers: usize, max_records: usize, partitions: u64, cap: u64) -> Option<usize> {
+/// The share of the source partitions' record locks that a process's open
+/// transactions may take: half under KIP-1289, a third through the ledger
+/// (see [`fit_lock_budget`]).
+fn lock_budget_share(mechanism: ExactlyOnceMechanism) -> u64 {
+    match mechanism {
+        ExactlyOnceMechanism::Ledger => 3,
+        _ => 2,
+    }
+}
+
+/// The transaction size that keeps `workers` transactions within
+/// `1/share` of `partitions` x `cap` record locks, when `max_records` does
+/// not already (`None`: keep it). Never below 1.
+fn lock_budget_fit(
+    workers: usize,
+    max_records: usize,
+    partitions: u64,
+    cap: u64,
+    share: u64,
+) -> Option<usize> {
     let workers = workers.max(1) as u64;
-    let half_budget = partitions.saturating_mul(cap) / 2;
-    let per_worker = (half_budget / workers).max(1);
+    let budget = partitions.saturating_mul(cap) / share.max(1);
+    let per_worker = (budget / workers).max(1);
     (max_records as u64 > per_worker).then_some(per_worker as usize)
 }
 
@@ -1018,7 +1045,7 @@ impl RuntimeHandle {
 
 #[cfg(test)]
 mod tests {
-    use super::lock_budget_fit;
+    use super::{ExactlyOnceMechanism, lock_budget_fit, lock_budget_share};
 
     #[test]
     fn member_ids_are_stable_only_with_an_instance_identity() {
@@ -1042,18 +1069,25 @@ mod tests {
     }
 
     #[test]
-    fn transactions_are_sized_to_half_the_record_locks() {
-        // 4 workers of 1000 on 4 partitions of 2000 locks: exactly half, kept.
-        assert_eq!(lock_budget_fit(4, 1000, 4, 2000), None);
+    fn transactions_are_sized_to_a_share_of_the_record_locks() {
+        let kip = lock_budget_share(ExactlyOnceMechanism::Kip1289);
+        let ledger = lock_budget_share(ExactlyOnceMechanism::Ledger);
+        assert_eq!((kip, ledger), (2, 3));
+        // 4 workers of 1000 on 4 partitions of 2000 locks: exactly half,
+        // kept under KIP-1289; through the ledger, a third: 666.
+        assert_eq!(lock_budget_fit(4, 1000, 4, 2000, kip), None);
+        assert_eq!(lock_budget_fit(4, 1000, 4, 2000, ledger), Some(666));
         // 4 workers of 2000 would hold every lock: lowered to 1000.
-        assert_eq!(lock_budget_fit(4, 2000, 4, 2000), Some(1000));
+        assert_eq!(lock_budget_fit(4, 2000, 4, 2000, kip), Some(1000));
         // 32 workers sharing one partition: 1000 locks / 32.
-        assert_eq!(lock_budget_fit(32, 1000, 1, 2000), Some(31));
+        assert_eq!(lock_budget_fit(32, 1000, 1, 2000, kip), Some(31));
         // Already small enough, or a large cap: kept.
-        assert_eq!(lock_budget_fit(32, 20, 1, 2000), None);
-        assert_eq!(lock_budget_fit(4, 1000, 1, 10_000), None);
+        assert_eq!(lock_budget_fit(32, 20, 1, 2000, kip), None);
+        assert_eq!(lock_budget_fit(4, 1000, 1, 10_000, kip), None);
+        assert_eq!(lock_budget_fit(4, 1000, 4, 4000, ledger), None);
         // Never below one record, whatever the numbers.
-        assert_eq!(lock_budget_fit(5000, 1000, 1, 100), Some(1));
-        assert_eq!(lock_budget_fit(0, 1000, 0, 0), Some(1));
+        assert_eq!(lock_budget_fit(5000, 1000, 1, 100, kip), Some(1));
+        assert_eq!(lock_budget_fit(0, 1000, 0, 0, kip), Some(1));
+        assert_eq!(lock_budget_fit(1, 1000, 1, 1, 0), Some(1));
     }
 }

@@ -382,10 +382,10 @@ async fn workers_beyond_the_partitions_use_record_limit_exactly_once() {
 }
 
 /// exactly_once keeps a transaction's records locked until it commits; a
-/// process whose workers could hold more than half of the source
-/// partitions' record locks gets smaller transactions (read from the
-/// broker's group.share.partition.max.record.locks), and stays exactly
-/// once.
+/// process whose workers could hold more than half (through the ledger, a
+/// third) of the source partitions' record locks gets smaller transactions
+/// (read from the broker's group.share.partition.max.record.locks), and
+/// stays exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transactions_shrink_to_fit_the_partitions_record_locks() {
     let _serial = SERIAL.lock().await;
@@ -424,6 +424,28 @@ async fn transactions_shrink_to_fit_the_partitions_record_locks() {
         .unwrap();
     assert_eq!(h.config().max_records_per_transaction, 100);
     h.stop().await.unwrap();
+    b.shutdown().await;
+
+    // Through the ledger a record stays locked longer (no poll during the
+    // commit, the ACCEPT after it): a third of the locks, 16 each.
+    let b = broker_with_locks(3, 100).await;
+    let ids = setup(&b, "g10", &[("in", 1), ("out", 1)]).await;
+    produce_inputs(&b, "in", 1, 300).await;
+    let mut cfg = config(&b, "app10");
+    cfg.num_workers = 2;
+    cfg.max_records_per_transaction = 1000;
+    cfg.exactly_once_mechanism = sharestream::runtime::ExactlyOnceMechanism::Ledger;
+    let h = Runtime::builder(map_values_topology("g10"))
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(h.config().max_records_per_transaction, 16);
+    wait_committed(&h, 300).await;
+    h.stop().await.unwrap();
+    let out = committed(&b, "out").await;
+    assert_exactly_once(&out, 300, |i| format!("out-v{i}"));
+    assert_group_drained(&b, "g10", ids[0], 1);
     b.shutdown().await;
 }
 
