@@ -181,3 +181,16 @@ if share_rows:
     print("|---|---|---|---|---|")
     for r in share_rows:
         print(f"| {r[0]} | {r[1]} | {fmt(float(r[2]))} | {r[3]} | {r[4]} |")
+    by_tool = {}
+    for r in share_rows:
+        by_tool.setdefault(r[0], []).append(float(r[2]))
+    print()
+    print("| share consumer | runs | median records/s |")
+    print("|---|---|---|")
+    for tool, v in by_tool.items():
+        print(f"| {tool} | {len(v)} | {fmt(med(v))} |")
+    java = [v for t, v in by_tool.items() if t.startswith("java")]
+    rust = [v for t, v in by_tool.items() if t.startswith("rust")]
+    if java and rust:
+        print()
+        print(f"Ratio rust / java of the medians: {med(rust[0]) / max(med(java[0]), 1e-9):.2f}")

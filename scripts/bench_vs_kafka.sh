@@ -33,7 +33,8 @@
 #   exactly once, for classic eager (range), classic cooperative-sticky and
 #   the consumer protocol (uniform). Client settings at their defaults.
 # share (against Apache Kafka only, the round-1 100 B topic, each a fresh
-#   share group reading every record from the earliest offset):
+#   share group reading every record from the earliest offset; rounds of
+#   one run of each, the order alternating, medians and their ratio):
 #   java  org.apache.kafka.tools.ShareConsumerPerformance (kafka-share-consumer-perf-test)
 #   rust  examples/share_perf.rs (implicit acknowledgement, like Java's default)
 # Memory: each broker's VmRSS when idle after start, and VmHWM (peak
@@ -47,7 +48,7 @@
 # background work, about 50 ms of CPU per second, competes too).
 # Every figure carries the 1-minute load average read when it was taken.
 #
-# Environment: BENCH_ROUNDS (3), BENCH_RECORDS_100 (default 1000000),
+# Environment: BENCH_ROUNDS (3), BENCH_SHARE_ROUNDS (BENCH_ROUNDS), BENCH_RECORDS_100 (default 1000000),
 # BENCH_RECORDS_1K (default 200000), BENCH_IDLE_SECS (5: idle CPU measured
 # after start), BENCH_ACKS (all), BENCH_BROKERS, BENCH_INITIAL_DELAY_MS (0),
 # BENCH_REBALANCE_PARTITIONS (8), BENCH_OUT (default
@@ -320,16 +321,19 @@ if want share; then
       --record-size 100 --throughput -1 --producer-props bootstrap.servers="$kb_boot" acks="$acks" \
       >"$work/share-produce.log" 2>&1 || fail "produce failed" "$work/share-produce.log"
   fi
-  g="java-share-$$"
-  jrun org.apache.kafka.tools.ConfigCommand --bootstrap-server "$kb_boot" --alter \
-    --entity-type groups --entity-name "$g" --add-config share.auto.offset.reset=earliest \
-    >"$work/java-share-config.log" 2>&1
-  load="$(load1)"
-  jrun org.apache.kafka.tools.ShareConsumerPerformance --bootstrap-server "$kb_boot" \
-    --topic bench-100-r1 --group "$g" --num-records "$n100" --timeout 20000 \
-    >"$work/java-share.log" 2>&1 || fail "share consumer failed" "$work/java-share.log"
-  # Header "start.time, end.time, data.consumed.in.MB, MB.sec, nMsg.sec, ..." then one line.
-  python3 - "$work/java-share.log" "$load" >>"$share_rows" <<'PY'
+  # java_share R / rust_share R: one run of each consumer, fresh group.
+  java_share() {
+    local g="java-share-$$-$1"
+    jrun org.apache.kafka.tools.ConfigCommand --bootstrap-server "$kb_boot" --alter \
+      --entity-type groups --entity-name "$g" --add-config share.auto.offset.reset=earliest \
+      >"$work/java-share-config.log" 2>&1
+    local load
+    load="$(load1)"
+    jrun org.apache.kafka.tools.ShareConsumerPerformance --bootstrap-server "$kb_boot" \
+      --topic bench-100-r1 --group "$g" --num-records "$n100" --timeout 20000 \
+      >"$work/java-share.log" 2>&1 || fail "share consumer failed" "$work/java-share.log"
+    # Header "start.time, end.time, data.consumed.in.MB, MB.sec, nMsg.sec, ..." then one line.
+    python3 - "$work/java-share.log" "$load" >>"$share_rows" <<'PY'
 import sys
 lines = [l.strip() for l in open(sys.argv[1]) if "," in l and "INFO" not in l and "WARN" not in l]
 head = [h.strip() for h in lines[0].split(",")]
@@ -338,14 +342,22 @@ row = dict(zip(head, vals))
 print("java (ShareConsumerPerformance)\t%s\t%s\t%s\t%s" % (
     row.get("data.consumed.in.nMsg", "?"), row.get("nMsg.sec", "?"), row.get("MB.sec", "?"), sys.argv[2]))
 PY
-  load="$(load1)"
-  "$share_perf" --bootstrap-server "$kb_boot" --topic bench-100-r1 --group "rust-share-$$" \
-    --num-records "$n100" >"$work/rust-share.log" 2>&1 || fail "share_perf failed" "$work/rust-share.log"
-  line="$(grep '^RESULT' "$work/rust-share.log" | tail -1)"
-  printf 'rust (examples/share_perf)\t%s\t%s\t%s\t%s\n' \
-    "$(sed -E 's/.*records=([0-9]+).*/\1/' <<<"$line")" \
-    "$(sed -E 's/.*records_per_s=([0-9.]+).*/\1/' <<<"$line")" \
-    "$(sed -E 's/.*mb_per_s=([0-9.]+).*/\1/' <<<"$line")" "$load" >>"$share_rows"
+  }
+  rust_share() {
+    local load line
+    load="$(load1)"
+    "$share_perf" --bootstrap-server "$kb_boot" --topic bench-100-r1 --group "rust-share-$$-$1" \
+      --num-records "$n100" >"$work/rust-share.log" 2>&1 || fail "share_perf failed" "$work/rust-share.log"
+    line="$(grep '^RESULT' "$work/rust-share.log" | tail -1)"
+    printf 'rust (examples/share_perf)\t%s\t%s\t%s\t%s\n' \
+      "$(sed -E 's/.*records=([0-9]+).*/\1/' <<<"$line")" \
+      "$(sed -E 's/.*records_per_s=([0-9.]+).*/\1/' <<<"$line")" \
+      "$(sed -E 's/.*mb_per_s=([0-9.]+).*/\1/' <<<"$line")" "$load" >>"$share_rows"
+  }
+  # BENCH_SHARE_ROUNDS rounds (default BENCH_ROUNDS), the order alternating.
+  for r in $(seq 1 "${BENCH_SHARE_ROUNDS:-$rounds}"); do
+    if (( r % 2 )); then java_share "$r"; rust_share "$r"; else rust_share "$r"; java_share "$r"; fi
+  done
 fi
 
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"

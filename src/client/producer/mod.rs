@@ -1026,7 +1026,14 @@ impl Producer {
             loop {
                 let Some(inner) = weak.upgrade() else { break };
                 let p = Producer { inner };
-                match p.coordinator_transaction_state(&transactional_id).await {
+                // A coordinator that does not answer in time ends the hold
+                // too (the probe's own request may wait much longer).
+                let left = COMPLETION_WAIT_MAX.saturating_sub(started.elapsed());
+                let state =
+                    tokio::time::timeout(left, p.coordinator_transaction_state(&transactional_id))
+                        .await
+                        .unwrap_or(Err(false));
+                match state {
                     Ok(state) if state == "PrepareCommit" || state == "PrepareAbort" => {}
                     Ok(_) => break,
                     Err(refused) => {

@@ -63,6 +63,8 @@ struct Script {
     /// then (0, "CompleteCommit"), or `describe_forever` if set.
     describe: Vec<(i16, &'static str)>,
     describe_forever: Option<&'static str>,
+    /// Never answer DescribeTransactions (a coordinator that hangs).
+    describe_silent: bool,
 }
 
 fn metadata_response() -> MetadataResponse {
@@ -242,6 +244,10 @@ async fn serve(io: tokio::io::DuplexStream, script: Arc<Mutex<Script>>) {
                 }
                 RequestKind::DescribeTransactions(r) => {
                     assert_eq!(r.transactional_ids[0].0.as_str(), "tx");
+                    if script.lock().describe_silent {
+                        script.lock().log.push((65, "silent".into()));
+                        continue;
+                    }
                     let (code, state) = {
                         let mut s = script.lock();
                         let answer = if !s.describe.is_empty() {
@@ -957,4 +963,36 @@ async fn a_transaction_that_stays_prepared_holds_the_next_for_a_bounded_time() {
     // 0, 1, 2, 4, then 8 ms pauses: bounded probes, not a request storm.
     let probes = log_of(&script, 65).len();
     assert!((10..=20).contains(&probes), "{probes} probes");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_coordinator_that_does_not_answer_holds_the_next_transaction_for_a_bounded_time() {
+    let script = Arc::new(Mutex::new(Script {
+        describe_silent: true,
+        ..Script::default()
+    }));
+    let p = initialised(&script).await;
+    p.begin_transaction().unwrap();
+    p.send(ProducerRecord::new("in", "first"))
+        .await
+        .await
+        .unwrap();
+    p.commit_transaction().await.unwrap();
+    let ended = Instant::now();
+    p.begin_transaction().unwrap();
+    p.send(ProducerRecord::new("in", "second"))
+        .await
+        .await
+        .unwrap();
+    let held = ended.elapsed();
+    // The hold ends at its own limit, not at the probe's request timeout
+    // (30 s). Here coordinator and leader are one scripted node, which
+    // answers the Produce ahead of the unanswered probe: that poisons the
+    // connection, and the batch goes again after a reconnect (up to about
+    // 60 ms more). On a cluster, the coordinator hangs on its own broker.
+    assert!(
+        held >= COMPLETION_WAIT_MAX && held < Duration::from_millis(250),
+        "held for {held:?}"
+    );
+    assert_eq!(log_of(&script, 65), ["silent"]);
 }
