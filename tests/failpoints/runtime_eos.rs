@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rt::*;
 use sharestream::client::share_consumer::config::AcquireMode;
-use sharestream::runtime::{Runtime, RuntimeConfig, RuntimeError};
+use sharestream::runtime::{ExactlyOnceMechanism, Runtime, RuntimeConfig, RuntimeError};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exactly_once_two_workers_every_input_once() {
@@ -389,28 +389,10 @@ async fn workers_beyond_the_partitions_use_record_limit_exactly_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transactions_shrink_to_fit_the_partitions_record_locks() {
     let _serial = SERIAL.lock().await;
-    let b = broker_with_locks(3, 100).await;
-    let ids = setup(&b, "g8", &[("in", 1), ("out", 1)]).await;
-    produce_inputs(&b, "in", 1, 300).await;
-    let mut cfg = config(&b, "app8");
-    cfg.num_workers = 2;
-    cfg.max_records_per_transaction = 1000;
-    let h = Runtime::builder(map_values_topology("g8"))
-        .config(cfg)
-        .start()
-        .await
-        .unwrap();
     // 100 locks on 1 partition, half of them for 2 workers: 25 each.
-    assert_eq!(h.config().max_records_per_transaction, 25);
-    wait_committed(&h, 300).await;
-    let m = h.metrics().clone();
-    h.stop().await.unwrap();
-    let out = committed(&b, "out").await;
-    assert_exactly_once(&out, 300, |i| format!("out-v{i}"));
-    assert_group_drained(&b, "g8", ids[0], 1);
+    let m = shrunk_to_fit("8", ExactlyOnceMechanism::Auto, 25).await;
     // 300 records in transactions of at most 25.
     assert!(m.transactions_committed.load(Ordering::Relaxed) >= 12);
-    b.shutdown().await;
 
     // Kafka's default cap (2000) leaves the configured size alone.
     let b = broker().await;
@@ -428,25 +410,40 @@ async fn transactions_shrink_to_fit_the_partitions_record_locks() {
 
     // Through the ledger a record stays locked longer (no poll during the
     // commit, the ACCEPT after it): a third of the locks, 16 each.
+    shrunk_to_fit("10", ExactlyOnceMechanism::Ledger, 16).await;
+}
+
+/// 2 workers asking for transactions of 1000 on a broker of 100 record
+/// locks and one source partition (group `g{tag}`, application
+/// `app{tag}`): the size they get is `expected`, and 300 records come out
+/// exactly once. Returns the runtime's metrics.
+async fn shrunk_to_fit(
+    tag: &str,
+    mechanism: ExactlyOnceMechanism,
+    expected: usize,
+) -> std::sync::Arc<sharestream::runtime::RuntimeMetrics> {
+    let group = format!("g{tag}");
     let b = broker_with_locks(3, 100).await;
-    let ids = setup(&b, "g10", &[("in", 1), ("out", 1)]).await;
+    let ids = setup(&b, &group, &[("in", 1), ("out", 1)]).await;
     produce_inputs(&b, "in", 1, 300).await;
-    let mut cfg = config(&b, "app10");
+    let mut cfg = config(&b, &format!("app{tag}"));
     cfg.num_workers = 2;
     cfg.max_records_per_transaction = 1000;
-    cfg.exactly_once_mechanism = sharestream::runtime::ExactlyOnceMechanism::Ledger;
-    let h = Runtime::builder(map_values_topology("g10"))
+    cfg.exactly_once_mechanism = mechanism;
+    let h = Runtime::builder(map_values_topology(&group))
         .config(cfg)
         .start()
         .await
         .unwrap();
-    assert_eq!(h.config().max_records_per_transaction, 16);
+    assert_eq!(h.config().max_records_per_transaction, expected);
     wait_committed(&h, 300).await;
+    let m = h.metrics().clone();
     h.stop().await.unwrap();
     let out = committed(&b, "out").await;
     assert_exactly_once(&out, 300, |i| format!("out-v{i}"));
-    assert_group_drained(&b, "g10", ids[0], 1);
+    assert_group_drained(&b, &group, ids[0], 1);
     b.shutdown().await;
+    m
 }
 
 /// A worker held in one of the commit windows (as a paused process would

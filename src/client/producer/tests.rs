@@ -244,12 +244,12 @@ async fn serve(io: tokio::io::DuplexStream, script: Arc<Mutex<Script>>) {
                 }
                 RequestKind::DescribeTransactions(r) => {
                     assert_eq!(r.transactional_ids[0].0.as_str(), "tx");
-                    if script.lock().describe_silent {
-                        script.lock().log.push((65, "silent".into()));
-                        continue;
-                    }
                     let (code, state) = {
                         let mut s = script.lock();
+                        if s.describe_silent {
+                            s.log.push((65, "silent".into()));
+                            continue;
+                        }
                         let answer = if !s.describe.is_empty() {
                             s.describe.remove(0)
                         } else {
@@ -886,6 +886,25 @@ async fn initialised(script: &Arc<Mutex<Script>>) -> Producer {
     p
 }
 
+/// Commits a transaction of one record, then sends one in the next: how
+/// long after the commit that record was delivered.
+async fn held_after_a_commit(script: &Arc<Mutex<Script>>) -> Duration {
+    let p = initialised(script).await;
+    p.begin_transaction().unwrap();
+    p.send(ProducerRecord::new("in", "first"))
+        .await
+        .await
+        .unwrap();
+    p.commit_transaction().await.unwrap();
+    let ended = Instant::now();
+    p.begin_transaction().unwrap();
+    p.send(ProducerRecord::new("in", "second"))
+        .await
+        .await
+        .unwrap();
+    ended.elapsed()
+}
+
 /// Runs a first transaction of one record, then a second, and returns
 /// the producer.
 async fn two_transactions(script: &Arc<Mutex<Script>>) -> Producer {
@@ -942,20 +961,7 @@ async fn a_transaction_that_stays_prepared_holds_the_next_for_a_bounded_time() {
         describe_forever: Some("PrepareCommit"),
         ..Script::default()
     }));
-    let p = initialised(&script).await;
-    p.begin_transaction().unwrap();
-    p.send(ProducerRecord::new("in", "first"))
-        .await
-        .await
-        .unwrap();
-    p.commit_transaction().await.unwrap();
-    let ended = Instant::now();
-    p.begin_transaction().unwrap();
-    p.send(ProducerRecord::new("in", "second"))
-        .await
-        .await
-        .unwrap();
-    let held = ended.elapsed();
+    let held = held_after_a_commit(&script).await;
     assert!(
         held >= COMPLETION_WAIT_MAX - Duration::from_millis(10) && held <= COMPLETION_WAIT_MAX,
         "held for {held:?}"
@@ -971,20 +977,7 @@ async fn a_coordinator_that_does_not_answer_holds_the_next_transaction_for_a_bou
         describe_silent: true,
         ..Script::default()
     }));
-    let p = initialised(&script).await;
-    p.begin_transaction().unwrap();
-    p.send(ProducerRecord::new("in", "first"))
-        .await
-        .await
-        .unwrap();
-    p.commit_transaction().await.unwrap();
-    let ended = Instant::now();
-    p.begin_transaction().unwrap();
-    p.send(ProducerRecord::new("in", "second"))
-        .await
-        .await
-        .unwrap();
-    let held = ended.elapsed();
+    let held = held_after_a_commit(&script).await;
     // The hold ends at its own limit, not at the probe's request timeout
     // (30 s). Here coordinator and leader are one scripted node, which
     // answers the Produce ahead of the unanswered probe: that poisons the
