@@ -81,6 +81,17 @@
 //!   caught_up`) and `ARBITRATED_TRIMMED_INDEX_CHECK` (its default, the
 //!   check looking at the index as it stands): arbitration without RENEW,
 //!   the ledger trimmed by the safe rule.
+//! * `OVERLAPPED` and `OVERLAPPED_CAUGHT_UP` (the runtime since D37): the
+//!   same, and while a transaction commits (from its intent to its commit)
+//!   the worker acquires and checks the next batch (`AcquireNext`,
+//!   `CheckNext`), which becomes its round once the transaction ended.
+//!   Broken on purpose: `ISSUE_OVERLAPPED` (the overlap without
+//!   arbitration) and `OVERLAPPED_BLIND_TO_OWN` (an arbitration that
+//!   ignores its own transactional id's earlier intents).
+//!
+//! In every design a check that meets an open intent of the worker's own
+//! transactional id waits for its marker (the index tails on) instead of
+//! fencing it, as the runtime does.
 //!
 //! # Properties
 //!
@@ -162,6 +173,17 @@ struct Design {
     /// Which ledger entries may be deleted (DeleteRecords on a prefix of a
     /// ledger partition).
     trim: Trim,
+    /// The arbitration also looks at the intents of this transactional
+    /// id's own earlier transactions (a broken variant skips them: "my own
+    /// intents cannot conflict with me").
+    arbitrate_own: bool,
+    /// The next batch is acquired, checked and processed while the
+    /// worker's transaction commits (from its intent to its commit); it
+    /// goes into the next transaction, which begins once this one has
+    /// ended. A check that meets an open intent of the worker's own
+    /// transactional id waits for its marker (fencing it would fence
+    /// itself).
+    overlap: bool,
 }
 
 /// The rule by which a prefix of a ledger partition may be deleted. An
@@ -200,6 +222,8 @@ impl Design {
         check_first_delivery: true,
         arbitrate: false,
         trim: Trim::Off,
+        arbitrate_own: true,
+        overlap: false,
     };
     /// Broken: no RENEW.
     const ISSUE_NO_RENEW: Design = Design {
@@ -256,6 +280,33 @@ impl Design {
     const TRIMMED_AT_COMMIT: Design = Design {
         trim: Trim::AtCommit,
         ..Design::ARBITRATED_NO_RENEW
+    };
+    /// What the runtime implements by default (D37): as
+    /// `ARBITRATED_TRIMMED_INDEX_CHECK`, with the next batch acquired,
+    /// checked and processed while the transaction commits.
+    const OVERLAPPED: Design = Design {
+        overlap: true,
+        ..Design::ARBITRATED_TRIMMED_INDEX_CHECK
+    };
+    /// `OVERLAPPED` with `exactly.once.ledger.check=caught_up`.
+    const OVERLAPPED_CAUGHT_UP: Design = Design {
+        overlap: true,
+        ..Design::ARBITRATED_TRIMMED
+    };
+    /// Broken: the overlap without arbitration (the issue's direction:
+    /// the caught-up check and RENEW). A record whose lock expired while
+    /// its transaction committed can be acquired again by the same member
+    /// and checked before the intent exists; RENEW cannot tell the two
+    /// acquisitions apart.
+    const ISSUE_OVERLAPPED: Design = Design {
+        overlap: true,
+        ..Design::ISSUE
+    };
+    /// Broken: `OVERLAPPED` with an arbitration that ignores the intents
+    /// of its own transactional id.
+    const OVERLAPPED_BLIND_TO_OWN: Design = Design {
+        arbitrate_own: false,
+        ..Design::OVERLAPPED
     };
 }
 
@@ -414,6 +465,29 @@ struct Worker {
     acquired_end: [u8; MAX_PARTITIONS],
     /// Offset of its intent per ledger partition (u8::MAX = none).
     intent_at: [u8; MAX_PARTITIONS],
+    /// With `overlap`: the records acquired while the transaction commits
+    /// (bit mask; 0 = none), those of them delivered with delivery count
+    /// 1, and the bound of their check (as `acquired_end`).
+    next: u8,
+    next_first: u8,
+    next_end: [u8; MAX_PARTITIONS],
+    /// The next batch has been checked: `next_todo` is what it produces
+    /// output for; it becomes the round once the transaction has ended.
+    next_checked: bool,
+    next_todo: u8,
+}
+
+/// What a worker's look at the ledger (a check, or the arbitration) needs
+/// before it can decide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Need {
+    /// Nothing: it can decide.
+    Go,
+    /// Fence this open transaction first.
+    Fence(Txn),
+    /// An open intent of its own transactional id: wait for its marker
+    /// (the index tails on).
+    Wait,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -446,6 +520,11 @@ enum Action {
     /// ShareFetch: the worker acquires every AVAILABLE record, then reads
     /// the ledger end offsets.
     Acquire(u8),
+    /// With `overlap`: `Acquire` while the worker's transaction commits,
+    /// for the next transaction.
+    AcquireNext(u8),
+    /// With `overlap`: the check of the next batch.
+    CheckNext(u8),
     /// The index reads the ledger up to its current end (read_uncommitted,
     /// control markers included).
     Tail(u8),
@@ -529,12 +608,12 @@ enum Seen {
     Committed,
 }
 
-fn seen(intents: &[Entry], known: &[Entry], r: usize, except: Option<Txn>) -> Seen {
+fn seen(intents: &[Entry], known: &[Entry], r: usize, ignore: impl Fn(Txn) -> bool) -> Seen {
     let mut open = None;
     for e in intents {
         if let Entry::Intent { txn, recs } = *e
             && has(recs, r)
-            && Some(txn) != except
+            && !ignore(txn)
         {
             match outcome(known, txn) {
                 Some(true) => return Seen::Committed,
@@ -575,8 +654,11 @@ impl State {
                                 .all(|r| self.recs[r].state == RState::Acknowledged);
                         let undecided = rule == Trim::Safe
                             && self.workers.iter().any(|wk| {
-                                matches!(wk.phase, Phase::Check | Phase::Intent | Phase::Arbitrate)
-                                    && wk.batch & recs != 0
+                                (matches!(
+                                    wk.phase,
+                                    Phase::Check | Phase::Intent | Phase::Arbitrate
+                                ) && wk.batch & recs != 0)
+                                    || wk.next & recs != 0
                             });
                         terminal && !undecided
                     }
@@ -622,6 +704,7 @@ impl State {
     fn recover(&mut self, w: usize) {
         self.reinit(w);
         self.abandon(w);
+        drop_next(&mut self.workers[w]);
     }
 
     /// InitProducerId on the worker's own transactional id: aborts its open
@@ -718,44 +801,122 @@ impl State {
             .all(|r| matches!(r.state, RState::Acknowledged | RState::Absent))
     }
 
-    /// The open intent the worker must fence before going on, if any:
-    /// in Check, any open intent covering a record of its batch (unless a
-    /// committed one covers it); in Arbitrate, an open intent before its
+    /// What the worker's current look needs before it can decide: in
+    /// Check, an open intent covering a record of its batch (unless a
+    /// committed one covers it) is fenced, or waited for if it is the
+    /// worker's own; in Arbitrate, the same for an open intent before its
     /// own covering a record it produces for.
-    fn must_fence(&self, w: usize, m: &Ledger) -> Option<Txn> {
+    fn need(&self, w: usize, m: &Ledger) -> Need {
         let wk = &self.workers[w];
         match wk.phase {
-            Phase::Check => (0..m.bounds.records)
-                .filter(|&r| has(wk.batch, r))
-                .filter(|&r| m.design.check_first_delivery || !has(wk.first, r))
-                .find_map(|r| {
-                    let q = m.part(r);
-                    let (known, before) = self.view(w, q, wk.acquired_end[q]);
-                    match seen(before, known, r, None) {
-                        Seen::Open(t) => Some(t),
-                        _ => None,
-                    }
-                }),
+            Phase::Check => self.check_need(w, wk.batch, wk.first, wk.acquired_end, m),
             Phase::Arbitrate => {
-                let own = Txn {
-                    w: w as u8,
-                    epoch: wk.epoch,
-                };
+                let ignore = m.arbitration_ignores(w, wk.epoch);
                 let mut committed = false;
                 let mut open = None;
                 for r in (0..m.bounds.records).filter(|&r| has(wk.todo, r)) {
                     let q = m.part(r);
                     let (known, before) = self.view(w, q, wk.intent_at[q]);
-                    match seen(before, known, r, Some(own)) {
+                    match seen(before, known, r, &ignore) {
                         Seen::Committed => committed = true,
                         Seen::Open(t) => open = open.or(Some(t)),
                         Seen::Nothing => {}
                     }
                 }
-                if committed { None } else { open }
+                match open {
+                    _ if committed => Need::Go,
+                    Some(t) if usize::from(t.w) == w => Need::Wait,
+                    Some(t) => Need::Fence(t),
+                    None => Need::Go,
+                }
             }
-            _ => None,
+            _ => Need::Go,
         }
+    }
+
+    /// What the check of `batch` (bounded by `bound`) needs.
+    fn check_need(
+        &self,
+        w: usize,
+        batch: u8,
+        first: u8,
+        bound: [u8; MAX_PARTITIONS],
+        m: &Ledger,
+    ) -> Need {
+        let mut wait = false;
+        for r in (0..m.bounds.records)
+            .filter(|&r| has(batch, r))
+            .filter(|&r| m.design.check_first_delivery || !has(first, r))
+        {
+            let q = m.part(r);
+            let (known, before) = self.view(w, q, bound[q]);
+            match seen(before, known, r, |_| false) {
+                Seen::Open(t) if usize::from(t.w) == w => wait = true,
+                Seen::Open(t) => return Need::Fence(t),
+                _ => {}
+            }
+        }
+        if wait { Need::Wait } else { Need::Go }
+    }
+
+    /// The records of `batch` a committed intent before `bound` covers
+    /// (ACCEPTed without output).
+    fn committed_in_view(
+        &self,
+        w: usize,
+        batch: u8,
+        first: u8,
+        bound: [u8; MAX_PARTITIONS],
+        m: &Ledger,
+    ) -> u8 {
+        let mut skip = 0;
+        for r in (0..m.bounds.records).filter(|&r| has(batch, r)) {
+            if !m.design.check_first_delivery && has(first, r) {
+                continue;
+            }
+            let q = m.part(r);
+            let (known, before) = self.view(w, q, bound[q]);
+            if seen(before, known, r, |_| false) == Seen::Committed {
+                skip |= bit(r);
+            }
+        }
+        skip
+    }
+
+    /// The next batch's view: with the caught-up check, the index first
+    /// reads up to the end offsets read after that acquisition.
+    fn next_view(&self, w: usize, m: &Ledger) -> State {
+        let mut view = self.clone();
+        if m.design.check_catch_up {
+            let wk = &mut view.workers[w];
+            for q in 0..MAX_PARTITIONS {
+                wk.pos[q] = wk.pos[q].max(wk.next_end[q]);
+            }
+        }
+        view
+    }
+
+    /// With `overlap`: the worker's round has ended and the next batch is
+    /// checked: it becomes the round (its transaction begins).
+    fn promote(&mut self, w: usize) {
+        let wk = &mut self.workers[w];
+        if wk.phase == Phase::Idle && wk.next != 0 && wk.next_checked {
+            wk.batch = wk.next;
+            wk.first = wk.next_first;
+            wk.todo = wk.next_todo;
+            wk.phase = Phase::Intent;
+            drop_next(wk);
+        }
+    }
+}
+
+impl Ledger {
+    /// The transactions the arbitration of worker `w` at `epoch` does not
+    /// look at: its own (and, in the broken variant, every earlier one of
+    /// its transactional id).
+    fn arbitration_ignores(&self, w: usize, epoch: u8) -> impl Fn(Txn) -> bool {
+        let own_too = !self.design.arbitrate_own;
+        move |t: Txn| usize::from(t.w) == w && (own_too || t.epoch == epoch)
     }
 }
 
@@ -789,6 +950,11 @@ impl Model for Ledger {
             end: [0; MAX_PARTITIONS],
             acquired_end: [0; MAX_PARTITIONS],
             intent_at: [NONE; MAX_PARTITIONS],
+            next: 0,
+            next_first: 0,
+            next_end: [0; MAX_PARTITIONS],
+            next_checked: false,
+            next_todo: 0,
         };
         vec![State {
             recs,
@@ -814,11 +980,15 @@ impl Model for Ledger {
         for w in 0..WORKERS {
             let wu = w as u8;
             let wk = &s.workers[w];
+            let available = s.recs.iter().any(|r| r.state == RState::Available)
+                && (!faults || s.rounds[w] < b.rounds);
             match wk.phase {
+                // A worker that carries a batch polled during its last
+                // commit polls no more before that batch is in a
+                // transaction.
+                Phase::Idle if wk.next != 0 => {}
                 Phase::Idle => {
-                    if s.recs.iter().any(|r| r.state == RState::Available)
-                        && (!faults || s.rounds[w] < b.rounds)
-                    {
+                    if available {
                         actions.push(Action::Acquire(wu));
                     }
                     if faults && s.violations < b.lock_violations {
@@ -832,13 +1002,11 @@ impl Model for Ledger {
                 Phase::Check | Phase::Arbitrate => {
                     let mut view = s.clone();
                     view.catch_up(w, self);
-                    {
-                        let s = &view;
-                        match s.must_fence(w, self) {
-                            Some(t) => actions.push(Action::Fence(wu, t.w)),
-                            None if wk.phase == Phase::Check => actions.push(Action::Check(wu)),
-                            None => actions.push(Action::Arbitrate(wu)),
-                        }
+                    match view.need(w, self) {
+                        Need::Fence(t) => actions.push(Action::Fence(wu, t.w)),
+                        Need::Wait => {}
+                        Need::Go if wk.phase == Phase::Check => actions.push(Action::Check(wu)),
+                        Need::Go => actions.push(Action::Arbitrate(wu)),
                     }
                 }
                 Phase::Intent => actions.push(Action::WriteIntent(wu)),
@@ -866,18 +1034,37 @@ impl Model for Ledger {
                     }
                 }
             }
+            // The next batch: acquired while the transaction commits (from
+            // its intent on), then checked like a batch of its own.
+            let committing = matches!(
+                wk.phase,
+                Phase::Intent | Phase::Arbitrate | Phase::Renew | Phase::Commit
+            );
+            if self.design.overlap && wk.next == 0 && committing && available {
+                actions.push(Action::AcquireNext(wu));
+            }
+            let checking_next = wk.next != 0 && !wk.next_checked;
+            if checking_next {
+                let view = s.next_view(w, self);
+                match view.check_need(w, wk.next, wk.next_first, wk.next_end, self) {
+                    Need::Fence(t) => actions.push(Action::Fence(wu, t.w)),
+                    Need::Wait => {}
+                    Need::Go => actions.push(Action::CheckNext(wu)),
+                }
+            }
             // Without `catch_up`, the index reads the ledger in the
             // background at whatever pace (with it, the check itself reads
-            // up to the end offset, below which the log is fixed).
+            // up to the end offset, below which the log is fixed; a check
+            // waiting for its own intent's marker reads on).
             let tails = if self.design.catch_up {
-                wk.phase == Phase::Check && !self.design.check_catch_up
+                (wk.phase == Phase::Check && !self.design.check_catch_up) || checking_next
             } else {
-                matches!(wk.phase, Phase::Check | Phase::Arbitrate)
+                matches!(wk.phase, Phase::Check | Phase::Arbitrate) || checking_next
             };
             if tails && (0..MAX_PARTITIONS).any(|q| usize::from(wk.pos[q]) < s.ledger[q].len()) {
                 actions.push(Action::Tail(wu));
             }
-            if faults && wk.phase != Phase::Idle && s.crashes < b.crashes {
+            if faults && (wk.phase != Phase::Idle || wk.next != 0) && s.crashes < b.crashes {
                 actions.push(Action::Crash(wu));
             }
             if faults && s.coord[w].open != 0 && s.timeouts < b.timeouts {
@@ -887,7 +1074,7 @@ impl Model for Ledger {
         for (r, rec) in s.recs.iter().enumerate() {
             if let RState::Acquired(o) = rec.state {
                 let wk = &s.workers[usize::from(o)];
-                let busy = wk.phase != Phase::Idle && has(wk.batch, r);
+                let busy = (wk.phase != Phase::Idle && has(wk.batch, r)) || has(wk.next, r);
                 if !busy || (faults && s.expiries < b.expiries) {
                     actions.push(Action::Expire(r as u8));
                 }
@@ -910,26 +1097,88 @@ impl Model for Ledger {
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
         let mut s = last.clone();
+        self.apply(&mut s, action);
+        if self.design.overlap {
+            for w in 0..WORKERS {
+                s.promote(w);
+            }
+        }
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always(NO_DUPLICATE, |m, s: &State| {
+                (0..m.bounds.records).all(|r| s.committed_outputs(r, m) <= 1)
+            }),
+            Property::always(NO_LOSS, |m, s: &State| {
+                (0..m.bounds.records).all(|r| {
+                    s.recs[r].state != RState::Acknowledged || s.committed_outputs(r, m) > 0
+                })
+            }),
+            Property::sometimes(ALL_DONE, |_, s: &State| s.all_acknowledged()),
+        ]
+    }
+}
+
+/// ShareFetch by worker `w`: every AVAILABLE record is acquired; returns
+/// them and those delivered with delivery count 1.
+fn acquire_available(s: &mut State, w: usize) -> (u8, u8) {
+    let mut batch = 0;
+    let mut first = 0;
+    for (r, rec) in s.recs.iter_mut().enumerate() {
+        if rec.state == RState::Available {
+            rec.state = RState::Acquired(w as u8);
+            rec.count = (rec.count + 1).min(COUNT_CAP);
+            batch |= bit(r);
+            if rec.count == 1 {
+                first |= bit(r);
+            }
+        }
+    }
+    s.rounds[w] = s.rounds[w].saturating_add(1);
+    (batch, first)
+}
+
+impl Ledger {
+    fn apply(&self, s: &mut State, action: Action) {
         match action {
             Action::Acquire(w) => {
                 let w = usize::from(w);
-                let mut batch = 0;
-                let mut first = 0;
-                for (r, rec) in s.recs.iter_mut().enumerate() {
-                    if rec.state == RState::Available {
-                        rec.state = RState::Acquired(w as u8);
-                        rec.count = (rec.count + 1).min(COUNT_CAP);
-                        batch |= bit(r);
-                        if rec.count == 1 {
-                            first |= bit(r);
-                        }
-                    }
-                }
-                s.rounds[w] = s.rounds[w].saturating_add(1);
+                let (batch, first) = acquire_available(s, w);
                 let wk = &mut s.workers[w];
                 wk.batch = batch;
                 wk.first = first;
                 s.after_acquisition(w, self);
+            }
+            Action::AcquireNext(w) => {
+                let w = usize::from(w);
+                let (batch, first) = acquire_available(s, w);
+                if self.design.check_catch_up {
+                    s.read_end(w);
+                }
+                let wk = &mut s.workers[w];
+                wk.next = batch;
+                wk.next_first = first;
+                wk.next_checked = false;
+                wk.next_end = if self.design.check_catch_up {
+                    wk.end
+                } else {
+                    wk.pos
+                };
+            }
+            Action::CheckNext(w) => {
+                let w = usize::from(w);
+                *s = s.next_view(w, self);
+                let wk = s.workers[w];
+                let skip = s.committed_in_view(w, wk.next, wk.next_first, wk.next_end, self);
+                s.accept(w, skip);
+                let wk = &mut s.workers[w];
+                wk.next_todo = wk.next & !skip;
+                wk.next_checked = true;
+                if wk.next_todo == 0 {
+                    drop_next(wk);
+                }
             }
             Action::Steal(w, r) => {
                 let (w, r) = (usize::from(w), usize::from(r));
@@ -952,17 +1201,7 @@ impl Model for Ledger {
                 let w = usize::from(w);
                 s.catch_up(w, self);
                 let wk = s.workers[w];
-                let mut skip = 0;
-                for r in (0..self.bounds.records).filter(|&r| has(wk.batch, r)) {
-                    if !self.design.check_first_delivery && has(wk.first, r) {
-                        continue;
-                    }
-                    let q = self.part(r);
-                    let (known, before) = s.view(w, q, wk.acquired_end[q]);
-                    if seen(before, known, r, None) == Seen::Committed {
-                        skip |= bit(r);
-                    }
-                }
+                let skip = s.committed_in_view(w, wk.batch, wk.first, wk.acquired_end, self);
                 s.accept(w, skip);
                 let todo = wk.batch & !skip;
                 let wk = &mut s.workers[w];
@@ -994,7 +1233,7 @@ impl Model for Ledger {
                 let w = usize::from(w);
                 if !s.live(w) {
                     s.recover(w);
-                    return Some(s);
+                    return;
                 }
                 let wk = s.workers[w];
                 let txn = Txn {
@@ -1028,15 +1267,12 @@ impl Model for Ledger {
                 let w = usize::from(w);
                 s.catch_up(w, self);
                 let wk = s.workers[w];
-                let own = Txn {
-                    w: w as u8,
-                    epoch: wk.epoch,
-                };
+                let ignore = self.arbitration_ignores(w, wk.epoch);
                 let mut lost = 0;
                 for r in (0..self.bounds.records).filter(|&r| has(wk.todo, r)) {
                     let q = self.part(r);
                     let (known, before) = s.view(w, q, wk.intent_at[q]);
-                    if seen(before, known, r, Some(own)) == Seen::Committed {
+                    if seen(before, known, r, &ignore) == Seen::Committed {
                         lost |= bit(r);
                     }
                 }
@@ -1064,14 +1300,14 @@ impl Model for Ledger {
                 if s.renew_ok(w, at_stale, self) {
                     s.workers[w].phase = Phase::Commit;
                 } else {
-                    self.abort(&mut s, w);
+                    self.abort(s, w);
                 }
             }
             Action::Lose(w) => {
                 let w = usize::from(w);
                 s.losses += 1;
                 match s.workers[w].phase {
-                    Phase::Renew => self.abort(&mut s, w),
+                    Phase::Renew => self.abort(s, w),
                     Phase::Accept => idle(&mut s.workers[w]),
                     other => unreachable!("lose in {other:?}"),
                 }
@@ -1100,6 +1336,7 @@ impl Model for Ledger {
                 // producer and rebuilds the index from the start.
                 s.reinit(w);
                 idle(&mut s.workers[w]);
+                drop_next(&mut s.workers[w]);
                 s.workers[w].pos = [0; MAX_PARTITIONS];
                 s.workers[w].end = [0; MAX_PARTITIONS];
                 s.workers[w].acquired_end = [0; MAX_PARTITIONS];
@@ -1114,7 +1351,7 @@ impl Model for Ledger {
                     unreachable!()
                 };
                 let wk = &s.workers[usize::from(o)];
-                if wk.phase != Phase::Idle && has(wk.batch, r) {
+                if (wk.phase != Phase::Idle && has(wk.batch, r)) || has(wk.next, r) {
                     s.expiries += 1;
                 }
                 let rec = &mut s.recs[r];
@@ -1145,21 +1382,6 @@ impl Model for Ledger {
                 s.start[usize::from(q)] = k;
             }
         }
-        Some(s)
-    }
-
-    fn properties(&self) -> Vec<Property<Self>> {
-        vec![
-            Property::always(NO_DUPLICATE, |m, s: &State| {
-                (0..m.bounds.records).all(|r| s.committed_outputs(r, m) <= 1)
-            }),
-            Property::always(NO_LOSS, |m, s: &State| {
-                (0..m.bounds.records).all(|r| {
-                    s.recs[r].state != RState::Acknowledged || s.committed_outputs(r, m) > 0
-                })
-            }),
-            Property::sometimes(ALL_DONE, |_, s: &State| s.all_acknowledged()),
-        ]
     }
 }
 
@@ -1169,6 +1391,17 @@ fn idle(wk: &mut Worker) {
     wk.first = 0;
     wk.todo = 0;
     wk.intent_at = [NONE; MAX_PARTITIONS];
+}
+
+/// The worker no longer carries a next batch (it became the round, all of
+/// it was ACCEPTed by the check, or the worker's producer was fenced and
+/// its loop ended: those records stay ACQUIRED until their locks expire).
+fn drop_next(wk: &mut Worker) {
+    wk.next = 0;
+    wk.next_first = 0;
+    wk.next_end = [0; MAX_PARTITIONS];
+    wk.next_checked = false;
+    wk.next_todo = 0;
 }
 
 impl Ledger {
@@ -1369,10 +1602,15 @@ fn summary(m: &Ledger, s: &State) -> String {
             .iter()
             .enumerate()
             .map(|(w, wk)| format!(
-                "w{w}:{:?}@e{} idx{:?}",
+                "w{w}:{:?}@e{} idx{:?}{}",
                 wk.phase,
                 wk.epoch,
-                &wk.pos[..m.bounds.partitions]
+                &wk.pos[..m.bounds.partitions],
+                match (wk.next, wk.next_checked) {
+                    (0, _) => String::new(),
+                    (n, false) => format!(" next {n:#b} unchecked"),
+                    (n, true) => format!(" next {n:#b} todo {:#b}", wk.next_todo),
+                }
             ))
             .collect::<Vec<_>>()
             .join(", ")
@@ -1942,6 +2180,147 @@ fn regression_sequence_deposed_leader_renew() {
     assert_eq!(s.workers[0].phase, Phase::Idle);
     for name in SAFETY {
         assert!(holds_in(&arbitrated, name, &s), "{name}");
+    }
+}
+
+/// The runtime's loop (D37): the next batch is acquired, checked and
+/// processed while the transaction commits, and goes into the next
+/// transaction. Exactly-once holds under the faults of the other runs,
+/// trimming included: a record whose lock expired during the commit and
+/// that the same worker acquired again may pass the check (the intent was
+/// not written yet), but the next transaction's arbitration finds the
+/// committed intent before its own.
+#[test]
+fn overlapped_commit_holds() {
+    for bounds in [
+        PAUSE_AND_CRASH,
+        PAUSE_TIMEOUT_LOSS,
+        RESTART_CRASH_LOSS,
+        Bounds {
+            expiries: 0,
+            lock_violations: 1,
+            ..DEPOSED_LEADER
+        },
+    ] {
+        check(Design::OVERLAPPED, Bounds { trims: 2, ..bounds }, false).assert_all_hold();
+    }
+    check(
+        Design::OVERLAPPED,
+        Bounds {
+            trims: 2,
+            ..TWO_PARTITIONS
+        },
+        false,
+    )
+    .assert_all_hold();
+    check(
+        Design::OVERLAPPED_CAUGHT_UP,
+        Bounds {
+            trims: 2,
+            ..PAUSE_AND_CRASH
+        },
+        false,
+    )
+    .assert_all_hold();
+}
+
+#[test]
+fn liveness_overlapped() {
+    assert_live(
+        Design::OVERLAPPED,
+        Bounds {
+            trims: 2,
+            ..PAUSE_AND_CRASH
+        },
+    );
+}
+
+/// Broken variant: the overlap without arbitration. The issue's direction
+/// holds under these faults, but polling during the commit breaks it: the
+/// worker acquires again a record whose lock expired during its commit,
+/// checks it before the intent exists, and RENEW, which only asks whether
+/// the member holds the record, succeeds for both transactions.
+#[test]
+fn broken_overlap_without_arbitration_duplicates() {
+    let bounds = Bounds {
+        crashes: 0,
+        losses: 1,
+        ..PAUSE_AND_CRASH
+    };
+    check(Design::ISSUE, bounds, false).assert_all_hold();
+    let actions = assert_duplicate(&check(Design::ISSUE_OVERLAPPED, bounds, true));
+    assert!(
+        actions.iter().any(|a| matches!(a, Action::AcquireNext(_))),
+        "{actions:?}"
+    );
+}
+
+/// Broken variant: the overlap with an arbitration that ignores the
+/// intents of its own transactional id. Without the overlap that
+/// arbitration holds (a batch is checked only after the worker's previous
+/// transaction ended, so the check sees its intent); with it, the next
+/// batch can be checked before the previous intent exists, and only the
+/// arbitration could still find it.
+#[test]
+fn broken_overlap_blind_to_own_intents_duplicates() {
+    let bounds = Bounds {
+        crashes: 0,
+        trims: 2,
+        ..PAUSE_AND_CRASH
+    };
+    let blind = Design {
+        arbitrate_own: false,
+        ..Design::ARBITRATED_TRIMMED_INDEX_CHECK
+    };
+    check(blind, bounds, false).assert_all_hold();
+    let actions = assert_duplicate(&check(Design::OVERLAPPED_BLIND_TO_OWN, bounds, true));
+    assert!(
+        actions.iter().any(|a| matches!(a, Action::AcquireNext(_))),
+        "{actions:?}"
+    );
+}
+
+/// The overlapped check meets the worker's own open intent: it waits for
+/// the marker (no fence, which would abort the worker's own transaction),
+/// then ACCEPTs the record without output.
+#[test]
+fn regression_sequence_overlapped_check_waits_for_own_intent() {
+    let model = Ledger::new(Design::OVERLAPPED, PAUSE_AND_CRASH);
+    let s = replay(
+        &model,
+        &[
+            Action::Acquire(0), // w0 holds r0, r1
+            Action::Check(0),
+            Action::WriteIntent(0),
+            Action::Arbitrate(0), // the index is past w0's intent
+            Action::Expire(0),    // r0's lock expires during the commit
+            Action::AcquireNext(0),
+        ],
+    );
+    assert_eq!(s.workers[0].next, bit(0));
+    let mut enabled = Vec::new();
+    model.actions(&s, &mut enabled);
+    assert!(!enabled.contains(&Action::CheckNext(0)), "{enabled:?}");
+    assert!(!enabled.contains(&Action::Fence(0, 0)), "{enabled:?}");
+    let s = replay(
+        &model,
+        &[
+            Action::Acquire(0),
+            Action::Check(0),
+            Action::WriteIntent(0),
+            Action::Arbitrate(0),
+            Action::Expire(0),
+            Action::AcquireNext(0),
+            Action::Commit(0),
+            Action::Tail(0), // the index reads the commit marker
+            Action::CheckNext(0),
+        ],
+    );
+    assert_eq!(s.recs[0].state, RState::Acknowledged);
+    assert_eq!(s.committed_outputs(0, &model), 1);
+    assert_eq!(s.workers[0].next, 0, "nothing left to produce");
+    for name in SAFETY {
+        assert!(holds_in(&model, name, &s), "{name}");
     }
 }
 
