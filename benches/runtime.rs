@@ -219,14 +219,18 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
         .as_secs();
     for (&size, &n) in [100usize, 1024].iter().zip(&counts) {
         for (layout, src) in &layouts {
+            // The ledger waiting for each commit, and polling during it
+            // (its default, D37).
+            use sharestream::runtime::PollDuringCommit as P;
             let configs = [
-                ProcessingGuarantee::AtLeastOnce,
-                ProcessingGuarantee::ExactlyOnce,
+                (ProcessingGuarantee::AtLeastOnce, P::Auto),
+                (ProcessingGuarantee::ExactlyOnce, P::Off),
+                (ProcessingGuarantee::ExactlyOnce, P::Auto),
             ];
             let mut runs: Vec<Vec<Run>> = configs.iter().map(|_| Vec::new()).collect();
             for rep in 0..REPS {
-                for (i, &g) in configs.iter().enumerate() {
-                    let tag = format!("x{stamp}-{layout}-{}-{size}-{rep}", g.name());
+                for (i, &(g, overlap)) in configs.iter().enumerate() {
+                    let tag = format!("x{stamp}-{layout}-{}-{overlap:?}-{size}-{rep}", g.name());
                     let (input, output) = (format!("in-{tag}"), format!("out-{tag}"));
                     setup(src, &tag, &input, &output, 4).await;
                     if src != &target {
@@ -238,6 +242,7 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                     produce(src, &input, n, size).await;
                     let mut cfg = config(&target, &tag, 4, g);
                     cfg.exactly_once_mechanism = M::Ledger;
+                    cfg.poll_during_commit = overlap;
                     if src != &target {
                         cfg.source_bootstrap_servers = Some(vec![src.clone()]);
                     }
@@ -245,9 +250,14 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                 }
             }
             let alos = median(runs[0].iter().map(|r| r.steady).collect());
-            for (i, g) in configs.iter().enumerate() {
-                let name = match g {
-                    ProcessingGuarantee::ExactlyOnce => "exactly_once, intent ledger",
+            for (i, (g, overlap)) in configs.iter().enumerate() {
+                let name = match (g, overlap) {
+                    (ProcessingGuarantee::ExactlyOnce, P::Off) => {
+                        "exactly_once, intent ledger, poll.during.commit=false"
+                    }
+                    (ProcessingGuarantee::ExactlyOnce, _) => {
+                        "exactly_once, intent ledger (polls during the commit)"
+                    }
                     _ => "at_least_once",
                 };
                 let steady = median(runs[i].iter().map(|r| r.steady).collect());
@@ -611,18 +621,22 @@ async fn main() {
         // exactly_once waiting for each commit (the KIP's loop, the default),
         // exactly_once polling during the commit, at_least_once.
         // ... and exactly_once through the intent ledger (what stock
-        // Kafka and two clusters get), forced here on a KIP-1289 broker.
+        // Kafka and two clusters get), forced here on a KIP-1289 broker:
+        // waiting for each commit, and polling during it (its default,
+        // D37).
         use sharestream::runtime::ExactlyOnceMechanism as M;
+        use sharestream::runtime::PollDuringCommit as P;
         let configs = [
-            (ProcessingGuarantee::ExactlyOnce, false, M::Auto),
-            (ProcessingGuarantee::ExactlyOnce, true, M::Auto),
-            (ProcessingGuarantee::AtLeastOnce, true, M::Auto),
-            (ProcessingGuarantee::ExactlyOnce, false, M::Ledger),
+            (ProcessingGuarantee::ExactlyOnce, P::Auto, M::Auto),
+            (ProcessingGuarantee::ExactlyOnce, P::On, M::Auto),
+            (ProcessingGuarantee::AtLeastOnce, P::Auto, M::Auto),
+            (ProcessingGuarantee::ExactlyOnce, P::Off, M::Ledger),
+            (ProcessingGuarantee::ExactlyOnce, P::Auto, M::Ledger),
         ];
         let mut runs: Vec<Vec<Run>> = configs.iter().map(|_| Vec::new()).collect();
         for rep in 0..REPS {
             for (i, &(g, overlap, m)) in configs.iter().enumerate() {
-                let tag = format!("{}-{overlap}-{m}-{size}-{rep}", g.name());
+                let tag = format!("{}-{overlap:?}-{m}-{size}-{rep}", g.name());
                 let (input, output) = (format!("in-{tag}"), format!("out-{tag}"));
                 setup(&b, &tag, &input, &output, 4).await;
                 produce(&b, &input, n, size).await;
@@ -644,15 +658,22 @@ async fn main() {
             let steady = median(runs[i].iter().map(|r| r.steady).collect());
             let p50 = median(runs[i].iter().map(|r| r.p50).collect());
             let p99 = median(runs[i].iter().map(|r| r.p99).collect());
-            if size == 100 && g == ProcessingGuarantee::ExactlyOnce && !overlap && m == M::Auto {
+            if size == 100
+                && g == ProcessingGuarantee::ExactlyOnce
+                && overlap == P::Auto
+                && m == M::Auto
+            {
                 eos_100 = rate;
             }
             let name = match (g, overlap, m) {
-                (ProcessingGuarantee::ExactlyOnce, _, M::Ledger) => "exactly_once, intent ledger",
-                (ProcessingGuarantee::ExactlyOnce, false, _) => "exactly_once (default loop)",
-                (ProcessingGuarantee::ExactlyOnce, true, _) => {
-                    "exactly_once, poll.during.commit=true"
+                (ProcessingGuarantee::ExactlyOnce, P::Off, M::Ledger) => {
+                    "exactly_once, intent ledger, poll.during.commit=false"
                 }
+                (ProcessingGuarantee::ExactlyOnce, _, M::Ledger) => {
+                    "exactly_once, intent ledger (polls during the commit)"
+                }
+                (ProcessingGuarantee::ExactlyOnce, P::Auto, _) => "exactly_once (default loop)",
+                (ProcessingGuarantee::ExactlyOnce, _, _) => "exactly_once, poll.during.commit=true",
                 _ => g.name(),
             };
             println!(

@@ -63,6 +63,10 @@ pub struct RuntimeMetrics {
     /// because an output of theirs could not be written; the broker
     /// archives them (each is also logged).
     pub records_released_at_delivery_limit: AtomicU64,
+    /// Records the broker delivered again to the worker that still held
+    /// them in a transaction in flight (their lock had expired): left out
+    /// of its poll, since that transaction's acknowledgement covers them.
+    pub records_redelivered_while_held: AtomicU64,
     /// Records delivered and not yet committed or aborted.
     pub records_in_flight: AtomicI64,
     /// The exactly-once ledger's figures (all zero under the other
@@ -93,6 +97,7 @@ impl Default for RuntimeMetrics {
             lock_renewals: AtomicU64::new(0),
             records_failed_at_delivery_limit: AtomicU64::new(0),
             records_released_at_delivery_limit: AtomicU64::new(0),
+            records_redelivered_while_held: AtomicU64::new(0),
             records_in_flight: AtomicI64::new(0),
             ledger: LedgerMetrics::default(),
             mechanism: Mutex::new(None),
@@ -269,7 +274,7 @@ impl RuntimeMetrics {
     /// Prometheus text exposition (version 0.0.4).
     pub fn render_prometheus(&self) -> String {
         let mut out = String::new();
-        let counters: [(&str, &str, &AtomicU64); 11] = [
+        let counters: [(&str, &str, &AtomicU64); 12] = [
             (
                 "sharestream_runtime_records_in_total",
                 "Source records delivered to the workers.",
@@ -324,6 +329,11 @@ impl RuntimeMetrics {
                 "sharestream_runtime_lock_renewals_total",
                 "Acquisition locks renewed for records whose processing outlasted half their lock.",
                 &self.lock_renewals,
+            ),
+            (
+                "sharestream_runtime_records_redelivered_while_held_total",
+                "Records delivered again to the worker that held them in a transaction in flight (lock expired); left out, that transaction acknowledges them.",
+                &self.records_redelivered_while_held,
             ),
         ];
         let ledger: [(&str, &str, &AtomicU64); 11] = [

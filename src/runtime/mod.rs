@@ -156,7 +156,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use config::{
-    ExactlyOnceMechanism, LedgerCheck, ProcessingGuarantee, RuntimeConfig, RuntimeConfigError,
+    ExactlyOnceMechanism, LedgerCheck, PollDuringCommit, ProcessingGuarantee, RuntimeConfig,
+    RuntimeConfigError,
 };
 pub use metrics::{RuntimeMetrics, WorkerTime};
 

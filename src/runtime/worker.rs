@@ -410,14 +410,7 @@ impl Worker {
 
     async fn poll(&mut self, timeout: Duration) -> Result<ShareRecords, RuntimeError> {
         let t0 = Instant::now();
-        let records =
-            self.consumer
-                .poll(timeout)
-                .await
-                .map_err(|source| RuntimeError::Consumer {
-                    worker: self.index,
-                    source,
-                })?;
+        let records = poll_counted(&mut self.consumer, &self.metrics, self.index, timeout).await?;
         let n = records.len() as u64;
         let wt = &self.metrics.worker_time;
         WorkerTime::add(&wt.poll_ns, t0.elapsed());
@@ -480,6 +473,31 @@ pub(crate) type Polled = (
     Instant,
 );
 
+/// `consumer.poll`, counting in `metrics` the records it left out because
+/// this worker holds them in a transaction in flight.
+async fn poll_counted(
+    consumer: &mut ShareConsumer,
+    metrics: &RuntimeMetrics,
+    index: usize,
+    timeout: Duration,
+) -> Result<ShareRecords, RuntimeError> {
+    let held = consumer.metrics().records_redelivered_while_held_total();
+    let records = consumer
+        .poll(timeout)
+        .await
+        .map_err(|source| RuntimeError::Consumer {
+            worker: index,
+            source,
+        })?;
+    let dropped = consumer.metrics().records_redelivered_while_held_total() - held;
+    if dropped > 0 {
+        metrics
+            .records_redelivered_while_held
+            .fetch_add(dropped, Ordering::Relaxed);
+    }
+    Ok(records)
+}
+
 /// Polls (briefly) and processes what came, without touching the producer:
 /// the part of the loop that may run while a transaction commits.
 async fn poll_and_process(
@@ -490,13 +508,7 @@ async fn poll_and_process(
     last: Arc<LastDelivery>,
 ) -> Result<Polled, RuntimeError> {
     let poll_started = Instant::now();
-    let records = consumer
-        .poll(OVERLAP_POLL)
-        .await
-        .map_err(|source| RuntimeError::Consumer {
-            worker: index,
-            source,
-        })?;
+    let records = poll_counted(consumer, metrics, index, OVERLAP_POLL).await?;
     let polled_at = Instant::now();
     let arrived = first_arrival(&records, poll_started, polled_at);
     let n = records.len() as u64;
@@ -664,28 +676,10 @@ impl Worker {
             let (records, processed, arrived) = match carried.take() {
                 Some(p) => p,
                 None => {
-                    let now = Instant::now();
-                    let timeout = open.as_ref().map_or(IDLE_POLL, |b| b.poll_timeout(now));
-                    let poll_started = now;
-                    let mut records = self.poll(timeout).await?;
-                    let polled_at = Instant::now();
-                    let arrived = first_arrival(&records, poll_started, polled_at);
-                    if self.ledger.is_some() && !records.is_empty() {
-                        records = self.ledger_check(records).await?;
-                        WorkerTime::add(
-                            &self.metrics.worker_time.ledger_check_ns,
-                            polled_at.elapsed(),
-                        );
-                    }
-                    let processed = if records.is_empty() {
-                        Ok(Vec::new())
-                    } else {
-                        let t0 = Instant::now();
-                        let p = self.process_renewing(&records, polled_at).await;
-                        WorkerTime::add(&self.metrics.worker_time.process_ns, t0.elapsed());
-                        p
-                    };
-                    (records, processed, arrived)
+                    let timeout = open
+                        .as_ref()
+                        .map_or(IDLE_POLL, |b| b.poll_timeout(Instant::now()));
+                    self.poll_checked(timeout).await?
                 }
             };
             if !records.is_empty() {
@@ -729,13 +723,39 @@ impl Worker {
             }
             if open.as_ref().is_some_and(|b| b.due(Instant::now(), max)) {
                 let b = open.take().expect("checked");
-                // Through the ledger, a batch must be checked before it is
-                // processed, so nothing overlaps the commit.
-                let overlap =
-                    self.config.poll_during_commit && !self.stopping() && self.ledger.is_none();
+                let overlap = !self.stopping()
+                    && self
+                        .config
+                        .poll_during_commit
+                        .enabled(self.ledger.is_some());
                 carried = self.end_transaction(b, overlap).await?;
             }
         }
+    }
+
+    /// Polls (up to `timeout`), checks what came against the ledger (when
+    /// exactly-once goes through it) and processes the records to process.
+    async fn poll_checked(&mut self, timeout: Duration) -> Result<Polled, RuntimeError> {
+        let poll_started = Instant::now();
+        let mut records = self.poll(timeout).await?;
+        let polled_at = Instant::now();
+        let arrived = first_arrival(&records, poll_started, polled_at);
+        if self.ledger.is_some() && !records.is_empty() {
+            records = self.ledger_check(records).await?;
+            WorkerTime::add(
+                &self.metrics.worker_time.ledger_check_ns,
+                polled_at.elapsed(),
+            );
+        }
+        let processed = if records.is_empty() {
+            Ok(Vec::new())
+        } else {
+            let t0 = Instant::now();
+            let p = self.process_renewing(&records, polled_at).await;
+            WorkerTime::add(&self.metrics.worker_time.process_ns, t0.elapsed());
+            p
+        };
+        Ok((records, processed, arrived))
     }
 
     /// Sends the outputs of a processed poll batch and takes its records
@@ -800,9 +820,31 @@ impl Worker {
             );
         }
         if let Some(ledger) = self.ledger.clone() {
-            let result = self.ledger_commit(&ledger, b.oldest_acquired).await;
-            let took = started.elapsed();
-            return self.after_commit(b, result, took, started, None).await;
+            // The next batch is polled, checked against the ledger and
+            // processed meanwhile (D37): a check that meets this
+            // transaction's own intent waits for its marker.
+            let commit = self.ledger_commit(&ledger, b.oldest_acquired);
+            let commit = async move {
+                let r = commit.await;
+                (r, started.elapsed())
+            };
+            let ((result, took), polled) = if overlap {
+                let next = async {
+                    // Tests hold the overlapped poll here, so that it comes
+                    // after a lock expiry (no-op without `failpoints`).
+                    failpoints::pause("runtime.ledger_overlap_poll").await;
+                    self.poll_checked(OVERLAP_POLL).await
+                };
+                let (c, p) = tokio::join!(commit, next);
+                (c, Some(p))
+            } else {
+                (commit.await, None)
+            };
+            let result = result.map(|(id, acks)| {
+                self.ledger_acks = acks;
+                id
+            });
+            return self.after_commit(b, result, took, started, polled).await;
         }
         let commit = self.stage_and_commit();
         // The commit's own duration (not the overlapped poll's).
@@ -962,16 +1004,7 @@ impl Worker {
                     ))));
                 }
             }
-            if failpoints::hit("runtime.crash_before_commit") {
-                return Err(TxnFailure::Fatal(RuntimeError::WorkerCrashed {
-                    worker: index,
-                }));
-            }
-            let t1 = Instant::now();
-            let wt = &metrics.worker_time;
-            WorkerTime::add(&wt.commit_stage_ns, t1 - t0);
-            producer.commit_transaction().await.map_err(classify)?;
-            WorkerTime::add(&wt.commit_end_ns, t1.elapsed());
+            end_txn_timed(&producer, &metrics, index, t0).await?;
             Ok(id)
         }
     }
@@ -1448,13 +1481,16 @@ impl Worker {
     /// Steps 3 to 5 of the ledger protocol: one intent per source partition
     /// in the open transaction, acknowledged; the index caught up past
     /// them; every earlier intent covering the records aborted (an open
-    /// one resolved first); then the commit. The share acknowledgements
-    /// are sent after it by [`Self::after_commit`].
-    async fn ledger_commit(
+    /// one resolved first); then the commit. Seals the transaction's
+    /// acknowledgements at once and returns the future that does the rest;
+    /// it uses the producer and the ledger only, so that the next batch
+    /// may be polled meanwhile. It yields the sealed acknowledgements,
+    /// which [`Self::after_commit`] sends once the commit succeeded.
+    fn ledger_commit(
         &mut self,
         ledger: &Arc<super::ledger::Ledger>,
         oldest_acquired: Option<Instant>,
-    ) -> Result<Option<TransactionAcknowledgementsId>, TxnFailure> {
+    ) -> impl Future<Output = Result<LedgerCommitted, TxnFailure>> + use<> {
         use crate::eos::ledger::{LedgerRecord, encode, ledger_key, ranges_of};
         let taken = self.consumer.take_transaction_acknowledgements();
         if let Some(t) = &taken {
@@ -1462,115 +1498,145 @@ impl Worker {
         }
         let id = self.txn_id;
         let index = self.index;
-        let classify = move |e: ProducerError| TxnFailure::from_producer(index, e);
-        let ledger_failure = |e: RuntimeError| match e {
-            RuntimeError::Unsupported(_) => TxnFailure::Fatal(e),
-            other => TxnFailure::Abortable(ProducerError::InvalidTxnState(format!(
-                "exactly-once ledger: {other}"
-            ))),
-        };
-        failpoints::pause("runtime.window_sent").await;
-        let t0 = Instant::now();
-        if let Some(t) = taken {
-            let me = self.transactional_id();
-            let group = self.consumer.share_group_metadata().group_id().to_string();
-            let mut sent = Vec::new();
-            for (tp, acks) in t.acknowledgements.partitions() {
-                let source = (tp.topic_id, tp.partition);
-                let ranges = ranges_of(acks.iter().map(|(o, _)| o));
-                let value = encode(&LedgerRecord::Intent {
-                    group: group.clone(),
-                    topic: tp.topic.clone(),
-                    ranges: ranges.clone(),
-                    transactional_id: me.clone(),
-                    ledger_partitions: ledger.partitions(),
-                });
-                let m = &self.metrics.ledger;
-                m.intents.fetch_add(1, Ordering::Relaxed);
-                m.intent_bytes
-                    .fetch_add(value.len() as u64, Ordering::Relaxed);
-                let delivery = self
-                    .producer
-                    .send(ProducerRecord {
-                        topic: ledger.topic().to_string(),
-                        partition: Some(ledger.partition_of(source)),
-                        key: Some(ledger_key(source)),
-                        value: Some(value),
-                        headers: Vec::new(),
-                        timestamp: None,
-                    })
-                    .await;
-                sent.push((source, ranges, delivery));
-            }
-            let request_timeout = self.config.request_timeout;
-            let arbitration = async {
-                let mut placed = Vec::with_capacity(sent.len());
-                for (source, ranges, delivery) in sent {
-                    let md = delivery.await.map_err(classify)?;
-                    placed.push((source, ranges, md.offset));
+        let me = self.transactional_id();
+        let group = self.consumer.share_group_metadata().group_id().to_string();
+        let producer = self.producer.clone();
+        let metrics = self.metrics.clone();
+        let ledger = ledger.clone();
+        let request_timeout = self.config.request_timeout;
+        let max_batch_age = self.config.ledger_max_batch_age;
+        async move {
+            let classify = move |e: ProducerError| TxnFailure::from_producer(index, e);
+            let ledger_failure = |e: RuntimeError| match e {
+                RuntimeError::Unsupported(_) => TxnFailure::Fatal(e),
+                other => TxnFailure::Abortable(ProducerError::InvalidTxnState(format!(
+                    "exactly-once ledger: {other}"
+                ))),
+            };
+            failpoints::pause("runtime.window_sent").await;
+            let t0 = Instant::now();
+            let mut acks = None;
+            if let Some(t) = taken {
+                let mut sent = Vec::new();
+                for (tp, acks) in t.acknowledgements.partitions() {
+                    let source = (tp.topic_id, tp.partition);
+                    let ranges = ranges_of(acks.iter().map(|(o, _)| o));
+                    let value = encode(&LedgerRecord::Intent {
+                        group: group.clone(),
+                        topic: tp.topic.clone(),
+                        ranges: ranges.clone(),
+                        transactional_id: me.clone(),
+                        ledger_partitions: ledger.partitions(),
+                    });
+                    let m = &metrics.ledger;
+                    m.intents.fetch_add(1, Ordering::Relaxed);
+                    m.intent_bytes
+                        .fetch_add(value.len() as u64, Ordering::Relaxed);
+                    let delivery = producer
+                        .send(ProducerRecord {
+                            topic: ledger.topic().to_string(),
+                            partition: Some(ledger.partition_of(source)),
+                            key: Some(ledger_key(source)),
+                            value: Some(value),
+                            headers: Vec::new(),
+                            timestamp: None,
+                        })
+                        .await;
+                    sent.push((source, ranges, delivery));
                 }
-                failpoints::pause("runtime.window_staged").await;
-                // Arbitration: every intent before ours that covers one of
-                // our records must have aborted.
-                for (source, ranges, at) in &placed {
-                    let p = ledger.partition_of(*source);
-                    ledger
-                        .catch_up(p, at + 1, request_timeout)
-                        .await
-                        .map_err(ledger_failure)?;
-                    for &(first, last) in ranges {
-                        let settled = ledger
-                            .settle(*source, first, last, *at, &me)
+                let arbitration = async {
+                    let mut placed = Vec::with_capacity(sent.len());
+                    for (source, ranges, delivery) in sent {
+                        let md = delivery.await.map_err(classify)?;
+                        placed.push((source, ranges, md.offset));
+                    }
+                    failpoints::pause("runtime.window_staged").await;
+                    // Arbitration: every intent before ours that covers one
+                    // of our records must have aborted (this transactional
+                    // id's own earlier ones included: a record can come
+                    // back to this worker while its transaction commits).
+                    for (source, ranges, at) in &placed {
+                        let p = ledger.partition_of(*source);
+                        ledger
+                            .catch_up(p, at + 1, request_timeout)
                             .await
                             .map_err(ledger_failure)?;
-                        if let Some(o) = settled {
-                            return Err(TxnFailure::Lost(format!(
-                                "the intent at {}-{p}@{o} committed records of {}-{} in \
-                                 {first}..={last} first",
-                                ledger.topic(),
-                                source.0,
-                                source.1
-                            )));
+                        for &(first, last) in ranges {
+                            let settled = ledger
+                                .settle(*source, first, last, *at, &me)
+                                .await
+                                .map_err(ledger_failure)?;
+                            if let Some(o) = settled {
+                                return Err(TxnFailure::Lost(format!(
+                                    "the intent at {}-{p}@{o} committed records of {}-{} in \
+                                     {first}..={last} first",
+                                    ledger.topic(),
+                                    source.0,
+                                    source.1
+                                )));
+                            }
                         }
                     }
+                    Ok(())
+                };
+                // The flush sends the intents at once (not after linger.ms),
+                // and the outputs' flush, which EndTxn would wait for after
+                // the arbitration, runs beside it. Nothing is committed
+                // before the arbitration has decided: the order of the
+                // steps is kept.
+                let (arbitrated, ()) = tokio::join!(arbitration, producer.flush());
+                arbitrated?;
+                // The decision to commit stands only if it came within the
+                // batch age limit (after the look, so that the look itself
+                // was in time): past it, an intent this look needed may
+                // have been trimmed (docs/EXACTLY-ONCE.md, "Trimming the
+                // ledger").
+                if let Some(age) = oldest_acquired.map(|t| t.elapsed())
+                    && age > max_batch_age
+                {
+                    let records = t.acknowledgements.len() as u64;
+                    metrics.ledger.too_old.fetch_add(records, Ordering::Relaxed);
+                    return Err(TxnFailure::TooOld(age));
                 }
-                Ok(())
-            };
-            // The flush sends the intents at once (not after linger.ms),
-            // and the outputs' flush, which EndTxn would wait for after the
-            // arbitration, runs beside it. Nothing is committed before the
-            // arbitration has decided: the order of the steps is kept.
-            let (arbitrated, ()) = tokio::join!(arbitration, self.producer.flush());
-            arbitrated?;
-            // The decision to commit stands only if it came within the
-            // batch age limit (after the look, so that the look itself was
-            // in time): past it, an intent this look needed may have been
-            // trimmed (docs/EXACTLY-ONCE.md, "Trimming the ledger").
-            if let Some(age) = oldest_acquired.map(|t| t.elapsed())
-                && age > self.config.ledger_max_batch_age
-            {
-                let records = t.acknowledgements.len() as u64;
-                self.metrics
-                    .ledger
-                    .too_old
-                    .fetch_add(records, Ordering::Relaxed);
-                return Err(TxnFailure::TooOld(age));
+                acks = Some(t);
             }
-            self.ledger_acks = Some(t);
+            end_txn_timed(&producer, &metrics, index, t0).await?;
+            Ok((id, acks))
         }
-        if failpoints::hit("runtime.crash_before_commit") {
-            return Err(TxnFailure::Fatal(RuntimeError::WorkerCrashed {
-                worker: index,
-            }));
-        }
-        let t1 = Instant::now();
-        let wt = &self.metrics.worker_time;
-        WorkerTime::add(&wt.commit_stage_ns, t1 - t0);
-        self.producer.commit_transaction().await.map_err(classify)?;
-        WorkerTime::add(&wt.commit_end_ns, t1.elapsed());
-        Ok(id)
     }
 }
+
+/// The last step of both commits: EndTxn(commit), with the kill window
+/// before it (chaos tests) and the time since `t0` (staging, or the
+/// ledger's intents and arbitration) and of EndTxn counted apart.
+async fn end_txn_timed(
+    producer: &Producer,
+    metrics: &RuntimeMetrics,
+    index: usize,
+    t0: Instant,
+) -> Result<(), TxnFailure> {
+    if failpoints::hit("runtime.crash_before_commit") {
+        return Err(TxnFailure::Fatal(RuntimeError::WorkerCrashed {
+            worker: index,
+        }));
+    }
+    let t1 = Instant::now();
+    let wt = &metrics.worker_time;
+    WorkerTime::add(&wt.commit_stage_ns, t1 - t0);
+    producer
+        .commit_transaction()
+        .await
+        .map_err(|e| TxnFailure::from_producer(index, e))?;
+    WorkerTime::add(&wt.commit_end_ns, t1.elapsed());
+    Ok(())
+}
+
+/// What a commit through the ledger yields: the sealed set's id, and its
+/// acknowledgements, to send now that the transaction committed.
+type LedgerCommitted = (
+    Option<TransactionAcknowledgementsId>,
+    Option<TransactionAcknowledgements>,
+);
 
 type BoxedProducerCall = Pin<Box<dyn Future<Output = Result<(), ProducerError>> + Send>>;
 

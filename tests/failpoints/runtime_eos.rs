@@ -337,7 +337,7 @@ async fn polling_during_commit_keeps_exactly_once_with_aborts() {
     sharestream::failpoints::arm("runtime.abort_mid_batch", Some(2));
     let mut cfg = config(&b, "app-overlap");
     cfg.num_workers = 2;
-    cfg.poll_during_commit = true;
+    cfg.poll_during_commit = sharestream::runtime::PollDuringCommit::On;
     cfg.max_records_per_transaction = 50;
     let h = Runtime::builder(map_values_topology("g-overlap"))
         .config(cfg)
@@ -524,6 +524,72 @@ async fn a_worker_held_after_stage_past_the_transaction_timeout_recovers_by_itse
     )
     .await;
     assert_eq!(recoveries, 1, "the held worker re-created its producer");
+}
+
+/// Through the ledger the loop polls, checks and processes the next batch
+/// while a transaction commits (D37). Here the commit is held after its
+/// intent was written (2 s), and the overlapped poll until the records'
+/// locks (1 s) have expired: the broker hands the records of the
+/// committing transaction to the same worker again. The consumer leaves
+/// them out of the poll (the transaction's acknowledgement covers them
+/// whichever acquisition it meets) and counts them; the commit goes
+/// through and ACCEPTs them. Every input is in the output once, nothing is
+/// fenced, and later transactions go on. (Were they delivered, the check
+/// would find the worker's own open intent and wait for its marker; the
+/// model checks that path, `regression_sequence_overlapped_check_waits_for_own_intent`.)
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_back_during_their_own_ledger_commit_are_committed_once() {
+    use std::sync::Arc;
+    let _serial = SERIAL.lock().await;
+    let b = broker_with_lock_ms(1_000).await;
+    let ids = setup(&b, "g-overlap-ledger", &[("in", 1), ("out", 1)]).await;
+    create_ledger(&b, "app-overlap-ledger-eos-ledger").await;
+    produce_inputs(&b, "in", 1, 20).await;
+    let once = || Some(Arc::new(|name: &str| sharestream::failpoints::disarm(name)) as _);
+    sharestream::failpoints::arm_pause("runtime.window_staged", Duration::from_secs(2), once());
+    sharestream::failpoints::arm_pause(
+        "runtime.ledger_overlap_poll",
+        Duration::from_millis(1_500),
+        once(),
+    );
+    let mut cfg = config(&b, "app-overlap-ledger");
+    cfg.exactly_once_mechanism = sharestream::runtime::ExactlyOnceMechanism::Ledger;
+    // The default: through the ledger, the loop polls during the commit.
+    assert_eq!(
+        cfg.poll_during_commit,
+        sharestream::runtime::PollDuringCommit::Auto
+    );
+    let h = Runtime::builder(map_values_topology("g-overlap-ledger"))
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    let m = h.metrics().clone();
+    wait_until(30, "the first 20 records committed", || {
+        m.records_committed.load(Ordering::Relaxed) >= 20
+    })
+    .await;
+    assert_eq!(
+        m.records_redelivered_while_held.load(Ordering::Relaxed),
+        20,
+        "the overlapped poll met the records of the committing transaction"
+    );
+    produce_inputs_from(&b, "in", 1, 20, 20).await;
+    wait_output(&b, "out", 40).await;
+    h.stop().await.unwrap();
+    sharestream::failpoints::disarm("runtime.window_staged");
+    sharestream::failpoints::disarm("runtime.ledger_overlap_poll");
+    assert_eq!(
+        m.records_in.load(Ordering::Relaxed),
+        40,
+        "each input processed once"
+    );
+    assert_eq!(m.ledger.fences.load(Ordering::Relaxed), 0, "no self-fence");
+    assert_eq!(m.producer_recoveries.load(Ordering::Relaxed), 0);
+    assert_exactly_once(&committed(&b, "out").await, 40, |i| format!("out-v{i}"));
+    assert_group_drained(&b, "g-overlap-ledger", ids[0], 1);
+    b.shutdown().await;
 }
 
 /// `exactly.once.ledger.check=index` (the default): the check after a poll

@@ -105,6 +105,17 @@ pub async fn setup(b: &BrokerHandle, group: &str, topics: &[(&str, i32)]) -> Vec
 /// Produces `n` records `k{i}` / `v{i}` with a header `i`, round-robin
 /// over `partitions`.
 pub async fn produce_inputs(b: &BrokerHandle, topic: &str, partitions: i32, n: usize) {
+    produce_inputs_from(b, topic, partitions, 0, n).await
+}
+
+/// [`produce_inputs`] of inputs `from..from + n`.
+pub async fn produce_inputs_from(
+    b: &BrokerHandle,
+    topic: &str,
+    partitions: i32,
+    from: usize,
+    n: usize,
+) {
     let p = Producer::new(
         ProducerConfig::builder()
             .bootstrap_servers(b.bootstrap_servers())
@@ -115,7 +126,7 @@ pub async fn produce_inputs(b: &BrokerHandle, topic: &str, partitions: i32, n: u
     .await
     .unwrap();
     let mut futures = Vec::new();
-    for i in 0..n {
+    for i in from..from + n {
         futures.push(p.send(input_record(topic, partitions, i)).await);
     }
     for f in futures {

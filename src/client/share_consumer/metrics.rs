@@ -88,6 +88,7 @@ pub struct ShareConsumerMetrics {
     metadata_fetch_rate: WindowedRate,
     records_polled: AtomicU64,
     acknowledgements_sent: AtomicU64,
+    redelivered_while_held: AtomicU64,
 }
 
 impl Default for ShareConsumerMetrics {
@@ -97,6 +98,7 @@ impl Default for ShareConsumerMetrics {
             metadata_fetch_rate: WindowedRate::new(Duration::from_secs(30)),
             records_polled: AtomicU64::new(0),
             acknowledgements_sent: AtomicU64::new(0),
+            redelivered_while_held: AtomicU64::new(0),
         }
     }
 }
@@ -108,6 +110,10 @@ impl ShareConsumerMetrics {
     }
     pub(crate) fn on_records_polled(&self, n: usize) {
         self.records_polled.fetch_add(n as u64, Ordering::Relaxed);
+    }
+    pub(crate) fn on_redelivered_while_held(&self, n: usize) {
+        self.redelivered_while_held
+            .fetch_add(n as u64, Ordering::Relaxed);
     }
     pub(crate) fn on_acknowledgements_sent(&self, n: usize) {
         self.acknowledgements_sent
@@ -124,6 +130,14 @@ impl ShareConsumerMetrics {
     /// Records handed out by `poll`.
     pub fn records_polled_total(&self) -> u64 {
         self.records_polled.load(Ordering::Relaxed)
+    }
+    /// Records a broker delivered again while this consumer still held
+    /// them in a transaction's acknowledgements (their lock had expired
+    /// and this member acquired them again): left out of the poll, since
+    /// the transaction's acknowledgement covers them whichever
+    /// acquisition it meets (see `drop_redelivered`).
+    pub fn records_redelivered_while_held_total(&self) -> u64 {
+        self.redelivered_while_held.load(Ordering::Relaxed)
     }
     /// Offsets acknowledged to brokers (piggy-backed or ShareAcknowledge),
     /// gaps included.

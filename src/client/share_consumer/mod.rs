@@ -812,7 +812,16 @@ impl ShareConsumer {
                 self.flush_acknowledgements(false).await;
             }
         }
-        self.acks.drop_redelivered(&mut out);
+        let dropped = self.acks.drop_redelivered(&mut out);
+        if dropped > 0 {
+            tracing::debug!(
+                records = dropped,
+                "records delivered again while still held in a transaction's acknowledgements \
+                 (their lock expired): left out of the poll, the transaction's acknowledgement \
+                 covers them"
+            );
+            self.inner.metrics.on_redelivered_while_held(dropped);
+        }
         self.acks.deliver(&out);
         self.inner.metrics.on_records_polled(out.len());
         self.fire_callbacks();

@@ -295,9 +295,10 @@ impl AcknowledgementState {
     /// would make the application produce its outputs twice in one
     /// transaction (found by the copier chaos test). The transaction's
     /// acknowledgement covers the offset whichever acquisition it was.
-    pub fn drop_redelivered(&self, records: &mut Vec<ShareRecord>) {
+    /// Returns how many it dropped.
+    pub fn drop_redelivered(&self, records: &mut Vec<ShareRecord>) -> usize {
         if records.is_empty() {
-            return;
+            return 0;
         }
         let key = |r: &ShareRecord| (r.topic_id, r.partition, r.offset);
         if self.open_transaction.is_empty() && self.sealed.is_empty() {
@@ -321,7 +322,7 @@ impl AcknowledgementState {
                     parts.push(p);
                 }
                 if unique {
-                    return;
+                    return 0;
                 }
             }
         }
@@ -332,7 +333,9 @@ impl AcknowledgementState {
             .chain(self.sealed.values().flatten())
             .map(key)
             .collect();
+        let before = records.len();
         records.retain(|r| seen.insert(key(r)));
+        before - records.len()
     }
 
     /// Records delivered by the latest poll that are still waiting.
@@ -1162,14 +1165,14 @@ mod tests {
         st.begin_poll().unwrap();
         // Staged, outcome unknown: a re-delivery of 1 is dropped.
         let mut polled = vec![rec(0, 1), rec(0, 3)];
-        st.drop_redelivered(&mut polled);
+        assert_eq!(st.drop_redelivered(&mut polled), 1);
         assert_eq!(polled, [rec(0, 3)]);
         st.transaction_outcome(txn.id, TransactionOutcome::Aborted)
             .unwrap();
         // Handed back and fetched again after a broker restart: once each.
         let mut polled = st.take_handed_back(10);
         polled.extend([rec(0, 1), rec(0, 2), rec(0, 4)]);
-        st.drop_redelivered(&mut polled);
+        assert_eq!(st.drop_redelivered(&mut polled), 2);
         assert_eq!(polled, [rec(0, 1), rec(0, 2), rec(0, 4)]);
         st.deliver(&polled);
         st.acknowledge_in_transaction(&rec(0, 4), AcknowledgeType::Accept)
