@@ -219,18 +219,17 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
         .as_secs();
     for (&size, &n) in [100usize, 1024].iter().zip(&counts) {
         for (layout, src) in &layouts {
-            // The ledger waiting for each commit, and polling during it
-            // (its default, D37).
-            use sharestream::runtime::PollDuringCommit as P;
+            // The ledger waiting for each commit (the default), and
+            // polling during it (D37).
             let configs = [
-                (ProcessingGuarantee::AtLeastOnce, P::Auto),
-                (ProcessingGuarantee::ExactlyOnce, P::Off),
-                (ProcessingGuarantee::ExactlyOnce, P::Auto),
+                (ProcessingGuarantee::AtLeastOnce, false),
+                (ProcessingGuarantee::ExactlyOnce, false),
+                (ProcessingGuarantee::ExactlyOnce, true),
             ];
             let mut runs: Vec<Vec<Run>> = configs.iter().map(|_| Vec::new()).collect();
             for rep in 0..REPS {
                 for (i, &(g, overlap)) in configs.iter().enumerate() {
-                    let tag = format!("x{stamp}-{layout}-{}-{overlap:?}-{size}-{rep}", g.name());
+                    let tag = format!("x{stamp}-{layout}-{}-{overlap}-{size}-{rep}", g.name());
                     let (input, output) = (format!("in-{tag}"), format!("out-{tag}"));
                     setup(src, &tag, &input, &output, 4).await;
                     if src != &target {
@@ -252,11 +251,9 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
             let alos = median(runs[0].iter().map(|r| r.steady).collect());
             for (i, (g, overlap)) in configs.iter().enumerate() {
                 let name = match (g, overlap) {
-                    (ProcessingGuarantee::ExactlyOnce, P::Off) => {
-                        "exactly_once, intent ledger, poll.during.commit=false"
-                    }
-                    (ProcessingGuarantee::ExactlyOnce, _) => {
-                        "exactly_once, intent ledger (polls during the commit)"
+                    (ProcessingGuarantee::ExactlyOnce, false) => "exactly_once, intent ledger",
+                    (ProcessingGuarantee::ExactlyOnce, true) => {
+                        "exactly_once, intent ledger, poll.during.commit=true"
                     }
                     _ => "at_least_once",
                 };
@@ -622,21 +619,20 @@ async fn main() {
         // exactly_once polling during the commit, at_least_once.
         // ... and exactly_once through the intent ledger (what stock
         // Kafka and two clusters get), forced here on a KIP-1289 broker:
-        // waiting for each commit, and polling during it (its default,
-        // D37).
+        // waiting for each commit (the default), and polling during it
+        // (D37).
         use sharestream::runtime::ExactlyOnceMechanism as M;
-        use sharestream::runtime::PollDuringCommit as P;
         let configs = [
-            (ProcessingGuarantee::ExactlyOnce, P::Auto, M::Auto),
-            (ProcessingGuarantee::ExactlyOnce, P::On, M::Auto),
-            (ProcessingGuarantee::AtLeastOnce, P::Auto, M::Auto),
-            (ProcessingGuarantee::ExactlyOnce, P::Off, M::Ledger),
-            (ProcessingGuarantee::ExactlyOnce, P::Auto, M::Ledger),
+            (ProcessingGuarantee::ExactlyOnce, false, M::Auto),
+            (ProcessingGuarantee::ExactlyOnce, true, M::Auto),
+            (ProcessingGuarantee::AtLeastOnce, false, M::Auto),
+            (ProcessingGuarantee::ExactlyOnce, false, M::Ledger),
+            (ProcessingGuarantee::ExactlyOnce, true, M::Ledger),
         ];
         let mut runs: Vec<Vec<Run>> = configs.iter().map(|_| Vec::new()).collect();
         for rep in 0..REPS {
             for (i, &(g, overlap, m)) in configs.iter().enumerate() {
-                let tag = format!("{}-{overlap:?}-{m}-{size}-{rep}", g.name());
+                let tag = format!("{}-{overlap}-{m}-{size}-{rep}", g.name());
                 let (input, output) = (format!("in-{tag}"), format!("out-{tag}"));
                 setup(&b, &tag, &input, &output, 4).await;
                 produce(&b, &input, n, size).await;
@@ -658,22 +654,20 @@ async fn main() {
             let steady = median(runs[i].iter().map(|r| r.steady).collect());
             let p50 = median(runs[i].iter().map(|r| r.p50).collect());
             let p99 = median(runs[i].iter().map(|r| r.p99).collect());
-            if size == 100
-                && g == ProcessingGuarantee::ExactlyOnce
-                && overlap == P::Auto
-                && m == M::Auto
-            {
+            if size == 100 && g == ProcessingGuarantee::ExactlyOnce && !overlap && m == M::Auto {
                 eos_100 = rate;
             }
             let name = match (g, overlap, m) {
-                (ProcessingGuarantee::ExactlyOnce, P::Off, M::Ledger) => {
-                    "exactly_once, intent ledger, poll.during.commit=false"
+                (ProcessingGuarantee::ExactlyOnce, false, M::Ledger) => {
+                    "exactly_once, intent ledger"
                 }
-                (ProcessingGuarantee::ExactlyOnce, _, M::Ledger) => {
-                    "exactly_once, intent ledger (polls during the commit)"
+                (ProcessingGuarantee::ExactlyOnce, true, M::Ledger) => {
+                    "exactly_once, intent ledger, poll.during.commit=true"
                 }
-                (ProcessingGuarantee::ExactlyOnce, P::Auto, _) => "exactly_once (default loop)",
-                (ProcessingGuarantee::ExactlyOnce, _, _) => "exactly_once, poll.during.commit=true",
+                (ProcessingGuarantee::ExactlyOnce, false, _) => "exactly_once (default loop)",
+                (ProcessingGuarantee::ExactlyOnce, true, _) => {
+                    "exactly_once, poll.during.commit=true"
+                }
                 _ => g.name(),
             };
             println!(

@@ -210,15 +210,16 @@ pub struct RuntimeConfig {
     /// share-group lag gauge is refreshed (DescribeShareGroupOffsets and
     /// ListOffsets, off the workers' path).
     pub lag_interval: Duration,
-    /// `poll.during.commit` (`auto`, the default; `true`; `false`): under
-    /// exactly_once, poll and process the next batch while a transaction
-    /// commits (its records go into the next transaction). `auto` overlaps
-    /// through the intent ledger, whose commit waits for the intents and
-    /// the arbitration (D37), and not through KIP-1289, where the loop
-    /// waits for the commit as the KIP's pseudo code does (there the
-    /// overlap was 5-15% slower on 2 cores with equal latency;
-    /// docs/BENCHMARKS.md, Runtime section 1).
-    pub poll_during_commit: PollDuringCommit,
+    /// `poll.during.commit` (default false): under exactly_once, poll and
+    /// process the next batch while a transaction commits (its records go
+    /// into the next transaction); through KIP-1289 and, since D37,
+    /// through the intent ledger (the next batch is checked against the
+    /// index meanwhile). Off (the default): the loop waits for the commit,
+    /// as the KIP's pseudo code does; on 2 cores the overlap was slower at
+    /// 100 B under both mechanisms, faster through the ledger at 1 KiB,
+    /// and no different on Apache Kafka (docs/BENCHMARKS.md, Runtime
+    /// section 1 and "Session 12").
+    pub poll_during_commit: bool,
     /// `commit.within.interval` (default true): under exactly_once, commits
     /// start every `commit.interval.ms` less the expected commit duration
     /// (the slow end of the process's recent commits, at most half the
@@ -316,7 +317,7 @@ impl Default for RuntimeConfig {
             request_timeout: Duration::from_secs(30),
             security: Default::default(),
             lag_interval: Duration::from_secs(5),
-            poll_during_commit: PollDuringCommit::Auto,
+            poll_during_commit: false,
             commit_within_interval: true,
             commit_aligned: true,
             delivery_count_limit: None,
@@ -357,30 +358,6 @@ fn hosts(v: &str) -> Vec<String> {
         .filter(|s| !s.is_empty())
         .map(String::from)
         .collect()
-}
-
-/// `poll.during.commit`: whether the exactly-once loop polls and processes
-/// the next batch while a transaction commits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PollDuringCommit {
-    /// Through the intent ledger, yes; through KIP-1289, no (D37).
-    Auto,
-    /// `true`: always.
-    On,
-    /// `false`: never.
-    Off,
-}
-
-impl PollDuringCommit {
-    /// Whether to overlap, for a loop that commits through the ledger or
-    /// not.
-    pub fn enabled(self, through_ledger: bool) -> bool {
-        match self {
-            PollDuringCommit::Auto => through_ledger,
-            PollDuringCommit::On => true,
-            PollDuringCommit::Off => false,
-        }
-    }
 }
 
 fn boolean(setting: &str, v: &str) -> Result<bool, RuntimeConfigError> {
@@ -489,15 +466,9 @@ impl RuntimeConfig {
             }
             "poll.during.commit" => {
                 self.poll_during_commit = match value.trim() {
-                    "auto" => PollDuringCommit::Auto,
-                    "true" => PollDuringCommit::On,
-                    "false" => PollDuringCommit::Off,
-                    _ => {
-                        return Err(err(
-                            name,
-                            format!("{value:?}: expected auto, true or false"),
-                        ));
-                    }
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(err(name, format!("{value:?}: expected true or false"))),
                 }
             }
             "commit.within.interval" => self.commit_within_interval = boolean(name, value)?,
@@ -772,23 +743,13 @@ mod tests {
     }
 
     #[test]
-    fn poll_during_commit_is_auto_on_or_off() {
-        let d = RuntimeConfig::default().poll_during_commit;
-        assert_eq!(d, PollDuringCommit::Auto);
-        // auto: through the ledger, not through KIP-1289 (D37).
-        assert!(d.enabled(true) && !d.enabled(false));
-        for (v, want) in [
-            ("auto", PollDuringCommit::Auto),
-            ("true", PollDuringCommit::On),
-            ("false", PollDuringCommit::Off),
-        ] {
-            let c = RuntimeConfig::from_properties([("poll.during.commit", v)]).unwrap();
-            assert_eq!(c.poll_during_commit, want);
-        }
-        assert!(PollDuringCommit::On.enabled(false) && !PollDuringCommit::Off.enabled(true));
+    fn poll_during_commit_is_off_unless_set() {
+        assert!(!RuntimeConfig::default().poll_during_commit);
+        let c = RuntimeConfig::from_properties([("poll.during.commit", "true")]).unwrap();
+        assert!(c.poll_during_commit);
         let e = RuntimeConfig::from_properties([("poll.during.commit", "yes")]).unwrap_err();
         assert_eq!(e.setting, "poll.during.commit");
-        assert!(e.to_string().contains("auto, true or false"), "{e}");
+        assert!(e.to_string().contains("true or false"), "{e}");
     }
 
     #[test]

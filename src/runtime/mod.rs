@@ -156,8 +156,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use config::{
-    ExactlyOnceMechanism, LedgerCheck, PollDuringCommit, ProcessingGuarantee, RuntimeConfig,
-    RuntimeConfigError,
+    ExactlyOnceMechanism, LedgerCheck, ProcessingGuarantee, RuntimeConfig, RuntimeConfigError,
 };
 pub use metrics::{RuntimeMetrics, WorkerTime};
 

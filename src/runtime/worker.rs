@@ -723,11 +723,9 @@ impl Worker {
             }
             if open.as_ref().is_some_and(|b| b.due(Instant::now(), max)) {
                 let b = open.take().expect("checked");
-                let overlap = !self.stopping()
-                    && self
-                        .config
-                        .poll_during_commit
-                        .enabled(self.ledger.is_some());
+                // Through the ledger too (D37): the overlapped batch is
+                // checked against the index before it is processed.
+                let overlap = self.config.poll_during_commit && !self.stopping();
                 carried = self.end_transaction(b, overlap).await?;
             }
         }

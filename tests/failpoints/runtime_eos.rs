@@ -337,7 +337,7 @@ async fn polling_during_commit_keeps_exactly_once_with_aborts() {
     sharestream::failpoints::arm("runtime.abort_mid_batch", Some(2));
     let mut cfg = config(&b, "app-overlap");
     cfg.num_workers = 2;
-    cfg.poll_during_commit = sharestream::runtime::PollDuringCommit::On;
+    cfg.poll_during_commit = true;
     cfg.max_records_per_transaction = 50;
     let h = Runtime::builder(map_values_topology("g-overlap"))
         .config(cfg)
@@ -526,8 +526,8 @@ async fn a_worker_held_after_stage_past_the_transaction_timeout_recovers_by_itse
     assert_eq!(recoveries, 1, "the held worker re-created its producer");
 }
 
-/// Through the ledger the loop polls, checks and processes the next batch
-/// while a transaction commits (D37). Here the commit is held after its
+/// Through the ledger, with `poll.during.commit=true`, the loop polls,
+/// checks and processes the next batch while a transaction commits (D37). Here the commit is held after its
 /// intent was written (2 s), and the overlapped poll until the records'
 /// locks (1 s) have expired: the broker hands the records of the
 /// committing transaction to the same worker again. The consumer leaves
@@ -555,11 +555,7 @@ async fn records_back_during_their_own_ledger_commit_are_committed_once() {
     );
     let mut cfg = config(&b, "app-overlap-ledger");
     cfg.exactly_once_mechanism = sharestream::runtime::ExactlyOnceMechanism::Ledger;
-    // The default: through the ledger, the loop polls during the commit.
-    assert_eq!(
-        cfg.poll_during_commit,
-        sharestream::runtime::PollDuringCommit::Auto
-    );
+    cfg.poll_during_commit = true;
     let h = Runtime::builder(map_values_topology("g-overlap-ledger"))
         .config(cfg)
         .start()

@@ -81,7 +81,8 @@
 //!   caught_up`) and `ARBITRATED_TRIMMED_INDEX_CHECK` (its default, the
 //!   check looking at the index as it stands): arbitration without RENEW,
 //!   the ledger trimmed by the safe rule.
-//! * `OVERLAPPED` and `OVERLAPPED_CAUGHT_UP` (the runtime since D37): the
+//! * `OVERLAPPED` and `OVERLAPPED_CAUGHT_UP` (the runtime with
+//!   `poll.during.commit=true`, D37): the
 //!   same, and while a transaction commits (from its intent to its commit)
 //!   the worker acquires and checks the next batch (`AcquireNext`,
 //!   `CheckNext`), which becomes its round once the transaction ended.
@@ -281,7 +282,7 @@ impl Design {
         trim: Trim::AtCommit,
         ..Design::ARBITRATED_NO_RENEW
     };
-    /// What the runtime implements by default (D37): as
+    /// The runtime's default with `poll.during.commit=true` (D37): as
     /// `ARBITRATED_TRIMMED_INDEX_CHECK`, with the next batch acquired,
     /// checked and processed while the transaction commits.
     const OVERLAPPED: Design = Design {
@@ -2183,9 +2184,9 @@ fn regression_sequence_deposed_leader_renew() {
     }
 }
 
-/// The runtime's loop (D37): the next batch is acquired, checked and
-/// processed while the transaction commits, and goes into the next
-/// transaction. Exactly-once holds under the faults of the other runs,
+/// The runtime's loop with `poll.during.commit=true` (D37): the next
+/// batch is acquired, checked and processed while the transaction
+/// commits, and goes into the next transaction. Exactly-once holds under the faults of the other runs,
 /// trimming included: a record whose lock expired during the commit and
 /// that the same worker acquired again may pass the check (the intent was
 /// not written yet), but the next transaction's arbitration finds the
