@@ -72,9 +72,13 @@ pub struct ShareConsumerConfig {
     pub fetch_max_wait: Duration,
     /// `fetch.min.bytes` (default 1).
     pub fetch_min_bytes: i32,
-    /// `fetch.max.bytes` (default 52428800).
+    /// `fetch.max.bytes` (default 52428800): the most a ShareFetch to one
+    /// leader asks for.
     pub fetch_max_bytes: i32,
-    /// `max.partition.fetch.bytes` (default 1048576).
+    /// `max.partition.fetch.bytes` (default 1048576): a ShareFetch asks
+    /// for at most this much per partition it fetches from (ShareFetch v1+
+    /// has no per-partition limit, so it bounds the request's MaxBytes;
+    /// D38).
     pub max_partition_fetch_bytes: i32,
     /// `default.api.timeout.ms` (default 60 s): bound of `commit_sync` and
     /// `close` when no timeout is given.

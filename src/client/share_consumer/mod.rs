@@ -32,7 +32,10 @@
 //! offsets without data are acknowledged as GAP automatically (D5). A poll
 //! waits until records arrive or its timeout passes; each fetch asks for at
 //! most `max.poll.records` minus what the poll already holds, and records
-//! beyond `max.poll.records` wait in a buffer for the next poll.
+//! beyond `max.poll.records` wait in a buffer for the next poll. A fetch
+//! asks for at most `max.partition.fetch.bytes` per partition (within
+//! `fetch.max.bytes`): ShareFetch has no per-partition limit, and Kafka's
+//! broker works through every batch of the bytes asked for (D38).
 //!
 //! A poll that returns a full `max.poll.records` starts the next poll's
 //! fetch before it returns (a *prefetch*, one spawned task): it carries the
@@ -1392,6 +1395,34 @@ async fn acknowledge_leader(
     out
 }
 
+/// ShareFetch's MaxBytes for a request to one leader that fetches from
+/// `partitions` share partitions: `fetch.max.bytes`, but no more than
+/// `max.partition.fetch.bytes` for each of them (D38).
+///
+/// ShareFetch v1 dropped the per-partition limit (PartitionMaxBytes) that
+/// Fetch has; a broker divides MaxBytes evenly among the partitions it
+/// reads. Kafka's broker reads that many bytes of log for each fetch and
+/// walks every batch header in them (to find the last batch) before it
+/// acquires records, so a MaxBytes far beyond what `max.poll.records`
+/// records take costs it work per fetch in proportion to the backlog.
+/// Bounding the total by `max.partition.fetch.bytes` per partition keeps
+/// the limit that setting names, as a Fetch does. A request with no
+/// partition to fetch (acknowledgements or forgotten partitions only) is
+/// bounded as if it had one.
+fn share_fetch_max_bytes(
+    fetch_max_bytes: i32,
+    max_partition_fetch_bytes: i32,
+    partitions: usize,
+) -> i32 {
+    let per_partition = i64::from(max_partition_fetch_bytes.max(0));
+    let partitions = i64::try_from(partitions.max(1)).unwrap_or(i64::MAX);
+    let bound = per_partition.saturating_mul(partitions);
+    i64::from(fetch_max_bytes)
+        .min(bound)
+        .try_into()
+        .unwrap_or(fetch_max_bytes)
+}
+
 /// Acknowledgements to send, by leader node id.
 type AcksByLeader = BTreeMap<i32, (BrokerAddress, Vec<(TopicIdPartition, Acknowledgements)>)>;
 
@@ -1513,7 +1544,11 @@ impl LeaderFetch {
             .with_share_session_epoch(epoch)
             .with_max_wait_ms(self.max_wait.as_millis().min(i32::MAX as u128) as i32)
             .with_min_bytes(self.fetch_min_bytes)
-            .with_max_bytes(self.fetch_max_bytes)
+            .with_max_bytes(share_fetch_max_bytes(
+                self.fetch_max_bytes,
+                self.max_partition_fetch_bytes,
+                self.partitions.len(),
+            ))
             .with_max_records(self.max_records.min(i32::MAX as usize) as i32)
             .with_batch_size(self.max_records.min(i32::MAX as usize) as i32)
             .with_topics(

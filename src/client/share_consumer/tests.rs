@@ -723,3 +723,57 @@ async fn a_share_fetch_answering_unknown_member_rejoins_instead_of_failing() {
     r.answer_fetch(fetch_answer(0, Some(batch(0, 3)), &[(0, 2, 1)], 0));
     assert_eq!(task.await.unwrap(), vec![0, 1, 2]);
 }
+
+/// D38: ShareFetch's MaxBytes is `fetch.max.bytes` bounded by
+/// `max.partition.fetch.bytes` for each partition of the request.
+#[test]
+fn share_fetch_max_bytes_is_bounded_per_partition() {
+    // Kafka's defaults, one partition: the per-partition limit.
+    assert_eq!(share_fetch_max_bytes(52_428_800, 1_048_576, 1), 1_048_576);
+    assert_eq!(share_fetch_max_bytes(52_428_800, 1_048_576, 3), 3_145_728);
+    // fetch.max.bytes stays the bound of the whole request.
+    assert_eq!(share_fetch_max_bytes(2_000_000, 1_048_576, 3), 2_000_000);
+    assert_eq!(
+        share_fetch_max_bytes(52_428_800, 1_048_576, 100),
+        52_428_800
+    );
+    // Acknowledgements only: bounded as one partition.
+    assert_eq!(share_fetch_max_bytes(52_428_800, 1_048_576, 0), 1_048_576);
+    // No overflow at the extremes.
+    assert_eq!(
+        share_fetch_max_bytes(i32::MAX, i32::MAX, usize::MAX),
+        i32::MAX
+    );
+    assert_eq!(share_fetch_max_bytes(52_428_800, -1, 4), 0);
+}
+
+/// D38 on the wire: with Kafka's defaults each leader's ShareFetch asks for
+/// 1 MiB per partition it fetches from (two partitions per leader here),
+/// and a lower `fetch.max.bytes` bounds the request.
+#[tokio::test(start_paused = true)]
+async fn share_fetch_asks_for_max_partition_fetch_bytes_per_partition() {
+    for (fetch_max_bytes, want) in [(None, 2_097_152), (Some(1_500_000), 1_500_000)] {
+        let (_cl, mut broker, pool) = cluster(vec![0, 1, 2, 3]);
+        let mut b = ShareConsumerConfig::builder("g");
+        if let Some(v) = fetch_max_bytes {
+            b = b.fetch_max_bytes(v);
+        }
+        let mut c =
+            ShareConsumer::with_parts(b.build().unwrap(), pool, Arc::new(FakeLookup)).unwrap();
+        c.subscribe(["in"]).unwrap();
+        let task = tokio::spawn(async move {
+            let first = c.poll(Duration::from_secs(10)).await.unwrap();
+            assert_eq!(first.len(), 2);
+        });
+        let mut round = vec![broker.recv().await.unwrap(), broker.recv().await.unwrap()];
+        round.sort_by_key(|r| r.node);
+        for r in round {
+            let f = r.fetch();
+            assert_eq!(f.topics[0].partitions.len(), 2);
+            assert_eq!(f.max_bytes, want, "node {}", r.node);
+            let p = f.topics[0].partitions[0].partition_index;
+            r.answer_fetch(fetch_answer(p, Some(batch(0, 1)), &[(0, 0, 1)], 0));
+        }
+        task.await.unwrap();
+    }
+}
