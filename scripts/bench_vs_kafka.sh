@@ -37,6 +37,8 @@
 #   one run of each, the order alternating, medians and their ratio):
 #   java  org.apache.kafka.tools.ShareConsumerPerformance (kafka-share-consumer-perf-test)
 #   rust  examples/share_perf.rs (implicit acknowledgement, like Java's default)
+#   Java's tool sets fetch.max.bytes to its --fetch-size (1 MiB); ours asks
+#   for max.partition.fetch.bytes (1 MiB) per partition (docs/DESIGN.md D38).
 # Memory: each broker's VmRSS when idle after start, and VmHWM (peak
 # resident set, from the kernel) at the end.
 # CPU: the broker's utime+stime (/proc/PID/stat) before and after each
