@@ -96,6 +96,21 @@ impl Acknowledgements {
         self.by_offset.iter().map(|(o, t)| (*o, *t))
     }
 
+    /// The (offset, type) from `first` to `last` (inclusive), in offset
+    /// order.
+    pub fn range(
+        &self,
+        first: i64,
+        last: i64,
+    ) -> impl Iterator<Item = (i64, AcknowledgeType)> + '_ {
+        // (A BTreeMap range whose start is after its end panics.)
+        (first <= last)
+            .then(|| self.by_offset.range(first..=last))
+            .into_iter()
+            .flatten()
+            .map(|(o, t)| (*o, *t))
+    }
+
     /// Packs the acknowledgements into the smallest batches (see the module
     /// documentation).
     pub fn to_batches(&self) -> Vec<AcknowledgementBatch> {
@@ -325,6 +340,21 @@ impl PartitionAcknowledgements {
             .filter(|(_, a)| !a.is_empty())
             .map(|(tp, a)| (tp.clone(), a.to_batches()))
             .collect()
+    }
+
+    /// Adds every acknowledgement of `acks` to `tp`'s; an offset already
+    /// recorded with another type keeps its first.
+    pub fn insert(&mut self, tp: TopicIdPartition, acks: Acknowledgements) {
+        match self.by_partition.entry(tp) {
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(acks);
+            }
+            std::collections::btree_map::Entry::Occupied(mut e) => {
+                for (o, t) in acks.iter() {
+                    let _ = e.get_mut().add(o, t);
+                }
+            }
+        }
     }
 
     /// Empties the accumulator, returning what it held.

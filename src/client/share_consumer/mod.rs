@@ -28,7 +28,10 @@
 //! new to the session and those carrying acknowledgements, and forgets the
 //! ones no longer assigned. Pending acknowledgements ride on the fetch when
 //! the session epoch is non-zero; acknowledgements for partitions the fetch
-//! does not cover go in a ShareAcknowledge to that leader first. Acquired
+//! does not cover go in a ShareAcknowledge to that leader first; in
+//! implicit mode those of an acquired range only partly handed out wait
+//! one request for the rest of it, so that the broker gets the range whole
+//! (D39, [`state`]). Acquired
 //! offsets without data are acknowledged as GAP automatically (D5). A poll
 //! waits until records arrive or its timeout passes; each fetch asks for at
 //! most `max.poll.records` minus what the poll already holds, and records
@@ -854,9 +857,15 @@ impl ShareConsumer {
     }
 
     /// Pending acknowledgements grouped by leader; those without a known
-    /// leader are kept pending.
-    fn pending_by_leader(&mut self) -> AcksByLeader {
-        let pending = self.acks.take_pending();
+    /// leader are kept pending. For a fetch (`for_fetch`), the
+    /// acknowledgements of a partly acknowledged acquired range wait once
+    /// for the rest of it (D39); otherwise every one is taken.
+    fn pending_by_leader(&mut self, for_fetch: bool) -> AcksByLeader {
+        let pending = if for_fetch {
+            self.acks.take_pending_for_fetch()
+        } else {
+            self.acks.take_pending()
+        };
         let mut out: BTreeMap<i32, (BrokerAddress, Vec<_>)> = BTreeMap::new();
         for (tp, a) in pending.into_partitions() {
             match self.leader_of(&tp) {
@@ -992,7 +1001,7 @@ impl ShareConsumer {
                 }
             }
         }
-        let mut acks = self.pending_by_leader();
+        let mut acks = self.pending_by_leader(true);
         // Leaders whose session still holds partitions no longer wanted.
         let mut leaders: BTreeSet<i32> = wanted.keys().chain(acks.keys()).copied().collect();
         for (node, cell) in &self.sessions {
@@ -1055,6 +1064,9 @@ impl ShareConsumer {
             for (tp, a) in r.unsent {
                 self.acks.restore_pending(&tp, &a);
             }
+            for (tp, ranges) in r.acquired {
+                self.acks.add_acquired(&tp, &ranges);
+            }
             for (tp, gaps) in r.gaps {
                 self.acks.add_gaps(&tp, &gaps);
             }
@@ -1076,7 +1088,7 @@ impl ShareConsumer {
     /// Sends every pending acknowledgement with ShareAcknowledge (closing
     /// the sessions when `close`); results go to the completed list.
     async fn flush_acknowledgements(&mut self, close: bool) -> Vec<AcknowledgementCommit> {
-        let by_leader = self.pending_by_leader();
+        let by_leader = self.pending_by_leader(false);
         let mut leaders: BTreeMap<i32, (BrokerAddress, Vec<(TopicIdPartition, Acknowledgements)>)> =
             by_leader;
         if close {
@@ -1142,7 +1154,7 @@ impl ShareConsumer {
     pub fn commit_async(&mut self) -> Result<JoinHandle<CommitResults>, ConsumerError> {
         self.ensure_open()?;
         self.acks.accept_waiting();
-        let by_leader = self.pending_by_leader();
+        let by_leader = self.pending_by_leader(false);
         let mut jobs = Vec::new();
         for (node, (addr, acks)) in by_leader {
             jobs.push(acknowledge_leader(
@@ -1444,6 +1456,8 @@ struct LeaderFetch {
 #[derive(Default)]
 struct LeaderFetchResult {
     records: Vec<ShareRecord>,
+    /// The ranges acquired, per partition (first, last offset).
+    acquired: Vec<(TopicIdPartition, Vec<(i64, i64)>)>,
     gaps: Vec<(TopicIdPartition, Vec<i64>)>,
     unsent: Vec<(TopicIdPartition, Acknowledgements)>,
     refresh_metadata: bool,
@@ -1671,6 +1685,15 @@ impl LeaderFetch {
                     .collect();
                 match decode_partition(&tp, p.records, &ranges, DEFAULT_MAX_DECOMPRESSED, sent_at) {
                     Ok(d) => {
+                        if !ranges.is_empty() {
+                            out.acquired.push((
+                                tp.clone(),
+                                ranges
+                                    .iter()
+                                    .map(|r| (r.first_offset, r.last_offset))
+                                    .collect(),
+                            ));
+                        }
                         if !d.gaps.is_empty() {
                             out.gaps.push((tp.clone(), d.gaps));
                         }

@@ -22,6 +22,22 @@
 //!   and after a poll whose records went into none sends the held gaps as
 //!   ordinary acknowledgements, so gaps never wait for a transaction that
 //!   does not come.
+//! - **whole acquired ranges** (D39, implicit mode): the ranges each
+//!   fetch acquired are remembered
+//!   ([`AcknowledgementState::add_acquired`]). The pending
+//!   acknowledgements that ride on a fetch
+//!   ([`AcknowledgementState::take_pending_for_fetch`]) leave out those of
+//!   a range only partly acknowledged, once: they wait one fetch for the
+//!   rest of their range (records still in the consumer's buffer, handed
+//!   out by the next poll), so that the broker receives the range whole.
+//!   Kafka's broker keeps an acquired range as one in-flight batch; an
+//!   acknowledgement that covers part of it splits it into a state per
+//!   offset, which it then tracks, and persists, offset by offset. Commits
+//!   and `close` send everything ([`AcknowledgementState::take_pending`]).
+//!   Only in implicit mode, where every record handed out is accepted at
+//!   the next poll, so the rest of a range is sure to follow; in explicit
+//!   mode the application may take records into a transaction or set them
+//!   aside, and nothing is held.
 //!
 //! # Transactions (KIP-1289, D6, D8)
 //!
@@ -54,8 +70,23 @@ use super::config::AcknowledgementMode;
 use super::error::ConsumerError;
 use super::record::ShareRecord;
 use crate::eos::{
-    AcknowledgeType, PartitionAcknowledgements, ShareAcknowledgements, TopicIdPartition,
+    AcknowledgeType, Acknowledgements, PartitionAcknowledgements, ShareAcknowledgements,
+    TopicIdPartition,
 };
+
+/// How many acquired ranges are remembered per share partition (D39);
+/// the oldest is forgotten first (its acknowledgements then go as they
+/// come, as they would without the rule).
+const ACQUIRED_RANGES_KEPT: usize = 16;
+
+/// A range of offsets one fetch acquired (D39).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct AcquiredSpan {
+    first: i64,
+    last: i64,
+    /// Its acknowledgements were left out of a fetch once already.
+    held: bool,
+}
 
 /// Names one sealed set of acknowledgements taken for a transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -143,6 +174,9 @@ pub struct AcknowledgementState {
     held_gaps: PartitionAcknowledgements,
     /// Something was taken for a transaction since the last poll began.
     transactional_since_poll: bool,
+    /// The ranges fetches acquired, per share partition, oldest first,
+    /// until their acknowledgements went out (D39).
+    acquired: BTreeMap<TopicIdPartition, VecDeque<AcquiredSpan>>,
 }
 
 impl AcknowledgementState {
@@ -163,6 +197,7 @@ impl AcknowledgementState {
             gaps_in_transaction: false,
             held_gaps: PartitionAcknowledgements::new(),
             transactional_since_poll: false,
+            acquired: BTreeMap::new(),
         }
     }
 
@@ -757,6 +792,77 @@ impl AcknowledgementState {
         self.pending.take()
     }
 
+    /// Remembers the ranges (first, last offset, inclusive) a fetch
+    /// acquired of `tp`, records and gaps alike (D39).
+    pub fn add_acquired(&mut self, tp: &TopicIdPartition, ranges: &[(i64, i64)]) {
+        if ranges.is_empty() || self.mode != AcknowledgementMode::Implicit {
+            return;
+        }
+        let spans = self.acquired.entry(tp.clone()).or_default();
+        for &(first, last) in ranges {
+            if first > last {
+                continue;
+            }
+            // A range acquired again (redelivery) replaces what overlaps it.
+            spans.retain(|s| s.last < first || s.first > last);
+            spans.push_back(AcquiredSpan {
+                first,
+                last,
+                held: false,
+            });
+        }
+        while spans.len() > ACQUIRED_RANGES_KEPT {
+            spans.pop_front();
+        }
+    }
+
+    /// Takes the pending acknowledgements that are to ride on a fetch
+    /// (D39; implicit mode, the ranges being remembered only there): all
+    /// but those of an acquired range that is only partly
+    /// acknowledged and was not left out before, which stay pending for
+    /// the next request. A range whose acknowledgements all go is
+    /// forgotten.
+    pub fn take_pending_for_fetch(&mut self) -> PartitionAcknowledgements {
+        let pending = self.pending.take();
+        let mut out = PartitionAcknowledgements::new();
+        for (tp, acks) in pending.into_partitions() {
+            let mut keep: Vec<(i64, i64)> = Vec::new();
+            if let Some(spans) = self.acquired.get_mut(&tp) {
+                spans.retain_mut(|s| {
+                    let acked = acks.range(s.first, s.last).count() as i64;
+                    if acked == 0 {
+                        return true;
+                    }
+                    if acked > s.last - s.first || s.held {
+                        return false;
+                    }
+                    s.held = true;
+                    keep.push((s.first, s.last));
+                    true
+                });
+                if spans.is_empty() {
+                    self.acquired.remove(&tp);
+                }
+            }
+            if keep.is_empty() {
+                out.insert(tp, acks);
+                continue;
+            }
+            let mut going = Acknowledgements::empty();
+            for (o, t) in acks.iter() {
+                if keep.iter().any(|&(f, l)| f <= o && o <= l) {
+                    let _ = self.pending.add(&tp, o, t);
+                } else {
+                    let _ = going.add(o, t);
+                }
+            }
+            if !going.is_empty() {
+                out.insert(tp, going);
+            }
+        }
+        out
+    }
+
     /// Puts acknowledgements back that could not be sent (no leader, no
     /// session yet).
     pub fn restore_pending(&mut self, tp: &TopicIdPartition, acks: &crate::eos::Acknowledgements) {
@@ -866,6 +972,69 @@ mod tests {
         );
         st.begin_poll().unwrap();
         assert!(!st.has_pending(), "accepted once only");
+    }
+
+    fn offsets_of(acks: &PartitionAcknowledgements) -> Vec<(i32, i64)> {
+        acks.partitions()
+            .flat_map(|(tp, a)| a.iter().map(|(o, _)| (tp.partition, o)).collect::<Vec<_>>())
+            .collect()
+    }
+
+    /// D39: a fetch carries an acquired range's acknowledgements whole;
+    /// those of a range partly handed out wait for the rest, once.
+    #[test]
+    fn acknowledgements_of_a_partly_delivered_range_wait_one_fetch_for_the_rest() {
+        let mut st = AcknowledgementState::new(AcknowledgementMode::Implicit);
+        st.add_acquired(&tp(0), &[(0, 9)]);
+        st.add_acquired(&tp(1), &[(0, 1)]);
+        // Poll 1 hands out 0..=5 of partition 0 and all of partition 1.
+        st.deliver(
+            &(0..6)
+                .map(|o| rec(0, o))
+                .chain([rec(1, 0), rec(1, 1)])
+                .collect::<Vec<_>>(),
+        );
+        st.begin_poll().unwrap();
+        let sent = st.take_pending_for_fetch();
+        assert_eq!(
+            offsets_of(&sent),
+            [(1, 0), (1, 1)],
+            "partition 1's range is whole"
+        );
+        assert!(st.has_pending(), "0..=5 of partition 0 wait");
+        // Poll 2 hands out the rest of the range and the start of the next.
+        st.add_acquired(&tp(0), &[(10, 19)]);
+        st.deliver(&(6..13).map(|o| rec(0, o)).collect::<Vec<_>>());
+        st.begin_poll().unwrap();
+        let sent = st.take_pending_for_fetch();
+        assert_eq!(
+            offsets_of(&sent),
+            (0..10).map(|o| (0, o)).collect::<Vec<_>>()
+        );
+        // 10..=12 wait; they were left out once, so the next fetch takes
+        // them even though 13..=19 never came.
+        let sent = st.take_pending_for_fetch();
+        assert_eq!(offsets_of(&sent), [(0, 10), (0, 11), (0, 12)]);
+        assert!(!st.has_pending());
+        // A commit takes what waits.
+        st.add_acquired(&tp(0), &[(20, 29)]);
+        st.deliver(&[rec(0, 20)]);
+        st.begin_poll().unwrap();
+        assert!(st.take_pending_for_fetch().is_empty());
+        assert_eq!(offsets_of(&st.take_pending()), [(0, 20)]);
+    }
+
+    /// D39 holds nothing in explicit mode: the application may take
+    /// records into a transaction or set them aside.
+    #[test]
+    fn explicit_mode_sends_acknowledgements_of_a_partly_delivered_range() {
+        let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
+        st.add_acquired(&tp(0), &[(0, 9)]);
+        st.deliver(&[rec(0, 0), rec(0, 1)]);
+        st.acknowledge(&tp(0), 0, AcknowledgeType::Accept).unwrap();
+        st.acknowledge(&tp(0), 1, AcknowledgeType::Accept).unwrap();
+        st.begin_poll().unwrap();
+        assert_eq!(offsets_of(&st.take_pending_for_fetch()), [(0, 0), (0, 1)]);
     }
 
     #[test]

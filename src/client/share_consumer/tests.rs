@@ -777,3 +777,52 @@ async fn share_fetch_asks_for_max_partition_fetch_bytes_per_partition() {
         task.await.unwrap();
     }
 }
+
+/// D39 on the wire, implicit mode: a fetch carries the acceptance of an
+/// acquired range only once the whole range was handed out, so Kafka's
+/// broker never splits it into per-offset states.
+#[tokio::test(start_paused = true)]
+async fn implicit_acceptances_ride_on_a_fetch_by_whole_acquired_ranges() {
+    let (_cl, mut broker, pool) = cluster(vec![0]);
+    let config = ShareConsumerConfig::builder("g")
+        .max_poll_records(3)
+        .build()
+        .unwrap();
+    let mut c = ShareConsumer::with_parts(config, pool, Arc::new(FakeLookup)).unwrap();
+    c.subscribe(["in"]).unwrap();
+    let task = tokio::spawn(async move {
+        let mut polls = Vec::new();
+        for _ in 0..3 {
+            polls.push(offsets(&c.poll(Duration::from_secs(10)).await.unwrap()));
+        }
+        // The fourth poll waits for the third one's prefetch.
+        polls.push(offsets(&c.poll(Duration::ZERO).await.unwrap()));
+        polls
+    });
+    // Fetch 1 acquires 0..=4; poll 1 hands out 0..=2 and prefetches.
+    let r = broker.recv().await.unwrap();
+    r.answer_fetch(fetch_answer(0, Some(batch(0, 5)), &[(0, 4, 1)], 0));
+    let r = broker.recv().await.unwrap();
+    assert!(fetch_acks(r.fetch()).is_empty());
+    r.answer_fetch(fetch_answer(0, Some(batch(5, 3)), &[(5, 7, 1)], 0));
+    // Poll 2 accepts 0..=2, hands out 3..=5: 3 and 4 are not accepted
+    // yet, so the acceptance of 0..=2 waits.
+    let r = broker.recv().await.unwrap();
+    assert_eq!(
+        fetch_acks(r.fetch()),
+        [],
+        "0..=2 wait for the rest of their range"
+    );
+    r.answer_fetch(fetch_answer(0, Some(batch(8, 1)), &[(8, 8, 1)], 0));
+    // Poll 3 accepts 3..=5: the range 0..=4 goes whole; 5 waits for 6, 7.
+    let r = broker.recv().await.unwrap();
+    assert_eq!(
+        fetch_acks(r.fetch()),
+        (0..=4).map(|o| (0, o, 1)).collect::<Vec<_>>()
+    );
+    r.answer_fetch(fetch_answer(0, None, &[], 0));
+    assert_eq!(
+        task.await.unwrap(),
+        [vec![0, 1, 2], vec![3, 4, 5], vec![6, 7, 8], vec![]]
+    );
+}
