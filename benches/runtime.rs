@@ -31,6 +31,9 @@
 //! `group.share.partition.max.record.locks`),
 //! `SHARESTREAM_BENCH_BROKER_THREADS=2` (the broker on a tokio runtime of
 //! its own with that many threads; default 0, the bench's runtime).
+//! `SHARESTREAM_BENCH_LATENCY_TARGET=host:port` runs section 3 on that
+//! cluster instead of the embedded broker. `SHARESTREAM_BENCH_EXT_SIZES=1024`
+//! runs section 4 at that value size only.
 //! Section 3 also prints the input producer's send -> acknowledged
 //! latency (every 64th record) and, on stderr, the broker's handling time
 //! per API.
@@ -217,7 +220,15 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs();
+    // SHARESTREAM_BENCH_EXT_SIZES=1024 runs that value size only.
+    let sizes: Vec<usize> = std::env::var("SHARESTREAM_BENCH_EXT_SIZES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![100, 1024]);
     for (&size, &n) in [100usize, 1024].iter().zip(&counts) {
+        if !sizes.contains(&size) {
+            continue;
+        }
         for (layout, src) in &layouts {
             // The ledger waiting for each commit (the default), and
             // polling during it (D37).
@@ -245,7 +256,15 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                     if src != &target {
                         cfg.source_bootstrap_servers = Some(vec![src.clone()]);
                     }
-                    runs[i].push(run_until(forward(&tag, &input, &output), cfg, n as u64).await);
+                    let r = run_until(forward(&tag, &input, &output), cfg, n as u64).await;
+                    // The workers' time by phase (stderr, beside the table).
+                    eprintln!(
+                        "{size} B {layout} {} overlap={overlap}: steady {:.0}/s; {}",
+                        g.name(),
+                        r.steady,
+                        r.phases
+                    );
+                    runs[i].push(r);
                 }
             }
             let alos = median(runs[0].iter().map(|r| r.steady).collect());
@@ -366,7 +385,11 @@ fn section(n: u32) -> bool {
 
 /// Section 3 for one variant of the runtime's settings: `default`, or
 /// `name=value` properties joined by `+`.
-async fn latency(b: &BrokerHandle, tag: &str, variant: &str, rate: f64) {
+async fn latency(embedded: &BrokerHandle, tag: &str, variant: &str, rate: f64) {
+    // SHARESTREAM_BENCH_LATENCY_TARGET=host:port runs the section on that
+    // cluster (e.g. Apache Kafka) instead of the embedded broker.
+    let external = std::env::var("SHARESTREAM_BENCH_LATENCY_TARGET").ok();
+    let b = &external.clone().unwrap_or_else(|| embedded.bootstrap());
     let (input, output) = (format!("in-{tag}"), format!("out-{tag}"));
     setup(b, tag, &input, &output, 4).await;
     let mut cfg = config(b, tag, 4, ProcessingGuarantee::ExactlyOnce);
@@ -401,6 +424,27 @@ async fn latency(b: &BrokerHandle, tag: &str, variant: &str, rate: f64) {
         .await
         .unwrap();
     let p = producer_lingering(b, Duration::from_millis(1)).await;
+    if external.is_some() {
+        // Joining a share group on Apache Kafka takes seconds: a warm-up
+        // (values stamped 0, left out of the figures) runs until the
+        // runtime has committed it, so that the join is not measured.
+        let warm = 2000u64;
+        for i in 0..warm {
+            let f = p
+                .send(ProducerRecord::new(input.as_str(), vec![0u8; 100]).with_key(format!("w{i}")))
+                .await;
+            drop(f);
+            if i % 100 == 99 {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        p.flush().await;
+        let m = h.metrics().clone();
+        let until = Instant::now() + Duration::from_secs(60);
+        while m.records_committed.load(Ordering::Relaxed) < warm && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
     let secs = 6.0;
     let n = (rate * secs) as usize;
     let topic = input.clone();
@@ -453,6 +497,9 @@ async fn latency(b: &BrokerHandle, tag: &str, variant: &str, rate: f64) {
         for r in reader.poll().await.unwrap() {
             let v = r.value.unwrap();
             let sent = u64::from_be_bytes(v[..8].try_into().unwrap());
+            if sent == 0 {
+                continue; // the warm-up
+            }
             let now = base_instant.elapsed().as_nanos() as u64;
             let total = ((now.saturating_sub(sent)) / 1000).max(1);
             let _ = hist.record(total);
@@ -480,8 +527,8 @@ async fn latency(b: &BrokerHandle, tag: &str, variant: &str, rate: f64) {
         (95, "TxnShareAcknowledge"),
         (26, "EndTxn"),
     ];
-    for (key, name) in apis {
-        if let Some(a) = b.core().metrics().api(key) {
+    for (key, name) in apis.into_iter().filter(|_| external.is_none()) {
+        if let Some(a) = embedded.core().metrics().api(key) {
             eprintln!(
                 "broker {name}: {} requests, handling p50 {} us, p99 {} us, max {} us",
                 a.count, a.p50_us, a.p99_us, a.max_us
@@ -770,7 +817,12 @@ async fn main() {
         Err(_) => vec!["default".into()],
     };
     for (i, v) in variants.iter().enumerate() {
-        latency(&b, &format!("latency-{i}"), v, rate).await;
+        // Unique per invocation: an external cluster keeps its topics.
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        latency(&b, &format!("latency-{stamp}-{i}"), v, rate).await;
     }
     b.shutdown().await;
     println!(
