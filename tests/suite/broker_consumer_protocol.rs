@@ -1,7 +1,8 @@
 //! The KIP-848 consumer protocol over sockets, on the broker's manual
 //! clock: two members reconcile (a partition reaches its new owner only
 //! after the old one revoked it), an offset commit at a stale member epoch
-//! is STALE_MEMBER_EPOCH, ListGroups and ConsumerGroupDescribe show the
+//! is STALE_MEMBER_EPOCH (an older one only for partitions given up since,
+//! KIP-1251), ListGroups and ConsumerGroupDescribe show the
 //! group as a consumer group, a silent member's session expires, a leave
 //! empties the group and DeleteGroups removes it.
 
@@ -84,6 +85,10 @@ fn partitions(r: &ConsumerGroupHeartbeatResponse) -> Option<Vec<i32>> {
 }
 
 async fn commit(c: &mut RawClient, member: &str, epoch: i32) -> i16 {
+    commit_partition(c, member, epoch, 0).await
+}
+
+async fn commit_partition(c: &mut RawClient, member: &str, epoch: i32, partition: i32) -> i16 {
     let r = c
         .send(
             &OffsetCommitRequest::default()
@@ -95,7 +100,7 @@ async fn commit(c: &mut RawClient, member: &str, epoch: i32) -> i16 {
                         .with_name(TopicName(s("t")))
                         .with_partitions(vec![
                             OffsetCommitRequestPartition::default()
-                                .with_partition_index(0)
+                                .with_partition_index(partition)
                                 .with_committed_offset(5),
                         ]),
                 ]),
@@ -153,9 +158,18 @@ async fn kip848_two_members_reconcile_commit_expire_and_leave() {
 
     let r = hb(&mut c, "m1", 1, Some(kept.clone()), topic).await;
     assert_eq!(r.member_epoch, 2);
+    // KIP-1251 (Kafka 4.3+): epoch 1 still commits what m1 held since
+    // then, and is stale for what it gave up.
+    let given = (0..4).find(|p| !kept.contains(p)).unwrap();
+    assert_eq!(commit_partition(&mut c, "m1", 1, kept[0]).await, 0);
     assert_eq!(
-        commit(&mut c, "m1", 1).await,
+        commit_partition(&mut c, "m1", 1, given).await,
         ErrorCode::STALE_MEMBER_EPOCH.0
+    );
+    assert_eq!(
+        commit(&mut c, "m1", 3).await,
+        ErrorCode::STALE_MEMBER_EPOCH.0,
+        "newer than m1's"
     );
     assert_eq!(commit(&mut c, "m1", 2).await, 0);
     assert_eq!(

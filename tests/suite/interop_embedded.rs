@@ -234,6 +234,21 @@ const T_TXN_HANG: &str = "interop-txn-hang";
 const PERF_RECORDS: i64 = 2000;
 
 /// The scenarios, in order (later ones read what earlier ones wrote).
+/// An `eos-copy` run: every input copied once, nothing left for a second
+/// consumer of the group, and the offsets committed.
+fn verify_eos_copy(v: &Value) -> Result<(), String> {
+    ok(v)?;
+    expect_eq(v, "copied", 110)?;
+    expect_eq(v, "after_commit", 0)?;
+    if v["committed_partitions"].as_i64().unwrap_or(0) < 1 {
+        return Err(format!(
+            "committed_partitions = {}",
+            v["committed_partitions"]
+        ));
+    }
+    Ok(())
+}
+
 fn scenarios(bootstrap: &str) -> Vec<Scenario> {
     let b = bootstrap;
     let j = |extra: &[&str]| -> Vec<String> {
@@ -445,18 +460,34 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
             output: Output::ResultLine,
             needs: &[JOIN_GROUP, OFFSET_FETCH, TXN_OFFSET_COMMIT],
             embedded_gap: None,
-            verify: |v| {
-                ok(v)?;
-                expect_eq(v, "copied", 110)?;
-                expect_eq(v, "after_commit", 0)?;
-                if v["committed_partitions"].as_i64().unwrap_or(0) < 1 {
-                    return Err(format!(
-                        "committed_partitions = {}",
-                        v["committed_partitions"]
-                    ));
-                }
-                Ok(())
-            },
+            verify: verify_eos_copy,
+            timeout: t60,
+        },
+        Scenario {
+            client: "java-producer",
+            feature: "sendOffsetsToTransaction into a group.protocol=consumer (KIP-848) group",
+            runner: Runner::Java,
+            args: j(&[
+                "eos-copy",
+                "--topic",
+                T,
+                "--out",
+                T_EOS_OUT,
+                "--group",
+                "interop-eos-kip848",
+                "--txn-id",
+                "interop-eos-kip848",
+                "--props",
+                "group.protocol=consumer",
+                "--expect",
+                "110",
+                "--timeout-ms",
+                "30000",
+            ]),
+            output: Output::ResultLine,
+            needs: &[CONSUMER_GROUP_HEARTBEAT, OFFSET_FETCH, TXN_OFFSET_COMMIT],
+            embedded_gap: None,
+            verify: verify_eos_copy,
             timeout: t60,
         },
         Scenario {

@@ -236,7 +236,7 @@ impl GroupService {
         now_ms: i64,
     ) -> Result<Vec<ErrorCode>, ErrorCode> {
         let modern = self.modern.lock();
-        let req = &match Self::check_consumer_commit(&modern, req)? {
+        let req = &match Self::check_consumer_commit(&modern, req, false)? {
             modern::CommitCheck::Classic => req.clone(),
             modern::CommitCheck::Passed => modern::as_unchecked(req),
         };
@@ -257,7 +257,7 @@ impl GroupService {
         now_ms: i64,
     ) -> Result<Vec<ErrorCode>, ErrorCode> {
         let modern = self.modern.lock();
-        let req = &match Self::check_consumer_commit(&modern, req)? {
+        let req = &match Self::check_consumer_commit(&modern, req, true)? {
             modern::CommitCheck::Classic => req.clone(),
             modern::CommitCheck::Passed => modern::as_unchecked(req),
         };

@@ -21,6 +21,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 use super::coordinator::{Effects, Group, GroupCoordinator, GroupState, Output};
 use super::record::GroupRecord;
@@ -67,6 +68,9 @@ pub struct OffsetCommitRequest {
     pub api_version: i16,
     /// The offsets.
     pub offsets: Vec<PartitionOffset>,
+    /// The ids of the offsets' topics (for the consumer protocol's check
+    /// of an older member epoch; a topic missing here is held by no one).
+    pub topic_ids: BTreeMap<String, Uuid>,
 }
 
 /// Transactional offsets of one producer id, by group.

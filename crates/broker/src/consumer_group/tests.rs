@@ -644,6 +644,7 @@ fn commit_req(member: &str, generation: i32, offset: i64) -> OffsetCommitRequest
                 commit_timestamp_ms: 0,
             },
         }],
+        topic_ids: Default::default(),
     }
 }
 

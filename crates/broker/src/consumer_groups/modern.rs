@@ -14,10 +14,11 @@ use super::GroupService;
 use crate::consumer_group::OffsetCommitRequest;
 use crate::consumer_group::consumer_protocol::{
     ConsumerHeartbeat, ConsumerHeartbeatOk, ConsumerProtocolGroups, DescribedConsumerGroup,
-    HeartbeatError, Topics,
+    HeartbeatError, MemberCommit, Topics,
 };
 use crate::topics::TopicRegistry;
 use sharestream_protocol::ErrorCode;
+use uuid::Uuid;
 
 /// The topics a subscription may name: every topic but the internal ones.
 pub fn topics_of(registry: &TopicRegistry) -> Topics {
@@ -142,11 +143,32 @@ impl GroupService {
     pub(super) fn check_consumer_commit(
         modern: &ConsumerProtocolGroups,
         req: &OffsetCommitRequest,
+        transactional: bool,
     ) -> Result<CommitCheck, ErrorCode> {
         if !modern.contains(&req.group_id) {
             return Ok(CommitCheck::Classic);
         }
-        modern.validate_commit(&req.group_id, &req.member_id, req.generation_id)?;
+        // A topic without a known id is held by no member: an older epoch
+        // then fails, as for a partition the member does not hold.
+        let partitions: Vec<(Uuid, i32)> = req
+            .offsets
+            .iter()
+            .map(|o| {
+                let id = req.topic_ids.get(&o.topic).copied().unwrap_or(Uuid::nil());
+                (id, o.partition)
+            })
+            .collect();
+        modern.validate_commit(
+            &req.group_id,
+            &MemberCommit {
+                member_id: &req.member_id,
+                member_epoch: req.generation_id,
+                instance_id: req.group_instance_id.as_deref(),
+                transactional,
+                api_version: req.api_version,
+                partitions: &partitions,
+            },
+        )?;
         Ok(CommitCheck::Passed)
     }
 }

@@ -47,6 +47,7 @@ use crate::consumer_group::{
 use crate::consumer_groups::wait;
 use crate::core::BrokerCore;
 use sharestream_protocol::ErrorCode;
+use uuid::Uuid;
 
 fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())
@@ -268,6 +269,8 @@ struct CommitPlan {
     /// The offsets to hand to the coordinator, in the order of the `None`
     /// rows.
     offsets: Vec<PartitionOffset>,
+    /// The ids of their topics.
+    topic_ids: BTreeMap<String, Uuid>,
 }
 
 fn plan_commit<'a>(
@@ -279,11 +282,15 @@ fn plan_commit<'a>(
     let mut plan = CommitPlan {
         rows: Vec::new(),
         offsets: Vec::new(),
+        topic_ids: BTreeMap::new(),
     };
     let registry = core.topics().read();
     for (topic, partitions) in topics {
         let authorized = ctx.allowed(core, AclOperation::Read, &Resource::topic(&topic));
         let count = registry.get(&topic).map(|t| t.partitions);
+        if let Some(t) = registry.get(&topic) {
+            plan.topic_ids.insert(topic.clone(), t.id);
+        }
         for (partition, offset, leader_epoch, metadata) in partitions {
             let code = if !authorized {
                 Some(ErrorCode::TOPIC_AUTHORIZATION_FAILED)
@@ -393,6 +400,7 @@ pub(crate) async fn offset_commit(
             },
             api_version: version,
             offsets: plan.offsets.clone(),
+            topic_ids: plan.topic_ids.clone(),
         };
         let result = if creq.offsets.is_empty() && creq.group_id.is_empty() {
             Err(ErrorCode::INVALID_GROUP_ID)
@@ -489,6 +497,7 @@ pub(crate) async fn txn_offset_commit(
             },
             api_version: version,
             offsets: plan.offsets.clone(),
+            topic_ids: plan.topic_ids.clone(),
         };
         let result = blocking(core, move |c| {
             // The producer must be in a transaction that holds the group's

@@ -5,7 +5,8 @@
 //! the group epoch, the target assignment and its epoch, the assignor, the
 //! subscriptions as last resolved, and every member with its epoch,
 //! instance id, subscriptions, current assignment, partitions pending
-//! revocation and the partitions it last reported owning. What is not in
+//! revocation with the epochs they were assigned at, and the partitions it
+//! last reported owning. What is not in
 //! it is time: a restored member's session (and a pending revocation's
 //! deadline) starts again at the restoration, as Kafka reschedules every
 //! member's session when a coordinator loads a group.
@@ -20,13 +21,21 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::{Assignment, ConsumerProtocolGroups, Group, Member};
+use super::{Assignment, AssignmentEpochs, ConsumerProtocolGroups, Group, Member};
+
+fn no_epoch() -> i32 {
+    -1
+}
 
 /// One member as persisted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PersistedMember {
     /// Member epoch (-2: a static member that left temporarily).
     pub epoch: i32,
+    /// The epoch before its last move (-1: none, or a journal older than
+    /// this field).
+    #[serde(default = "no_epoch")]
+    pub previous_epoch: i32,
     /// `group.instance.id`.
     pub instance_id: Option<String>,
     /// `client.rack`.
@@ -50,6 +59,12 @@ pub struct PersistedMember {
     pub revoking: Assignment,
     /// What the member last reported owning.
     pub owned: Assignment,
+    /// (topic id, partition, epoch): the epoch at which each partition of
+    /// `assigned` and `revoking` was assigned to it (absent from journals
+    /// older than KIP-1251 support: such partitions count as assigned at
+    /// the member's epoch).
+    #[serde(default)]
+    pub assignment_epochs: Vec<(Uuid, i32, i32)>,
 }
 
 /// One group as persisted.
@@ -86,6 +101,7 @@ impl ConsumerProtocolGroups {
                         id.clone(),
                         PersistedMember {
                             epoch: m.epoch,
+                            previous_epoch: m.previous_epoch,
                             instance_id: m.instance_id.clone(),
                             rack_id: m.rack_id.clone(),
                             client_id: m.client_id.clone(),
@@ -97,6 +113,11 @@ impl ConsumerProtocolGroups {
                             assigned: m.assigned.clone(),
                             revoking: m.revoking.clone(),
                             owned: m.owned.clone(),
+                            assignment_epochs: m
+                                .assignment_epochs
+                                .iter()
+                                .flat_map(|(t, ps)| ps.iter().map(|(p, e)| (*t, *p, *e)))
+                                .collect(),
                         },
                     )
                 })
@@ -125,26 +146,33 @@ impl ConsumerProtocolGroups {
             .map(|(id, m)| {
                 let revoke_deadline_ms = (!m.revoking.is_empty())
                     .then(|| now_ms + i64::from(m.rebalance_timeout_ms.max(0)));
-                (
-                    id,
-                    Member {
-                        epoch: m.epoch,
-                        instance_id: m.instance_id,
-                        rack_id: m.rack_id,
-                        client_id: m.client_id,
-                        client_host: m.client_host,
-                        rebalance_timeout_ms: m.rebalance_timeout_ms,
-                        names: m.names,
-                        regex: m.regex,
-                        describable: m.describable,
-                        last_heartbeat_ms: now_ms,
-                        sent: Some(m.assigned.clone()),
-                        assigned: m.assigned,
-                        revoking: m.revoking,
-                        revoke_deadline_ms,
-                        owned: m.owned,
-                    },
-                )
+                let mut member = Member {
+                    epoch: m.epoch,
+                    previous_epoch: m.previous_epoch,
+                    instance_id: m.instance_id,
+                    rack_id: m.rack_id,
+                    client_id: m.client_id,
+                    client_host: m.client_host,
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    names: m.names,
+                    regex: m.regex,
+                    describable: m.describable,
+                    last_heartbeat_ms: now_ms,
+                    sent: Some(m.assigned.clone()),
+                    assigned: m.assigned,
+                    revoking: m.revoking,
+                    revoke_deadline_ms,
+                    owned: m.owned,
+                    assignment_epochs: m.assignment_epochs.into_iter().fold(
+                        AssignmentEpochs::new(),
+                        |mut out, (t, p, e)| {
+                            out.entry(t).or_default().insert(p, e);
+                            out
+                        },
+                    ),
+                };
+                member.stamp_assignment_epochs(member.epoch);
+                (id, member)
             })
             .collect();
         self.groups.insert(

@@ -40,6 +40,18 @@ fn beat(member: &str, epoch: i32, owned: Option<&Assignment>) -> ConsumerHeartbe
     }
 }
 
+/// An OffsetCommit v9 of `member` at `epoch`.
+fn commit<'a>(member: &'a str, epoch: i32, partitions: &'a [(Uuid, i32)]) -> MemberCommit<'a> {
+    MemberCommit {
+        member_id: member,
+        member_epoch: epoch,
+        instance_id: None,
+        transactional: false,
+        api_version: 9,
+        partitions,
+    }
+}
+
 fn n(a: &Assignment) -> usize {
     a.values().map(BTreeSet::len).sum()
 }
@@ -60,6 +72,19 @@ fn m1_then_m2(g: &mut ConsumerProtocolGroups, t: &Topics) -> Assignment {
     g.heartbeat(&beat("m1", 1, Some(&a1)), t, 0).unwrap();
     g.heartbeat(&join("m2", &["t1"]), t, 0).unwrap();
     a1
+}
+
+/// After [`m1_then_m2`]: m1 is told to give two partitions up, reports
+/// them gone and moves to epoch 2. Returns what it kept.
+fn m1_gives_up_half(g: &mut ConsumerProtocolGroups, t: &Topics) -> Assignment {
+    let kept = g
+        .heartbeat(&beat("m1", 1, None), t, 1)
+        .unwrap()
+        .assignment
+        .unwrap();
+    let r = g.heartbeat(&beat("m1", 1, Some(&kept)), t, 2).unwrap();
+    assert_eq!(r.member_epoch, 2);
+    kept
 }
 
 #[test]
@@ -179,25 +204,29 @@ fn kip848_epochs_fence_and_stale_commits_are_refused() {
         .unwrap()
         .member_epoch;
     assert_eq!(e1, 2);
-    assert_eq!(g.validate_commit("g", "m1", 2), Ok(()));
+    let mine: Vec<(Uuid, i32)> = kept
+        .iter()
+        .flat_map(|(t, ps)| ps.iter().map(|p| (*t, *p)))
+        .collect();
+    assert_eq!(mine.len(), 2);
+    let all: Vec<(Uuid, i32)> = (0..4).map(|p| (T1, p)).collect();
+    assert_eq!(g.validate_commit("g", &commit("m1", 2, &all)), Ok(()));
     assert_eq!(
-        g.validate_commit("g", "m1", 1),
-        Err(ErrorCode::STALE_MEMBER_EPOCH)
+        g.validate_commit("g", &commit("m1", 3, &mine)),
+        Err(ErrorCode::STALE_MEMBER_EPOCH),
+        "newer than the member's epoch"
     );
     assert_eq!(
-        g.validate_commit("g", "m1", 3),
-        Err(ErrorCode::FENCED_MEMBER_EPOCH)
-    );
-    assert_eq!(
-        g.validate_commit("g", "zz", 2),
+        g.validate_commit("g", &commit("zz", 2, &mine)),
         Err(ErrorCode::UNKNOWN_MEMBER_ID)
     );
     assert_eq!(
-        g.validate_commit("g", "", -1),
-        Err(ErrorCode::UNKNOWN_MEMBER_ID)
+        g.validate_commit("g", &commit("", -1, &mine)),
+        Err(ErrorCode::UNKNOWN_MEMBER_ID),
+        "an admin commit into a group with members"
     );
     assert_eq!(
-        g.validate_commit("h", "m1", 2),
+        g.validate_commit("h", &commit("m1", 2, &mine)),
         Err(ErrorCode::GROUP_ID_NOT_FOUND)
     );
     assert_eq!(g.validate_fetch("g", "m1", 2), Ok(()));
@@ -213,6 +242,133 @@ fn kip848_epochs_fence_and_stale_commits_are_refused() {
         g.validate_fetch("classic", "m1", 1),
         Ok(()),
         "not ours to check"
+    );
+}
+
+/// KIP-1251 (Kafka 4.3+): a commit at an epoch older than the member's
+/// passes for the partitions the member was given no later than that
+/// epoch, and is stale for any other.
+#[test]
+fn kip1251_an_older_epoch_commits_what_the_member_held_since_then() {
+    let mut g = groups();
+    let t = topics();
+    let a1 = m1_then_m2(&mut g, &t);
+    let kept = m1_gives_up_half(&mut g, &t);
+    let r2 = g.heartbeat(&beat("m2", 2, None), &t, 3).unwrap();
+    let theirs = r2.assignment.unwrap();
+    assert_eq!((n(&kept), n(&theirs)), (2, 2));
+    let pairs = |a: &Assignment| -> Vec<(Uuid, i32)> {
+        a.iter()
+            .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
+            .collect()
+    };
+    let (mine, given, all) = (pairs(&kept), pairs(&theirs), pairs(&a1));
+
+    // The commit m1 sent before its heartbeat's answer raised its epoch.
+    assert_eq!(g.validate_commit("g", &commit("m1", 1, &mine)), Ok(()));
+    assert_eq!(
+        g.validate_commit("g", &commit("m1", 1, &all)),
+        Err(ErrorCode::STALE_MEMBER_EPOCH),
+        "two of them are m2's now"
+    );
+    assert_eq!(
+        g.validate_commit("g", &commit("m1", 1, &given)),
+        Err(ErrorCode::STALE_MEMBER_EPOCH)
+    );
+    // m2 was given its partitions at epoch 2.
+    assert_eq!(g.validate_commit("g", &commit("m2", 2, &given)), Ok(()));
+    assert_eq!(
+        g.validate_commit("g", &commit("m2", 1, &given)),
+        Err(ErrorCode::STALE_MEMBER_EPOCH)
+    );
+
+    // TxnOffsetCommit: stale is ILLEGAL_GENERATION below v6; a producer
+    // that names only the group is not checked; an OffsetCommit of a
+    // consumer-protocol member must be v9+.
+    let txn = |member, epoch, version, parts| MemberCommit {
+        transactional: true,
+        api_version: version,
+        ..commit(member, epoch, parts)
+    };
+    assert_eq!(g.validate_commit("g", &txn("m1", 1, 5, &mine)), Ok(()));
+    assert_eq!(
+        g.validate_commit("g", &txn("m1", 1, 5, &given)),
+        Err(ErrorCode::ILLEGAL_GENERATION)
+    );
+    assert_eq!(
+        g.validate_commit("g", &txn("m1", 1, 6, &given)),
+        Err(ErrorCode::STALE_MEMBER_EPOCH)
+    );
+    assert_eq!(g.validate_commit("g", &txn("", -1, 5, &given)), Ok(()));
+    assert_eq!(
+        g.validate_commit(
+            "g",
+            &MemberCommit {
+                api_version: 8,
+                ..commit("m1", 2, &mine)
+            }
+        ),
+        Err(ErrorCode::UNSUPPORTED_VERSION)
+    );
+
+    // The epochs are durable; a snapshot written before they were kept
+    // restores to the strict check.
+    let snap = g.snapshot("g").unwrap();
+    let mut back = groups();
+    back.restore("g", Some(snap.clone()), 10);
+    assert_eq!(back.validate_commit("g", &commit("m1", 1, &mine)), Ok(()));
+    let mut old = snap;
+    for m in old.members.values_mut() {
+        m.assignment_epochs.clear();
+    }
+    let mut back = groups();
+    back.restore("g", Some(old), 10);
+    assert_eq!(
+        back.validate_commit("g", &commit("m1", 1, &mine)),
+        Err(ErrorCode::STALE_MEMBER_EPOCH)
+    );
+    assert_eq!(back.validate_commit("g", &commit("m1", 2, &mine)), Ok(()));
+}
+
+/// A heartbeat whose answer (the move to a new epoch) was lost is sent
+/// again at the previous epoch: taken back when what it reports owning is
+/// all still assigned, fenced otherwise, as Kafka does.
+#[test]
+fn kip848_a_heartbeat_whose_answer_was_lost_is_taken_back_at_the_previous_epoch() {
+    let mut g = groups();
+    let t = topics();
+    let a1 = m1_then_m2(&mut g, &t);
+    // The answer that moved m1 to epoch 2 never reaches it.
+    let kept = m1_gives_up_half(&mut g, &t);
+
+    // Owning more than is assigned now: fenced.
+    assert_eq!(
+        g.heartbeat(&beat("m1", 1, Some(&a1)), &t, 3)
+            .unwrap_err()
+            .code,
+        ErrorCode::FENCED_MEMBER_EPOCH
+    );
+    // Not saying what it owns: fenced.
+    assert_eq!(
+        g.heartbeat(&beat("m1", 1, None), &t, 3).unwrap_err().code,
+        ErrorCode::FENCED_MEMBER_EPOCH
+    );
+    // The retry as it was: epoch 2 and the assignment again.
+    let again = g.heartbeat(&beat("m1", 1, Some(&kept)), &t, 3).unwrap();
+    assert_eq!(
+        (again.member_epoch, again.assignment),
+        (2, Some(kept.clone()))
+    );
+    // Once m1 moved again, its old previous epoch is fenced.
+    g.heartbeat(&join("m3", &["t1"]), &t, 4).unwrap();
+    let r = g.heartbeat(&beat("m1", 2, Some(&kept)), &t, 5).unwrap();
+    let now_kept = r.assignment.unwrap_or(kept.clone());
+    g.heartbeat(&beat("m1", 2, Some(&now_kept)), &t, 6).unwrap();
+    assert_eq!(
+        g.heartbeat(&beat("m1", 1, Some(&now_kept)), &t, 7)
+            .unwrap_err()
+            .code,
+        ErrorCode::FENCED_MEMBER_EPOCH
     );
 }
 
@@ -403,6 +559,16 @@ fn kip848_static_member_leave_replace_and_unreleased_instance_id() {
     assert_eq!((r.member_epoch, r.assignment), (2, Some(kept.clone())));
     assert_eq!(g.describe("g").unwrap().group_epoch, 2, "no rebalance");
     assert!(g.assigned("g", "a1").is_none(), "replaced");
+    // The new instance holds a1's partitions from its own epoch on.
+    let held: Vec<(Uuid, i32)> = kept
+        .iter()
+        .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
+        .collect();
+    assert_eq!(g.validate_commit("g", &commit("a2", 2, &held)), Ok(()));
+    assert_eq!(
+        g.validate_commit("g", &commit("a2", 1, &held)),
+        Err(ErrorCode::STALE_MEMBER_EPOCH)
+    );
     let e = g
         .heartbeat(&static_beat("a1", "A", 2), &t, 2_000)
         .unwrap_err();
