@@ -28,10 +28,10 @@
 //! new to the session and those carrying acknowledgements, and forgets the
 //! ones no longer assigned. Pending acknowledgements ride on the fetch when
 //! the session epoch is non-zero; acknowledgements for partitions the fetch
-//! does not cover go in a ShareAcknowledge to that leader first; in
-//! implicit mode those of an acquired range only partly handed out wait
-//! one request for the rest of it, so that the broker gets the range whole
-//! (D39, [`state`]). Acquired
+//! does not cover go in a ShareAcknowledge to that leader first; those of
+//! an acquired range only partly acknowledged wait one request for the
+//! rest of it, so that the broker gets the range whole (D39, [`state`]).
+//! Acquired
 //! offsets without data are acknowledged as GAP automatically (D5). A poll
 //! waits until records arrive or its timeout passes; each fetch asks for at
 //! most `max.poll.records` minus what the poll already holds, and records

@@ -22,7 +22,7 @@
 //!   and after a poll whose records went into none sends the held gaps as
 //!   ordinary acknowledgements, so gaps never wait for a transaction that
 //!   does not come.
-//! - **whole acquired ranges** (D39, implicit mode): the ranges each
+//! - **whole acquired ranges** (D39): the ranges each
 //!   fetch acquired are remembered
 //!   ([`AcknowledgementState::add_acquired`]). The pending
 //!   acknowledgements that ride on a fetch
@@ -34,10 +34,11 @@
 //!   acknowledgement that covers part of it splits it into a state per
 //!   offset, which it then tracks, and persists, offset by offset. Commits
 //!   and `close` send everything ([`AcknowledgementState::take_pending`]).
-//!   Only in implicit mode, where every record handed out is accepted at
-//!   the next poll, so the rest of a range is sure to follow; in explicit
-//!   mode the application may take records into a transaction or set them
-//!   aside, and nothing is held.
+//!   In both modes: in implicit mode the rest of the range is accepted at
+//!   the next poll; in explicit mode the application (the runtime's
+//!   workers, for one) usually acknowledges it by then too, and when it
+//!   does not (it set records aside, or took them into a transaction),
+//!   what it did acknowledge goes one request late.
 //!
 //! # Transactions (KIP-1289, D6, D8)
 //!
@@ -795,7 +796,7 @@ impl AcknowledgementState {
     /// Remembers the ranges (first, last offset, inclusive) a fetch
     /// acquired of `tp`, records and gaps alike (D39).
     pub fn add_acquired(&mut self, tp: &TopicIdPartition, ranges: &[(i64, i64)]) {
-        if ranges.is_empty() || self.mode != AcknowledgementMode::Implicit {
+        if ranges.is_empty() {
             return;
         }
         let spans = self.acquired.entry(tp.clone()).or_default();
@@ -817,8 +818,7 @@ impl AcknowledgementState {
     }
 
     /// Takes the pending acknowledgements that are to ride on a fetch
-    /// (D39; implicit mode, the ranges being remembered only there): all
-    /// but those of an acquired range that is only partly
+    /// (D39): all but those of an acquired range that is only partly
     /// acknowledged and was not left out before, which stay pending for
     /// the next request. A range whose acknowledgements all go is
     /// forgotten.
@@ -1024,17 +1024,45 @@ mod tests {
         assert_eq!(offsets_of(&st.take_pending()), [(0, 20)]);
     }
 
-    /// D39 holds nothing in explicit mode: the application may take
-    /// records into a transaction or set them aside.
+    /// D39 in explicit mode too: acknowledgements of a partly
+    /// acknowledged range wait one fetch, then go whatever the application
+    /// did with the rest (set it aside, took it into a transaction).
     #[test]
-    fn explicit_mode_sends_acknowledgements_of_a_partly_delivered_range() {
+    fn explicit_mode_holds_a_partly_acknowledged_range_once() {
         let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
         st.add_acquired(&tp(0), &[(0, 9)]);
-        st.deliver(&[rec(0, 0), rec(0, 1)]);
+        st.deliver(&(0..4).map(|o| rec(0, o)).collect::<Vec<_>>());
         st.acknowledge(&tp(0), 0, AcknowledgeType::Accept).unwrap();
         st.acknowledge(&tp(0), 1, AcknowledgeType::Accept).unwrap();
+        st.acknowledge(&tp(0), 2, AcknowledgeType::Release).unwrap();
+        st.acknowledge(&tp(0), 3, AcknowledgeType::Accept).unwrap();
         st.begin_poll().unwrap();
-        assert_eq!(offsets_of(&st.take_pending_for_fetch()), [(0, 0), (0, 1)]);
+        assert!(st.take_pending_for_fetch().is_empty(), "0..=3 wait once");
+        // The rest of the range: accepted, so the whole range goes.
+        st.deliver(&(4..10).map(|o| rec(0, o)).collect::<Vec<_>>());
+        for o in 4..10 {
+            st.acknowledge(&tp(0), o, AcknowledgeType::Accept).unwrap();
+        }
+        st.begin_poll().unwrap();
+        assert_eq!(
+            offsets_of(&st.take_pending_for_fetch()),
+            (0..10).map(|o| (0, o)).collect::<Vec<_>>()
+        );
+        // A range whose rest the application keeps: what it did
+        // acknowledge goes with the second fetch.
+        st.add_acquired(&tp(0), &[(10, 19)]);
+        st.deliver(&[rec(0, 10), rec(0, 11)]);
+        st.acknowledge(&tp(0), 10, AcknowledgeType::Accept).unwrap();
+        st.acknowledge(&tp(0), 11, AcknowledgeType::Accept).unwrap();
+        st.begin_poll().unwrap();
+        assert!(st.take_pending_for_fetch().is_empty());
+        assert_eq!(offsets_of(&st.take_pending_for_fetch()), [(0, 10), (0, 11)]);
+        // A commit takes everything at once.
+        st.add_acquired(&tp(0), &[(20, 29)]);
+        st.deliver(&[rec(0, 20)]);
+        st.acknowledge(&tp(0), 20, AcknowledgeType::Accept).unwrap();
+        st.begin_poll().unwrap();
+        assert_eq!(offsets_of(&st.take_pending()), [(0, 20)]);
     }
 
     #[test]
