@@ -182,6 +182,15 @@ fn base_config(
 /// two-cluster rows). `SHARESTREAM_BENCH_EXT_RECORDS=100B,1KiB` record
 /// counts (default 200000,50000). 4 partitions, 4 workers, interleaved,
 /// medians of 3.
+/// Seconds since the Unix epoch: names topics uniquely per invocation, as
+/// an external cluster keeps them.
+fn unix_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
 async fn ledger_on_clusters(embedded: &BrokerHandle) {
     use sharestream::runtime::ExactlyOnceMechanism as M;
     let target = std::env::var("SHARESTREAM_BENCH_TARGET").ok();
@@ -216,10 +225,7 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
         v.sort_by(|a, b| a.total_cmp(b));
         v[v.len() / 2]
     };
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+    let stamp = unix_secs();
     // SHARESTREAM_BENCH_EXT_SIZES=1024 runs that value size only.
     let sizes: Vec<usize> = std::env::var("SHARESTREAM_BENCH_EXT_SIZES")
         .ok()
@@ -527,7 +533,8 @@ async fn latency(embedded: &BrokerHandle, tag: &str, variant: &str, rate: f64) {
         (95, "TxnShareAcknowledge"),
         (26, "EndTxn"),
     ];
-    for (key, name) in apis.into_iter().filter(|_| external.is_none()) {
+    let apis = if external.is_none() { &apis[..] } else { &[] };
+    for &(key, name) in apis {
         if let Some(a) = embedded.core().metrics().api(key) {
             eprintln!(
                 "broker {name}: {} requests, handling p50 {} us, p99 {} us, max {} us",
@@ -818,10 +825,7 @@ async fn main() {
     };
     for (i, v) in variants.iter().enumerate() {
         // Unique per invocation: an external cluster keeps its topics.
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
+        let stamp = unix_secs();
         latency(&b, &format!("latency-{stamp}-{i}"), v, rate).await;
     }
     b.shutdown().await;
