@@ -287,8 +287,9 @@ fn plan_commit<'a>(
     let registry = core.topics().read();
     for (topic, partitions) in topics {
         let authorized = ctx.allowed(core, AclOperation::Read, &Resource::topic(&topic));
-        let count = registry.get(&topic).map(|t| t.partitions);
-        if let Some(t) = registry.get(&topic) {
+        let known = registry.get(&topic);
+        let count = known.map(|t| t.partitions);
+        if let Some(t) = known {
             plan.topic_ids.insert(topic.clone(), t.id);
         }
         for (partition, offset, leader_epoch, metadata) in partitions {
