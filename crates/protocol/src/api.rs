@@ -181,6 +181,13 @@ pub trait ApiRequest: Sized + Send + Sync + 'static {
     fn versions() -> Versions;
     /// Encodes the request body (no header) at `version`.
     fn encode_request(&self, out: &mut BytesMut, version: i16) -> Result<(), ProtocolError>;
+    /// The body's encoded size at `version` where it is cheap to know, else
+    /// 0. The frame encoder reserves it at once, so that a large request
+    /// (a Produce of many batches) is not copied again each time its
+    /// buffer doubles.
+    fn encoded_size_hint(&self, _version: i16) -> usize {
+        0
+    }
     /// Decodes a request body at `version`.
     fn decode_request(buf: &mut Bytes, version: i16) -> Result<Self, ProtocolError>;
     /// Encodes a response body at `version`.
@@ -212,6 +219,11 @@ where
         check_version(T::KEY, version)?;
         self.encode(out, version)
             .map_err(|e| encode_err(T::KEY, version, e))
+    }
+
+    fn encoded_size_hint(&self, version: i16) -> usize {
+        // An error here is reported by `encode_request` itself.
+        self.compute_size(version).unwrap_or(0)
     }
 
     fn decode_request(buf: &mut Bytes, version: i16) -> Result<Self, ProtocolError> {
@@ -364,6 +376,8 @@ pub fn encode_request_frame<R: ApiRequest>(
         request_header_version(R::API_KEY, version).ok_or(ProtocolError::UnknownApiKey {
             api_key: R::API_KEY,
         })?;
+    // The header: api key, version, correlation id, client id and tags.
+    out.reserve(4 + 16 + client_id.map_or(0, str::len) + req.encoded_size_hint(version));
     let pos = start_frame(out);
     let header = RequestHeader::default()
         .with_request_api_key(R::API_KEY)

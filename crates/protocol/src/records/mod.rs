@@ -38,7 +38,8 @@ pub mod record;
 
 pub use batch::{Compression, RecordBatchView};
 pub use builder::{
-    BatchBuilder, BatchSpec, TimestampType, encode_batch, encode_batch_with_delete_horizon,
+    BatchBuilder, BatchSpec, TimestampType, encode_batch, encode_batch_of,
+    encode_batch_with_delete_horizon,
 };
 pub use control::{ControlType, EndTxnMarker, control_batch};
-pub use record::{DEFAULT_MAX_DECOMPRESSED, Record, RecordHeader, RecordIter};
+pub use record::{DEFAULT_MAX_DECOMPRESSED, Record, RecordHeader, RecordIter, RecordView};

@@ -142,18 +142,66 @@ fn put_nullable(out: &mut BytesMut, b: Option<&[u8]>) {
 }
 
 /// Appends `record` to `out`, its timestamp relative to `base_timestamp`.
-pub(crate) fn put_record(
+/// A record as the batch encoder reads it, by reference: a producer
+/// encodes the records it holds without first copying each one into a
+/// [`Record`] (which, for a value made from a `Vec`, cost an allocation
+/// per record in `Bytes::clone`).
+pub trait RecordView {
+    /// Offset relative to the batch's baseOffset.
+    fn offset_delta(&self) -> i32;
+    /// Absolute timestamp in milliseconds.
+    fn timestamp(&self) -> i64;
+    /// The key; `None` is a null key.
+    fn key(&self) -> Option<&[u8]>;
+    /// The value; `None` is a null value.
+    fn value(&self) -> Option<&[u8]>;
+    /// Headers in wire order.
+    fn headers(&self) -> &[RecordHeader];
+}
+
+impl RecordView for Record {
+    fn offset_delta(&self) -> i32 {
+        self.offset_delta
+    }
+    fn timestamp(&self) -> i64 {
+        self.timestamp
+    }
+    fn key(&self) -> Option<&[u8]> {
+        self.key.as_deref()
+    }
+    fn value(&self) -> Option<&[u8]> {
+        self.value.as_deref()
+    }
+    fn headers(&self) -> &[RecordHeader] {
+        &self.headers
+    }
+}
+
+/// The bytes `put_record` writes for `record`, length prefix included
+/// or more: the sum of key, value and headers, plus the most that the
+/// varints and the attributes byte can take (36 bytes, and 10 per
+/// header). It sizes buffers so that they never grow.
+pub(crate) fn record_size_bound<V: RecordView>(record: &V) -> usize {
+    let headers: usize = record
+        .headers()
+        .iter()
+        .map(|h| 10 + h.key.len() + h.value.as_ref().map_or(0, |v| v.len()))
+        .sum();
+    36 + record.key().map_or(0, <[u8]>::len) + record.value().map_or(0, <[u8]>::len) + headers
+}
+
+pub(crate) fn put_record<V: RecordView>(
     out: &mut BytesMut,
-    record: &Record,
+    record: &V,
     base_timestamp: i64,
 ) -> Result<(), ProtocolError> {
-    let timestamp_delta = record.timestamp.wrapping_sub(base_timestamp);
-    let headers_count = len_i32(record.headers.len(), "header list")?;
-    let mut body = 1 + varlong_size(timestamp_delta) + varint_size(record.offset_delta);
-    body += nullable_size(record.key.as_deref())?;
-    body += nullable_size(record.value.as_deref())?;
+    let timestamp_delta = record.timestamp().wrapping_sub(base_timestamp);
+    let headers_count = len_i32(record.headers().len(), "header list")?;
+    let mut body = 1 + varlong_size(timestamp_delta) + varint_size(record.offset_delta());
+    body += nullable_size(record.key())?;
+    body += nullable_size(record.value())?;
     body += varint_size(headers_count);
-    for h in &record.headers {
+    for h in record.headers() {
         body += varint_size(len_i32(h.key.len(), "header key")?) + h.key.len();
         body += nullable_size(h.value.as_deref())?;
     }
@@ -163,11 +211,11 @@ pub(crate) fn put_record(
     put_varint(out, body_len);
     out.put_i8(0); // attributes
     put_varlong(out, timestamp_delta);
-    put_varint(out, record.offset_delta);
-    put_nullable(out, record.key.as_deref());
-    put_nullable(out, record.value.as_deref());
+    put_varint(out, record.offset_delta());
+    put_nullable(out, record.key());
+    put_nullable(out, record.value());
     put_varint(out, headers_count);
-    for h in &record.headers {
+    for h in record.headers() {
         put_varint(out, h.key.len() as i32);
         out.put_slice(h.key.as_bytes());
         put_nullable(out, h.value.as_deref());
