@@ -110,6 +110,12 @@ pub struct ProducerBatch<D> {
 /// Batch header overhead counted against `batch.size`.
 const BATCH_OVERHEAD: usize = 61;
 
+/// The most records a new batch makes room for at once (a 16 KiB batch
+/// holds at most 780 records, each counted at 21 bytes or more); a batch
+/// beyond it grows as it fills. Java's producer, likewise, takes
+/// `batch.size` bytes for a batch when it opens it.
+const MAX_PRESIZED: usize = 1024;
+
 /// Per-partition batch queues.
 #[derive(Debug)]
 pub struct Accumulator<D> {
@@ -192,7 +198,12 @@ impl<D> Accumulator<D> {
         size: usize,
         now: Instant,
     ) {
-        let q = self.queues.entry(tp.clone()).or_default();
+        // Look up before inserting: `entry` takes the key by value, which
+        // cost a copy of the topic name per record.
+        if !self.queues.contains_key(&tp) {
+            self.queues.insert(tp.clone(), VecDeque::new());
+        }
+        let q = self.queues.get_mut(&tp).expect("inserted above");
         if let Some(last) = q.back_mut()
             && last.base_sequence.is_none()
             && last.size + size <= self.batch_size
@@ -204,9 +215,15 @@ impl<D> Accumulator<D> {
         }
         let mut memory = BatchMemory::new(self.memory.clone());
         memory.add(size);
+        // Room for as many records of this size as fit the batch, so that
+        // the list is not copied each time it doubles (at 100 B, seven
+        // times per 16 KiB batch).
+        let mut records =
+            Vec::with_capacity((self.batch_size / size.max(1)).clamp(1, MAX_PRESIZED));
+        records.push(record);
         q.push_back(ProducerBatch {
             tp,
-            records: vec![record],
+            records,
             size: BATCH_OVERHEAD + size,
             created: now,
             base_sequence: None,

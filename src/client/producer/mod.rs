@@ -247,8 +247,8 @@ impl ProducerRecord {
 /// Where a record was written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordMetadata {
-    /// Topic.
-    pub topic: String,
+    /// Topic (shared by the records of one batch).
+    pub topic: Arc<str>,
     /// Partition.
     pub partition: i32,
     /// Offset (-1 with `acks=0`).
