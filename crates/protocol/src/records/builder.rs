@@ -280,8 +280,11 @@ impl BatchBuilder {
 mod tests {
     use super::*;
 
-    /// A caller's own record type, read in place.
-    struct Held<'a>(i32, &'a (i64, Vec<u8>, Option<Vec<u8>>, Vec<RecordHeader>));
+    /// A caller's own record: timestamp, key, value, headers.
+    type Own = (i64, Vec<u8>, Option<Vec<u8>>, Vec<RecordHeader>);
+
+    /// A caller's own record at its offset delta, read in place.
+    struct Held<'a>(i32, &'a Own);
 
     impl RecordView for Held<'_> {
         fn offset_delta(&self) -> i32 {
@@ -303,7 +306,7 @@ mod tests {
 
     #[test]
     fn a_borrowed_view_encodes_exactly_as_owned_records() {
-        let held: Vec<(i64, Vec<u8>, Option<Vec<u8>>, Vec<RecordHeader>)> = (0..300)
+        let held: Vec<Own> = (0..300)
             .map(|i| {
                 let headers = if i % 7 == 0 {
                     vec![RecordHeader {
