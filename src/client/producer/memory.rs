@@ -24,7 +24,6 @@
 //! (record struct, delivery channel) is some tens of bytes more, and a
 //! batch in flight also holds its encoded request.
 //!
-//!
 //! A send that has to wait first waits, for at most 20 ms, until a
 //! thirty-second of the budget is free, and leaves what it does not need
 //! to the sends after it; then it waits for its own bytes. So under

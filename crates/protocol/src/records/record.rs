@@ -141,7 +141,6 @@ fn put_nullable(out: &mut BytesMut, b: Option<&[u8]>) {
     }
 }
 
-/// Appends `record` to `out`, its timestamp relative to `base_timestamp`.
 /// A record as the batch encoder reads it, by reference: a producer
 /// encodes the records it holds without first copying each one into a
 /// [`Record`] (which, for a value made from a `Vec`, cost an allocation
@@ -190,6 +189,7 @@ pub(crate) fn record_size_bound<V: RecordView>(record: &V) -> usize {
     36 + record.key().map_or(0, <[u8]>::len) + record.value().map_or(0, <[u8]>::len) + headers
 }
 
+/// Appends `record` to `out`, its timestamp relative to `base_timestamp`.
 pub(crate) fn put_record<V: RecordView>(
     out: &mut BytesMut,
     record: &V,
