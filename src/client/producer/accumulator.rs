@@ -198,13 +198,10 @@ impl<D> Accumulator<D> {
         size: usize,
         now: Instant,
     ) {
-        // Look up before inserting: `entry` takes the key by value, which
-        // cost a copy of the topic name per record.
-        if !self.queues.contains_key(&tp) {
-            self.queues.insert(tp.clone(), VecDeque::new());
-        }
-        let q = self.queues.get_mut(&tp).expect("inserted above");
-        if let Some(last) = q.back_mut()
+        // One lookup by reference for the usual case, a record joining the
+        // last batch; `entry` (which takes the key, a copy of the topic
+        // name) only when a batch opens.
+        if let Some(last) = self.queues.get_mut(&tp).and_then(|q| q.back_mut())
             && last.base_sequence.is_none()
             && last.size + size <= self.batch_size
         {
@@ -221,16 +218,19 @@ impl<D> Accumulator<D> {
         let mut records =
             Vec::with_capacity((self.batch_size / size.max(1)).clamp(1, MAX_PRESIZED));
         records.push(record);
-        q.push_back(ProducerBatch {
-            tp,
-            records,
-            size: BATCH_OVERHEAD + size,
-            created: now,
-            base_sequence: None,
-            producer: None,
-            attempts: 0,
-            memory,
-        });
+        self.queues
+            .entry(tp.clone())
+            .or_default()
+            .push_back(ProducerBatch {
+                tp,
+                records,
+                size: BATCH_OVERHEAD + size,
+                created: now,
+                base_sequence: None,
+                producer: None,
+                attempts: 0,
+                memory,
+            });
     }
 
     /// Treat every batch as ready (flush, close, commit) until

@@ -155,6 +155,7 @@ impl BufferMemory {
         // second at 1 KiB records), and those wakeups cost the producer
         // more than the records did.
         let share = (self.total / WAKE_SHARE).min(u32::MAX as usize);
+        let mut rest = max_wait;
         if share > bytes {
             let window = max_wait.min(SHARE_WINDOW);
             match tokio::time::timeout(window, self.free.acquire_many(share as u32)).await {
@@ -166,11 +167,9 @@ impl BufferMemory {
                 Ok(Err(_closed)) => return Err(ReserveError::Closed),
                 // What the waiter had gathered went back to the semaphore
                 // when its wait was dropped; wait for the record's bytes.
-                Err(_elapsed) => {}
+                Err(_elapsed) => rest -= window,
             }
         }
-        let rest = max_wait.saturating_sub(max_wait.min(SHARE_WINDOW));
-        let rest = if share > bytes { rest } else { max_wait };
         match tokio::time::timeout(rest, self.free.acquire_many(n)).await {
             Ok(Ok(permit)) => {
                 permit.forget();
