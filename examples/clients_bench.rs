@@ -32,8 +32,12 @@
 //! sharestream / krafka; the load average is printed before and after each
 //! phase. The table goes to stdout and, with `--out FILE`, to FILE.
 
+// The bench leaves transparent huge pages as the kernel has them: the
+// setting is inherited, and the Kafka it starts must run as it would alone
+// (the clients and the embedded broker decide for themselves).
 #[global_allocator]
-static GLOBAL: sharestream::alloc::GuardedAlloc = sharestream::alloc::GuardedAlloc::new();
+static GLOBAL: sharestream::alloc::GuardedAlloc =
+    sharestream::alloc::GuardedAlloc::new().with_transparent_huge_pages();
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

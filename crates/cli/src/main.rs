@@ -8,10 +8,11 @@ use clap::{Args, Parser, Subcommand};
 use sharestream_broker::{Broker, BrokerConfig, FsyncPolicy, StorageMode};
 
 /// Huge allocations announced by hostile frames must not abort the broker
-/// (see `sharestream::alloc`).
+/// (see `sharestream::alloc`). Transparent huge pages are decided earlier,
+/// from the arguments (`thp_off_at_load`), so the guard leaves them alone.
 #[global_allocator]
 static GLOBAL: sharestream_protocol::alloc::GuardedAlloc =
-    sharestream_protocol::alloc::GuardedAlloc::new();
+    sharestream_protocol::alloc::GuardedAlloc::new().with_transparent_huge_pages();
 
 /// sharestream: exactly-once stream processing over Kafka share groups.
 #[derive(Parser)]
