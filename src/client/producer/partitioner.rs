@@ -85,36 +85,68 @@ impl StickyPartitioner {
         batch_size: usize,
         random: u32,
     ) -> i32 {
-        let choices: Vec<i32> = if available.is_empty() {
-            (0..num_partitions).collect()
-        } else {
-            available.to_vec()
+        self.partition_with(topic, num_partitions, size, batch_size, || {
+            (available.to_vec(), random)
+        })
+    }
+
+    /// [`Self::partition`], with the partitions that have a leader and the
+    /// random number asked for only when a new partition is chosen, that
+    /// is once per `batch_size` bytes. Called for every unkeyed record, it
+    /// allocates nothing while the partition sticks.
+    pub fn partition_with(
+        &mut self,
+        topic: &str,
+        num_partitions: i32,
+        size: usize,
+        batch_size: usize,
+        choice: impl FnOnce() -> (Vec<i32>, u32),
+    ) -> i32 {
+        let prev = match self.current.get_mut(topic) {
+            Some((p, bytes)) if *p < num_partitions && *bytes < batch_size.max(1) => {
+                *bytes += size;
+                return *p;
+            }
+            Some((p, _)) => Some(*p),
+            None => None,
         };
-        let entry = self.current.get(topic).copied();
-        let stick = match entry {
-            Some((p, bytes)) => p < num_partitions && bytes < batch_size.max(1),
-            None => false,
-        };
-        let p = if stick {
-            entry.map(|(p, _)| p).unwrap_or(0)
-        } else {
-            let prev = entry.map(|(p, _)| p);
-            let others: Vec<i32> = choices
-                .iter()
-                .copied()
-                .filter(|&c| Some(c) != prev)
-                .collect();
-            let pool = if others.is_empty() { &choices } else { &others };
-            pool[(random as usize) % pool.len()]
-        };
-        let bytes = if stick {
-            entry.map(|(_, b)| b).unwrap_or(0)
-        } else {
-            0
-        };
-        self.current.insert(topic.to_string(), (p, bytes + size));
+        let (available, random) = choice();
+        let p = choose(num_partitions, &available, prev, random);
+        match self.current.get_mut(topic) {
+            Some(e) => *e = (p, size),
+            None => {
+                self.current.insert(topic.to_string(), (p, size));
+            }
+        }
         p
     }
+}
+
+/// A new partition for a topic: the candidates are `available`, or all
+/// `0..num_partitions` when it is empty; among those other than `prev`
+/// (all of them if none differs), the one `random` picks.
+fn choose(num_partitions: i32, available: &[i32], prev: Option<i32>, random: u32) -> i32 {
+    let n = if available.is_empty() {
+        usize::try_from(num_partitions).unwrap_or(0)
+    } else {
+        available.len()
+    };
+    let at = |i: usize| {
+        if available.is_empty() {
+            i as i32
+        } else {
+            available[i]
+        }
+    };
+    let others = n - (0..n).filter(|&i| Some(at(i)) == prev).count();
+    if others == 0 {
+        return at(random as usize % n);
+    }
+    (0..n)
+        .map(at)
+        .filter(|&c| Some(c) != prev)
+        .nth(random as usize % others)
+        .expect("fewer candidates than counted")
 }
 
 #[cfg(test)]
@@ -153,6 +185,48 @@ mod tests {
         assert_eq!(partition_for_key(b"key-1", 3), 0);
         assert_eq!(to_positive(i32::MIN), 0);
         assert_eq!(to_positive(-1), i32::MAX);
+    }
+
+    /// The choice as it was first written, with the candidate lists built.
+    fn choose_by_lists(
+        num_partitions: i32,
+        available: &[i32],
+        prev: Option<i32>,
+        random: u32,
+    ) -> i32 {
+        let choices: Vec<i32> = if available.is_empty() {
+            (0..num_partitions).collect()
+        } else {
+            available.to_vec()
+        };
+        let others: Vec<i32> = choices
+            .iter()
+            .copied()
+            .filter(|&c| Some(c) != prev)
+            .collect();
+        let pool = if others.is_empty() { &choices } else { &others };
+        pool[(random as usize) % pool.len()]
+    }
+
+    #[test]
+    fn the_choice_without_lists_is_the_choice_with_them() {
+        let availables: &[&[i32]] = &[&[], &[0], &[2], &[1, 2], &[0, 3, 1], &[3, 2, 1, 0]];
+        for n in 1..=5 {
+            for available in availables {
+                if available.iter().any(|&a| a >= n) {
+                    continue;
+                }
+                for prev in std::iter::once(None).chain((0..6).map(Some)) {
+                    for random in 0..24 {
+                        assert_eq!(
+                            choose(n, available, prev, random),
+                            choose_by_lists(n, available, prev, random),
+                            "n {n}, available {available:?}, prev {prev:?}, random {random}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

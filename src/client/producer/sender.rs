@@ -271,13 +271,12 @@ impl Sender {
             Some(p) => p,
             None => match (&r.key, self.config.partitioner_ignore_keys) {
                 (Some(k), false) => partition_for_key(k, n),
-                _ => self.partitioner.partition(
+                _ => self.partitioner.partition_with(
                     &r.topic,
                     n,
-                    &topic.available_partitions(),
                     size,
                     self.config.batch_size,
-                    rand::random(),
+                    || (topic.available_partitions(), rand::random()),
                 ),
             },
         };
