@@ -27,7 +27,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -206,6 +206,9 @@ pub struct Metadata {
     refresh_lock: tokio::sync::Mutex<()>,
     retry_backoff: BackoffConfig,
     next_node: AtomicUsize,
+    /// Counts the snapshots installed: a caller that kept a topic's
+    /// metadata knows it is still current while this has not moved.
+    generation: AtomicU64,
 }
 
 impl std::fmt::Debug for Metadata {
@@ -236,6 +239,7 @@ impl Metadata {
             refresh_lock: tokio::sync::Mutex::new(()),
             retry_backoff: BackoffConfig::retry(),
             next_node: AtomicUsize::new(0),
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -253,6 +257,20 @@ impl Metadata {
     /// A copy of the current snapshot.
     pub fn cluster(&self) -> Cluster {
         self.cluster.read().clone()
+    }
+
+    /// How many snapshots were installed so far. Read it before
+    /// [`Metadata::topic`]: while it has not moved, the answer has not
+    /// either (the producer keeps the last topic it sent to on that basis).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Installs a new snapshot.
+    fn install(&self, next: Cluster) {
+        let mut cluster = self.cluster.write();
+        *cluster = next;
+        self.generation.fetch_add(1, Ordering::Release);
     }
 
     /// The cached topic, if any (no refresh).
@@ -365,7 +383,7 @@ impl Metadata {
             }
         }
         let ids: BTreeSet<i32> = next.brokers.keys().copied().collect();
-        *self.cluster.write() = next;
+        self.install(next);
         // Forget brokers that left, but keep the bootstrap entries.
         self.pool.retain(|id| id < 0 || ids.contains(&id));
         Ok(())
@@ -384,7 +402,7 @@ impl Metadata {
         let next = self.cluster.read().apply(&resp, None);
         self.stale.lock().clear();
         let ids: BTreeSet<i32> = next.brokers.keys().copied().collect();
-        *self.cluster.write() = next;
+        self.install(next);
         self.pool.retain(|id| id < 0 || ids.contains(&id));
         Ok(())
     }

@@ -32,6 +32,7 @@
 //! [`Producer::commit_transaction`].
 
 pub mod accumulator;
+mod commands;
 pub mod memory;
 pub mod partitioner;
 pub(crate) mod sender;
@@ -54,7 +55,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -65,7 +66,7 @@ use super::backoff::Backoff;
 use super::broker_connection::BrokerConnection;
 use super::config::{ConfigError, ProducerConfig};
 use super::error::ClientError;
-use super::metadata::Metadata;
+use super::metadata::{Metadata, TopicMetadata};
 use crate::eos::{
     AcknowledgementBatch, ShareAcknowledgements, ShareGroupMetadata, TopicIdPartition,
 };
@@ -338,7 +339,7 @@ impl ProducerMetrics {
 struct Inner {
     config: ProducerConfig,
     metadata: Arc<Metadata>,
-    commands: mpsc::UnboundedSender<Command>,
+    commands: commands::CommandSender<Command>,
     txn: Arc<Mutex<TransactionManager>>,
     staging: Mutex<Vec<JoinHandle<()>>>,
     coordinator: tokio::sync::Mutex<Option<Arc<BrokerConnection>>>,
@@ -347,6 +348,27 @@ struct Inner {
     /// Whether the coordinator answers DescribeTransactions for our id
     /// (cleared for good at the first refusal).
     completion_probe: AtomicBool,
+    /// The topic `send` last looked up, with the metadata generation it
+    /// was read at: most applications send to one topic at a time, and the
+    /// cache's lookup (a hash of the name under a shared read lock) was a
+    /// visible part of `send` at small records.
+    last_topic: Mutex<Option<(u64, Arc<TopicMetadata>)>>,
+}
+
+impl Inner {
+    /// The cached metadata of `name`, as [`Metadata::topic`] gives it.
+    fn topic(&self, name: &str) -> Option<Arc<TopicMetadata>> {
+        let generation = self.metadata.generation();
+        if let Some((g, t)) = &*self.last_topic.lock()
+            && *g == generation
+            && t.name == name
+        {
+            return Some(t.clone());
+        }
+        let t = self.metadata.topic(name)?;
+        *self.last_topic.lock() = Some((generation, t.clone()));
+        Some(t)
+    }
 }
 
 /// A Kafka producer. Cheap to clone (shared handle).
@@ -395,7 +417,7 @@ impl Producer {
         let txn = Arc::new(Mutex::new(TransactionManager::new(
             config.transactional_id.clone(),
         )));
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = commands::command_queue();
         let memory = Arc::new(BufferMemory::new(config.buffer_memory));
         let sender = Sender::new(
             config.clone(),
@@ -415,6 +437,7 @@ impl Producer {
                 metrics: ProducerMetrics::new(memory.clone()),
                 memory,
                 completion_probe: AtomicBool::new(true),
+                last_topic: Mutex::new(None),
             }),
         };
         if p.inner.config.enable_idempotence && p.inner.config.transactional_id.is_none() {
@@ -527,7 +550,7 @@ impl Producer {
         }
         // Only a wait reads the clock.
         let mut waited_since = None;
-        let topic = match inner.metadata.topic(&r.topic) {
+        let topic = match inner.topic(&r.topic) {
             Some(t) if t.error.is_ok() && !t.partitions.is_empty() => t,
             _ => {
                 waited_since = Some(Instant::now());

@@ -2,9 +2,9 @@
 //! [`Accumulator`], places records, builds Produce requests and handles
 //! their responses.
 //!
-//! Commands arrive in call order on an unbounded channel, so `send` never
-//! waits for the network and records of one caller keep their order. The
-//! channel is bounded in bytes by `buffer.memory`: `send` reserves a
+//! Commands arrive in call order on an unbounded queue
+//! ([`super::commands`]), so `send` never waits for the network and records
+//! of one caller keep their order. The queue is bounded in bytes by `buffer.memory`: `send` reserves a
 //! record's bytes before it enqueues it (see [`super::memory`]), and each
 //! batch gives them back when it is dropped. `send` also resolved the
 //! topic's metadata, so placing a record here never waits. The loop sleeps
@@ -45,6 +45,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::accumulator::{Accumulator, ProducerBatch, QueuedRecord, TopicPartition};
+use super::commands::CommandReceiver;
 use super::memory::BufferMemory;
 use super::partitioner::{StickyPartitioner, partition_for_key};
 use super::transaction::TransactionManager;
@@ -178,7 +179,7 @@ impl Sender {
         }
     }
 
-    pub(crate) async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
+    pub(crate) async fn run(mut self, mut commands: CommandReceiver<Command>) {
         let mut open = true;
         loop {
             self.acc.set_memory_exhausted(self.memory.waiting() > 0);
@@ -209,13 +210,10 @@ impl Sender {
                         // are still served between bursts).
                         for _ in 0..COMMAND_BURST {
                             match commands.try_recv() {
-                                Ok(c) => self.handle_command(c),
-                                Err(mpsc::error::TryRecvError::Empty) => break,
-                                Err(mpsc::error::TryRecvError::Disconnected) => {
-                                    open = false;
-                                    self.acc.drain_all(true);
-                                    break;
-                                }
+                                Some(c) => self.handle_command(c),
+                                // Empty, or the handles are gone: the next
+                                // `recv` tells.
+                                None => break,
                             }
                         }
                     }
