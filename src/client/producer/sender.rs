@@ -4,9 +4,10 @@
 //!
 //! Commands arrive in call order on an unbounded queue
 //! ([`super::commands`]), so `send` never waits for the network and records
-//! of one caller keep their order. The queue is bounded in bytes by `buffer.memory`: `send` reserves a
-//! record's bytes before it enqueues it (see [`super::memory`]), and each
-//! batch gives them back when it is dropped. `send` also resolved the
+//! of one caller keep their order. The queue is bounded in bytes by
+//! `buffer.memory`: `send` reserves a record's bytes before it enqueues it
+//! (see [`super::memory`]), and each batch gives them back when it is
+//! dropped. `send` also resolved the
 //! topic's metadata, so placing a record here never waits. The loop sleeps
 //! until a command, a response, or the next linger/backoff deadline.
 //!
