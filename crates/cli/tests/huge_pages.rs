@@ -28,18 +28,15 @@ fn start(extra: &[&str]) -> Child {
     child
 }
 
-fn thp_enabled(pid: u32) -> String {
+fn thp_enabled(pid: u32) -> bool {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("THP_enabled:"))
-        .map(|v| v.trim().to_string())
+    sharestream_protocol::alloc::huge_pages_enabled_in_status(&status)
         .expect("THP_enabled in /proc/PID/status (Linux 5.0 or later)")
 }
 
 #[test]
 fn the_broker_runs_without_transparent_huge_pages_unless_asked() {
-    for (extra, want) in [(&[][..], "0"), (&["--transparent-huge-pages"][..], "1")] {
+    for (extra, want) in [(&[][..], false), (&["--transparent-huge-pages"][..], true)] {
         let mut broker = start(extra);
         let got = thp_enabled(broker.id());
         broker.kill().expect("stop the broker");

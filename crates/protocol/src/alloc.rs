@@ -260,6 +260,16 @@ pub fn turned_huge_pages_off() -> Option<bool> {
     }
 }
 
+/// What a `/proc/PID/status` text says of that process's transparent huge
+/// pages (`THP_enabled`, Linux 5.0 and later): `Some(true)` if allowed,
+/// `Some(false)` if turned off (as the guard does), `None` without the line.
+pub fn huge_pages_enabled_in_status(status: &str) -> Option<bool> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("THP_enabled:"))
+        .map(|v| v.trim() == "1")
+}
+
 fn note_reserved(size: usize) {
     HUGE_RESERVATIONS.fetch_add(1, Ordering::Relaxed);
     LIVE_HUGE_BYTES.fetch_add(size as u64, Ordering::Relaxed);
