@@ -152,6 +152,15 @@ impl BrokerConnection {
         }
     }
 
+    /// The current connection if it is open and usable now, without
+    /// waiting: `None` while there is none, it is poisoned, or an attempt to
+    /// open one is under way. [`BrokerConnection::connection`] is the way
+    /// that opens or replaces it.
+    pub fn current(&self) -> Option<Arc<Connection>> {
+        let st = self.state.try_lock().ok()?;
+        st.current.as_ref().filter(|c| !c.is_poisoned()).cloned()
+    }
+
     /// Sends `req` on the current connection (opening one if needed).
     pub async fn send<R: ApiRequest>(&self, req: &R) -> Result<R::Response, ClientError> {
         self.connection().await?.send(req).await

@@ -655,6 +655,64 @@ impl Connection {
         self.enqueue_at(req, version, self.request_timeout).await
     }
 
+    /// [`Connection::enqueue`] if it need not wait: `Ok(None)` when every
+    /// in-flight slot is taken, or a SASL re-authentication is due or under
+    /// way, and nothing was queued. The caller then uses `enqueue`.
+    ///
+    /// A caller on a hot path (the producer's sender) queues its request
+    /// here itself instead of handing it to a task that may wait; requests
+    /// queued by `try_enqueue` and `enqueue` calls that follow one another
+    /// reach the wire in that order.
+    pub fn try_enqueue<R: ApiRequest>(
+        &self,
+        req: &R,
+    ) -> Result<Option<PendingResponse<R::Response>>, ClientError> {
+        let version = self.versions.version_for_type::<R>()?;
+        let _gate = match &self.sasl {
+            None => None,
+            Some(session) => {
+                if session.due(Instant::now()) {
+                    return Ok(None);
+                }
+                match session.gate.try_read() {
+                    Ok(guard) => Some(guard),
+                    Err(_) => return Ok(None),
+                }
+            }
+        };
+        if let Some(e) = self.shared.poison_error() {
+            return Err(e);
+        }
+        let slot = match self.shared.slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(tokio::sync::TryAcquireError::NoPermits) => return Ok(None),
+            Err(tokio::sync::TryAcquireError::Closed) => {
+                return Err(self.shared.poison_error().unwrap_or(ClientError::Closed));
+            }
+        };
+        let frame = self.encode(req, version)?;
+        let (guard, rx) =
+            self.queue_in_slot(R::API_KEY, version, frame, self.request_timeout, slot)?;
+        Ok(Some(self.pending::<R>(version, guard, rx)))
+    }
+
+    /// The [`PendingResponse`] of a request of type `R` just queued.
+    fn pending<R: ApiRequest>(
+        &self,
+        version: i16,
+        guard: AbandonGuard,
+        rx: oneshot::Receiver<Result<Bytes, ClientError>>,
+    ) -> PendingResponse<R::Response> {
+        PendingResponse {
+            shared: self.shared.clone(),
+            rx,
+            guard,
+            api_key: R::API_KEY,
+            api_version: version,
+            decode: R::decode_response,
+        }
+    }
+
     /// Like [`Connection::send`] with its own timeout (e.g. a fetch's
     /// `max_wait_ms` added to the request timeout).
     pub async fn send_with_timeout<R: ApiRequest>(
@@ -793,14 +851,7 @@ impl Connection {
     ) -> Result<PendingResponse<R::Response>, ClientError> {
         let frame = self.encode(req, version)?;
         let (guard, rx) = self.queue(R::API_KEY, version, frame, timeout).await?;
-        Ok(PendingResponse {
-            shared: self.shared.clone(),
-            rx,
-            guard,
-            api_key: R::API_KEY,
-            api_version: version,
-            decode: R::decode_response,
-        })
+        Ok(self.pending::<R>(version, guard, rx))
     }
 
     /// Waits for an in-flight slot and queues an encoded request frame.
@@ -814,6 +865,18 @@ impl Connection {
         timeout: Duration,
     ) -> Result<(AbandonGuard, oneshot::Receiver<Result<Bytes, ClientError>>), ClientError> {
         let slot = self.acquire_slot().await?;
+        self.queue_in_slot(api_key, api_version, frame, timeout, slot)
+    }
+
+    /// [`Connection::queue`] once the in-flight slot is held: never waits.
+    fn queue_in_slot(
+        &self,
+        api_key: i16,
+        api_version: i16,
+        frame: BytesMut,
+        timeout: Duration,
+        slot: OwnedSemaphorePermit,
+    ) -> Result<(AbandonGuard, oneshot::Receiver<Result<Bytes, ClientError>>), ClientError> {
         let (tx, rx) = oneshot::channel();
         // Id allocation, queue entry and writer hand-off under one lock:
         // queue order == correlation-id order == wire order.
@@ -1645,6 +1708,52 @@ mod tests {
             .map(|r| answered_topic(&r.unwrap()))
             .collect();
         assert_eq!(topics, ["a", "b", "c"]);
+    }
+
+    /// `try_enqueue` queues at once while a slot is free, queues nothing
+    /// and says so while none is, and keeps the wire order with `enqueue`
+    /// calls before it.
+    #[tokio::test(start_paused = true)]
+    async fn try_enqueue_takes_a_free_slot_or_leaves_the_request_to_the_caller() {
+        let cfg = config().with_max_in_flight_requests(2);
+        let (conn, mut peer) = connected(&cfg).await;
+        let a = conn.enqueue(&metadata_for("a")).await.expect("enqueue");
+        let b = conn
+            .try_enqueue(&metadata_for("b"))
+            .expect("no error")
+            .expect("a slot was free");
+        assert!(
+            conn.try_enqueue(&metadata_for("c"))
+                .expect("no error")
+                .is_none(),
+            "both slots are taken"
+        );
+        let ra = peer.recv().await;
+        let rb = peer.recv().await;
+        assert_eq!(
+            (ra.metadata_topic(), rb.metadata_topic()),
+            ("a".into(), "b".into())
+        );
+        assert!(rb.header.correlation_id > ra.header.correlation_id);
+        // The refused request was not queued.
+        assert!(peer.stays_silent(Duration::from_millis(100)).await);
+        peer.answer_metadata(&ra, "a").await;
+        assert_eq!(answered_topic(&a.await.unwrap()), "a");
+        let c = conn
+            .try_enqueue(&metadata_for("c"))
+            .expect("no error")
+            .expect("a slot came free");
+        let rc = peer.recv().await;
+        assert_eq!(rc.metadata_topic(), "c");
+        peer.answer_metadata(&rb, "b").await;
+        peer.answer_metadata(&rc, "c").await;
+        assert_eq!(answered_topic(&b.await.unwrap()), "b");
+        assert_eq!(answered_topic(&c.await.unwrap()), "c");
+        conn.close();
+        assert!(matches!(
+            conn.try_enqueue(&metadata_for("d")),
+            Err(ClientError::Closed)
+        ));
     }
 
     /// A dispatcher awaiting `enqueue` one request after the other, with

@@ -11,13 +11,21 @@
 //! topic's metadata, so placing a record here never waits. The loop sleeps
 //! until a command, a response, or the next linger/backoff deadline.
 //!
-//! Requests to one broker go through that broker's dispatcher task, which
-//! hands them to the connection one after the other with
-//! [`Connection::enqueue`](crate::client::connection::Connection::enqueue)
-//! (each is queued for the writer before the next is taken; the connection
-//! pipelines up to `max.in.flight.requests.per.connection`) and awaits only
-//! the responses concurrently, so batches of one partition reach the leader
-//! in sequence order.
+//! Requests to one broker reach its connection in the order the sender
+//! built them, so batches of one partition reach the leader in sequence
+//! order. The sender queues a request on the connection itself
+//! ([`Connection::try_enqueue`]) when the connection is open, has a free
+//! in-flight slot (`max.in.flight.requests.per.connection`) and no earlier
+//! request of that broker is still waiting. Otherwise the request goes to
+//! the broker's dispatcher task, which opens the connection or waits for a
+//! slot, queues the requests one after the other with
+//! [`Connection::enqueue`], and hands each pending response back. Either
+//! way the sender awaits the responses itself, in request order per
+//! broker (a [`Lane`]): a batch's completion wakes the sender directly,
+//! with no task in between (D43).
+//!
+//! [`Connection::try_enqueue`]: crate::client::connection::Connection::try_enqueue
+//! [`Connection::enqueue`]: crate::client::connection::Connection::enqueue
 //!
 //! Response handling per partition:
 //! - success (or DUPLICATE_SEQUENCE_NUMBER, a retry of a batch already
@@ -106,6 +114,23 @@ struct Job {
     batches: Vec<ProducerBatch<Delivery>>,
 }
 
+/// A request on its way: resolves when its response (or its failure) is in.
+type CompletionFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Completion> + Send>>;
+
+/// The requests of one broker, from the sender's side.
+struct Lane {
+    node: i32,
+    /// The dispatcher task, started the first time a request has to wait.
+    dispatcher: Option<mpsc::UnboundedSender<Job>>,
+    /// Requests given to the dispatcher whose pending response has not come
+    /// back yet. While any has not, later requests go the same way: they
+    /// must not reach the wire before it.
+    backlog: usize,
+    /// Requests on the wire (or failed before it), in the order they were
+    /// queued.
+    pending: FuturesOrdered<CompletionFuture>,
+}
+
 pub(crate) struct Sender {
     config: ProducerConfig,
     metadata: Arc<Metadata>,
@@ -121,9 +146,13 @@ pub(crate) struct Sender {
     /// base sequence they were sent with) -> the one to retry with.
     renumbered: HashMap<(TopicPartition, i32), i32>,
     producer: (i64, i16),
-    dispatchers: HashMap<i32, mpsc::UnboundedSender<Job>>,
-    done_tx: mpsc::UnboundedSender<Completion>,
-    done_rx: mpsc::UnboundedReceiver<Completion>,
+    /// One per broker the sender has sent to.
+    lanes: Vec<Lane>,
+    /// Where the next look for a completion starts: lanes take turns.
+    next_lane: usize,
+    /// Pending responses from the dispatchers, with their broker.
+    queued_tx: mpsc::UnboundedSender<(i32, CompletionFuture)>,
+    queued_rx: mpsc::UnboundedReceiver<(i32, CompletionFuture)>,
     flushes: Vec<oneshot::Sender<()>>,
     backoff: Backoff,
     /// Set by [`Command::Hold`]: no batch is sent until it resolves.
@@ -145,7 +174,7 @@ impl Sender {
         txn: Arc<Mutex<TransactionManager>>,
         memory: Arc<BufferMemory>,
     ) -> Self {
-        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let (queued_tx, queued_rx) = mpsc::unbounded_channel();
         let max_in_flight = if config.enable_idempotence {
             config.max_in_flight_per_partition
         } else {
@@ -171,9 +200,10 @@ impl Sender {
             in_flight_sequences: HashMap::new(),
             renumbered: HashMap::new(),
             producer: (-1, -1),
-            dispatchers: HashMap::new(),
-            done_tx,
-            done_rx,
+            lanes: Vec::new(),
+            next_lane: 0,
+            queued_tx,
+            queued_rx,
             flushes: Vec::new(),
             hold: None,
             burst_clock: None,
@@ -220,7 +250,14 @@ impl Sender {
                     }
                     None => { open = false; self.acc.drain_all(true); }
                 },
-                Some(done) = self.done_rx.recv() => self.handle_completion(done),
+                Some((node, pending)) = self.queued_rx.recv() => {
+                    let lane = self.lane(node);
+                    lane.backlog -= 1;
+                    lane.pending.push_back(pending);
+                }
+                done = std::future::poll_fn(|cx| next_completion(&mut self.lanes, &mut self.next_lane, cx)) => {
+                    self.handle_completion(done);
+                }
                 _ = hold_ended(&mut self.hold), if held => self.hold = None,
                 _ = sleep_until_opt(deadline) => {}
             }
@@ -374,13 +411,76 @@ impl Sender {
                 acks: self.config.acks,
                 batches,
             };
-            let tx = self.dispatcher(node, conn);
-            if let Err(mpsc::error::SendError(job)) = tx.send(job) {
-                self.dispatchers.remove(&node);
-                let _ = self.done_tx.send(Completion {
-                    batches: job.batches,
-                    result: Err(ClientError::Closed),
+            self.submit(node, conn, job);
+        }
+    }
+
+    /// The lane of broker `node`, created on first use.
+    fn lane(&mut self, node: i32) -> &mut Lane {
+        let i = match self.lanes.iter().position(|l| l.node == node) {
+            Some(i) => i,
+            None => {
+                self.lanes.push(Lane {
+                    node,
+                    dispatcher: None,
+                    backlog: 0,
+                    pending: FuturesOrdered::new(),
                 });
+                self.lanes.len() - 1
+            }
+        };
+        &mut self.lanes[i]
+    }
+
+    /// Puts `job` on the wire to broker `node`: here if that need not wait
+    /// and nothing of the broker is ahead of it, else through the broker's
+    /// dispatcher.
+    fn submit(&mut self, node: i32, conn: Arc<BrokerConnection>, job: Job) {
+        let queued_tx = self.queued_tx.clone();
+        let lane = self.lane(node);
+        if lane.backlog == 0
+            && job.acks != Acks::None
+            && let Some(c) = conn.current()
+        {
+            match c.try_enqueue(&job.req) {
+                Ok(Some(response)) => {
+                    let batches = job.batches;
+                    lane.pending.push_back(Box::pin(async move {
+                        Completion {
+                            batches,
+                            result: response.await.map(Some),
+                        }
+                    }));
+                    return;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    lane.pending
+                        .push_back(Box::pin(std::future::ready(Completion {
+                            batches: job.batches,
+                            result: Err(e),
+                        })));
+                    return;
+                }
+            }
+        }
+        let tx = match &lane.dispatcher {
+            Some(tx) if !tx.is_closed() => tx.clone(),
+            _ => {
+                let tx = spawn_dispatcher(node, conn, queued_tx);
+                lane.dispatcher = Some(tx.clone());
+                tx
+            }
+        };
+        match tx.send(job) {
+            Ok(()) => lane.backlog += 1,
+            Err(mpsc::error::SendError(job)) => {
+                lane.dispatcher = None;
+                lane.pending
+                    .push_back(Box::pin(std::future::ready(Completion {
+                        batches: job.batches,
+                        result: Err(ClientError::Closed),
+                    })));
             }
         }
     }
@@ -436,36 +536,6 @@ impl Sender {
             .with_acks(self.config.acks.wire())
             .with_timeout_ms(self.config.connection.request_timeout.as_millis() as i32)
             .with_topic_data(topics))
-    }
-
-    fn dispatcher(&mut self, node: i32, conn: Arc<BrokerConnection>) -> mpsc::UnboundedSender<Job> {
-        if let Some(tx) = self.dispatchers.get(&node)
-            && !tx.is_closed()
-        {
-            return tx.clone();
-        }
-        let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
-        let done = self.done_tx.clone();
-        tokio::spawn(async move {
-            type Fut = std::pin::Pin<Box<dyn std::future::Future<Output = Completion> + Send>>;
-            let mut pending: FuturesOrdered<Fut> = FuturesOrdered::new();
-            loop {
-                tokio::select! {
-                    job = rx.recv() => {
-                        let Some(job) = job else { break };
-                        pending.push_back(enqueue_job(&conn, job).await);
-                    }
-                    Some(c) = pending.next(), if !pending.is_empty() => {
-                        if done.send(c).is_err() { break; }
-                    }
-                }
-            }
-            while let Some(c) = pending.next().await {
-                let _ = done.send(c);
-            }
-        });
-        self.dispatchers.insert(node, tx.clone());
-        tx
     }
 
     fn handle_completion(&mut self, mut done: Completion) {
@@ -642,6 +712,44 @@ impl Sender {
     }
 }
 
+/// Starts the dispatcher of broker `node`: it takes the jobs that could not
+/// be queued on the connection at once, one after the other, and sends each
+/// one's pending response back to the sender, in job order.
+fn spawn_dispatcher(
+    node: i32,
+    conn: Arc<BrokerConnection>,
+    queued: mpsc::UnboundedSender<(i32, CompletionFuture)>,
+) -> mpsc::UnboundedSender<Job> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
+    tokio::spawn(async move {
+        while let Some(job) = rx.recv().await {
+            let pending = enqueue_job(&conn, job).await;
+            if queued.send((node, pending)).is_err() {
+                break;
+            }
+        }
+    });
+    tx
+}
+
+/// The next completion of any lane, in request order within each lane; the
+/// lanes take turns being looked at first.
+fn next_completion(
+    lanes: &mut [Lane],
+    next: &mut usize,
+    cx: &mut std::task::Context<'_>,
+) -> std::task::Poll<Completion> {
+    let n = lanes.len();
+    for k in 0..n {
+        let i = (*next + k) % n;
+        if let std::task::Poll::Ready(Some(done)) = lanes[i].pending.poll_next_unpin(cx) {
+            *next = (i + 1) % n;
+            return std::task::Poll::Ready(done);
+        }
+    }
+    std::task::Poll::Pending
+}
+
 /// Hands a job's request to the broker's connection and returns the future
 /// of its completion.
 ///
@@ -652,18 +760,14 @@ impl Sender {
 /// responses are awaited concurrently. (Polling whole `send` futures
 /// concurrently let a later request grab a freed in-flight slot first, and
 /// the broker refused the earlier batch with OUT_OF_ORDER_SEQUENCE_NUMBER.)
-async fn enqueue_job(
-    conn: &BrokerConnection,
-    job: Job,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = Completion> + Send>> {
+async fn enqueue_job(conn: &BrokerConnection, job: Job) -> CompletionFuture {
     let Job { req, acks, batches } = job;
-    let failed =
-        |batches, e| -> std::pin::Pin<Box<dyn std::future::Future<Output = Completion> + Send>> {
-            Box::pin(std::future::ready(Completion {
-                batches,
-                result: Err(e),
-            }))
-        };
+    let failed = |batches, e| -> CompletionFuture {
+        Box::pin(std::future::ready(Completion {
+            batches,
+            result: Err(e),
+        }))
+    };
     let c = match conn.connection().await {
         Ok(c) => c,
         Err(e) => return failed(batches, e),

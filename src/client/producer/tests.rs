@@ -276,6 +276,13 @@ async fn serve(io: tokio::io::DuplexStream, script: Arc<Mutex<Script>>) {
 }
 
 fn scripted_metadata(script: Arc<Mutex<Script>>) -> Arc<Metadata> {
+    scripted_metadata_with(script, ConnectionConfig::default())
+}
+
+fn scripted_metadata_with(
+    script: Arc<Mutex<Script>>,
+    connection: ConnectionConfig,
+) -> Arc<Metadata> {
     let factory: ConnectorFactory = Arc::new(move |_node, _addr| {
         let script = script.clone();
         let c: Connector = Arc::new(move |config: &ConnectionConfig| {
@@ -289,7 +296,7 @@ fn scripted_metadata(script: Arc<Mutex<Script>>) -> Arc<Metadata> {
         });
         c
     });
-    let pool = BrokerPool::with_connector_factory(ConnectionConfig::default(), factory);
+    let pool = BrokerPool::with_connector_factory(connection, factory);
     Arc::new(
         Metadata::with_pool(vec!["scripted:1".into()], pool).with_retry_backoff(
             crate::client::backoff::BackoffConfig {
@@ -784,6 +791,56 @@ async fn the_first_batch_of_a_partition_goes_alone() {
             "pid=42 seq=0 n=1 txn=false",
             "pid=42 seq=1 n=1 txn=false"
         ]
+    );
+}
+
+/// The sender queues a request on the connection itself while a slot is
+/// free, and through the broker's dispatcher once none is. With two slots
+/// on the connection and five batches allowed in flight per partition, the
+/// requests take both ways in turn; the broker, which checks sequences as
+/// Kafka does, must see every batch once and in order.
+#[tokio::test(start_paused = true)]
+async fn batches_keep_their_order_when_the_connection_runs_out_of_slots() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let script = Arc::new(Mutex::new(Script {
+        hold_produce: Some(gate.clone()),
+        kafka_sequences: true,
+        ..Script::default()
+    }));
+    let connection = ConnectionConfig::default().with_max_in_flight_requests(2);
+    let p = Producer::with_metadata(
+        config(None),
+        scripted_metadata_with(script.clone(), connection),
+    )
+    .await
+    .unwrap();
+    let first = p.send(sized(10_000)).await;
+    gate.add_permits(1);
+    assert_eq!(first.await.unwrap().offset, 0);
+    const N: usize = 12;
+    let mut futures = Vec::new();
+    for _ in 0..N {
+        futures.push(p.send(sized(10_000)).await);
+    }
+    // Let the requests pile up behind the two slots, then free the broker
+    // a few answers at a time.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for _ in 0..N {
+        gate.add_permits(1);
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    let mut offsets = Vec::new();
+    for f in futures {
+        offsets.push(f.await.expect("delivered").offset);
+    }
+    assert_eq!(offsets, (1..=N as i64).collect::<Vec<_>>(), "in order");
+    let expected: Vec<String> = (0..=N)
+        .map(|seq| format!("pid=42 seq={seq} n=1 txn=false"))
+        .collect();
+    assert_eq!(
+        log_of(&script, 0),
+        expected,
+        "each batch once, in sequence order"
     );
 }
 
