@@ -26,11 +26,16 @@
 //! (the default, so an acknowledged write survives a machine crash), on
 //! [`PartitionLog::flush_if_due`] calls driven by the broker's timer, or
 //! never (the OS decides; a process crash loses nothing, a machine crash
-//! may). Rolled segments are always flushed at roll, and a producer
-//! snapshot is written then. [`PartitionLog::close`] flushes, snapshots the
-//! producer state at the log end and leaves a clean-shutdown marker.
+//! may). Rolled segments are always flushed, and a producer snapshot is
+//! written at the roll. Under an fsync per batch the roll flushes the old
+//! segment before it goes on; otherwise a thread of its own does, and the
+//! recovery point ([`RECOVERY_POINT_FILE`]) names the first segment not
+//! known durable until it is done, so the append that rolls does not wait
+//! for a segment's dirty pages. [`PartitionLog::close`] flushes, snapshots
+//! the producer state at the log end and leaves a clean-shutdown marker.
 //!
-//! Opening after an unclean shutdown verifies the active segment batch by
+//! Opening after an unclean shutdown verifies the active segment, and
+//! every segment from the recovery point on, batch by
 //! batch (framing, magic, CRC-32C, increasing offsets), cuts the log at the
 //! first bad batch (a torn write or corruption) and rebuilds its index. Any
 //! segment whose index is missing or inconsistent is verified the same way;
@@ -104,7 +109,7 @@ pub use cleaner::{CleanOutcome, CleanerConfig};
 pub use control::{ControlType, EndTxnMarker, parse_end_txn_marker};
 pub use partition::{
     AppendInfo, AppendOptions, CLEAN_SHUTDOWN_FILE, CLEANER_CHECKPOINT_FILE, LOG_START_OFFSET_FILE,
-    PartitionLog, RecoveryReport, RetentionOutcome, TimestampOffset,
+    PartitionLog, RECOVERY_POINT_FILE, RecoveryReport, RetentionOutcome, TimestampOffset,
 };
 pub use producer_state::{
     AbortedTxn, BatchMetadata, CompletedTxn, ProducerEntry, ProducerStateError,

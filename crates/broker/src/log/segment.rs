@@ -569,6 +569,18 @@ impl Segment {
         Ok(())
     }
 
+    /// Second handles on the log and index files, so that another thread
+    /// can make them durable (empty in memory).
+    pub(crate) fn file_handles(&self) -> io::Result<Vec<std::fs::File>> {
+        let mut files = Vec::new();
+        for store in std::iter::once(&self.log).chain(self.index.as_ref()) {
+            if let Some(f) = store.file_handle() {
+                files.push(f?);
+            }
+        }
+        Ok(files)
+    }
+
     /// Makes the log and index durable.
     pub(crate) fn flush(&self) -> io::Result<()> {
         self.log.sync()?;

@@ -192,6 +192,15 @@ impl Store {
         }
     }
 
+    /// A second handle on the file, for a flush on another thread; `None`
+    /// in memory.
+    pub(crate) fn file_handle(&self) -> Option<io::Result<File>> {
+        match self {
+            Store::File { file, .. } => Some(file.try_clone()),
+            Store::Memory(_) => None,
+        }
+    }
+
     /// Makes written data durable (`fdatasync`); a no-op in memory.
     pub(crate) fn sync(&self) -> io::Result<()> {
         match self {

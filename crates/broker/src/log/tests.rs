@@ -976,3 +976,97 @@ fn append_may_sync_only_for_every_batch_fsync_or_a_roll() {
     append1(&mut mem, plain(3, 1_000)).unwrap();
     assert!(!mem.append_may_sync(1_000));
 }
+
+fn never_fsync(segment_bytes: u64) -> LogConfig {
+    LogConfig {
+        fsync: FsyncPolicy::Never,
+        ..config(segment_bytes, 100)
+    }
+}
+
+fn recovery_point(dir: &Path) -> Option<i64> {
+    fs::read(dir.join(RECOVERY_POINT_FILE))
+        .ok()
+        .map(|b| i64::from_be_bytes(b.try_into().unwrap()))
+}
+
+/// Without an fsync per batch, a rolled segment is flushed on a thread of
+/// its own. The recovery point stays at it until that flush is done, and
+/// moves past it after; `flush` waits for it.
+#[test]
+fn a_rolled_segment_is_flushed_in_the_background_behind_the_recovery_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), never_fsync(1_000)).unwrap();
+    assert_eq!(recovery_point(dir.path()), None, "nothing rolled yet");
+    while log.segment_base_offsets().len() < 2 {
+        append1(&mut log, plain(2, 0)).unwrap();
+    }
+    let second = log.segment_base_offsets()[1];
+    // At the roll the first segment is not known durable yet; its flush may
+    // be done by now, and then the point is past it.
+    let rp = recovery_point(dir.path()).expect("written at the first roll");
+    assert!(rp == 0 || rp == second, "recovery point {rp}");
+    log.flush().unwrap();
+    assert_eq!(recovery_point(dir.path()), Some(second));
+    while log.segment_base_offsets().len() < 4 {
+        append1(&mut log, plain(2, 0)).unwrap();
+    }
+    log.flush().unwrap();
+    let bases = log.segment_base_offsets();
+    assert_eq!(recovery_point(dir.path()), Some(bases[3]));
+    // Dropped without close: an unclean open verifies the active segment
+    // only, every rolled one being behind the recovery point.
+    let end = log.log_end_offset();
+    drop(log);
+    let log = PartitionLog::open(dir.path(), never_fsync(1_000)).unwrap();
+    assert_eq!(log.recovery_report().recovered_segments, 1);
+    assert_eq!(log.log_end_offset(), end);
+}
+
+/// A crash before the flush of a rolled segment finished: the recovery
+/// point still names it, so the unclean open verifies it and what follows,
+/// and cuts a torn tail there (the later segments go, as offsets must stay
+/// contiguous). Then the point moves to the active segment.
+#[test]
+fn an_unclean_open_verifies_every_segment_from_the_recovery_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), never_fsync(1_000)).unwrap();
+    while log.segment_base_offsets().len() < 3 {
+        append1(&mut log, plain(2, 0)).unwrap();
+    }
+    log.flush().unwrap();
+    let bases = log.segment_base_offsets();
+    drop(log);
+    // As if the flush of the second segment had not happened: the point
+    // goes back to it, and a page of its last batch never reached the disk
+    // (zeros where its last bytes were; the length and index still agree,
+    // so only the CRC tells).
+    write_atomic(
+        &dir.path().join(RECOVERY_POINT_FILE),
+        &bases[1].to_be_bytes(),
+    )
+    .unwrap();
+    let second = dir.path().join(format!("{:020}.log", bases[1]));
+    let len = fs::metadata(&second).unwrap().len();
+    {
+        use std::os::unix::fs::FileExt;
+        let f = OpenOptions::new().write(true).open(&second).unwrap();
+        f.write_all_at(&[0u8; 10], len - 10).unwrap();
+    }
+    let mut log = PartitionLog::open(dir.path(), never_fsync(1_000)).unwrap();
+    let report = log.recovery_report().clone();
+    assert!(!report.clean_shutdown);
+    assert_eq!(
+        report.recovered_segments, 1,
+        "the second, cut: the third deleted"
+    );
+    assert!(report.truncated_bytes > 0);
+    assert_eq!(report.deleted_segments, 1);
+    assert_eq!(log.segment_base_offsets(), bases[..2].to_vec());
+    assert_eq!(recovery_point(dir.path()), Some(bases[1]));
+    // The log goes on from its recovered end.
+    let end = log.log_end_offset();
+    assert!(end < bases[2]);
+    assert_eq!(append1(&mut log, plain(2, 0)).unwrap().base_offset, end);
+    assert_eq!(read_all(&log, 0).last().unwrap().last_offset(), end + 1);
+}
