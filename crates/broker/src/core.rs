@@ -767,9 +767,21 @@ impl BrokerCore {
     /// Runs interval flushes that are due (FsyncPolicy::Interval).
     pub fn flush_due(&self, now: std::time::Instant) {
         for ((id, p), log) in self.all_partitions() {
-            if let Err(e) = log.lock().flush_if_due(now) {
-                tracing::error!(topic_id = %id, partition = p, error = %e, "interval flush failed");
-            }
+            // The fsync runs without the log's lock: appends to the
+            // partition do not wait for it.
+            let due = log.lock().take_due_flush(now);
+            let failed = match due {
+                Ok(None) => continue,
+                Ok(Some(flush)) => match flush.run() {
+                    Ok(()) => continue,
+                    Err(e) => {
+                        log.lock().due_flush_failed();
+                        e.to_string()
+                    }
+                },
+                Err(e) => e.to_string(),
+            };
+            tracing::error!(topic_id = %id, partition = p, error = %failed, "interval flush failed");
         }
     }
 }

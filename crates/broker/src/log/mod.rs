@@ -24,7 +24,8 @@
 //!
 //! [`FsyncPolicy`] decides when appended data is fsynced: after every append
 //! (the default, so an acknowledged write survives a machine crash), on
-//! [`PartitionLog::flush_if_due`] calls driven by the broker's timer, or
+//! [`PartitionLog::flush_if_due`] calls driven by the broker's timer (whose
+//! fsync can run without the log's lock, [`PartitionLog::take_due_flush`]), or
 //! never (the OS decides; a process crash loses nothing, a machine crash
 //! may). Rolled segments are always flushed, and a producer snapshot is
 //! written at the roll. Under an fsync per batch the roll flushes the old
@@ -108,8 +109,9 @@ use std::time::Duration;
 pub use cleaner::{CleanOutcome, CleanerConfig};
 pub use control::{ControlType, EndTxnMarker, parse_end_txn_marker};
 pub use partition::{
-    AppendInfo, AppendOptions, CLEAN_SHUTDOWN_FILE, CLEANER_CHECKPOINT_FILE, LOG_START_OFFSET_FILE,
-    PartitionLog, RECOVERY_POINT_FILE, RecoveryReport, RetentionOutcome, TimestampOffset,
+    AppendInfo, AppendOptions, CLEAN_SHUTDOWN_FILE, CLEANER_CHECKPOINT_FILE, DueFlush,
+    LOG_START_OFFSET_FILE, PartitionLog, RECOVERY_POINT_FILE, RecoveryReport, RetentionOutcome,
+    TimestampOffset,
 };
 pub use producer_state::{
     AbortedTxn, BatchMetadata, CompletedTxn, ProducerEntry, ProducerStateError,

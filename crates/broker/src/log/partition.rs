@@ -44,6 +44,24 @@ pub const RECOVERY_POINT_FILE: &str = "recovery-point";
 /// Producer-state snapshots kept in the directory.
 const SNAPSHOTS_KEPT: usize = 2;
 
+/// The fsync an interval flush owes ([`PartitionLog::take_due_flush`]),
+/// to run without the log's lock.
+#[derive(Debug)]
+pub struct DueFlush {
+    files: Vec<fs::File>,
+}
+
+impl DueFlush {
+    /// fsyncs the active segment's log and index as they were when the
+    /// flush was taken, and whatever was appended since.
+    pub fn run(self) -> io::Result<()> {
+        for f in &self.files {
+            f.sync_data()?;
+        }
+        Ok(())
+    }
+}
+
 /// The flush of a rolled segment, running on a thread of its own so that
 /// the append that rolled does not wait for it.
 #[derive(Debug)]
@@ -1004,20 +1022,46 @@ impl PartitionLog {
     /// first call with unflushed data flushes). Returns whether it
     /// flushed. Other policies never flush here.
     pub fn flush_if_due(&mut self, now: Instant) -> Result<bool, LogError> {
-        let FsyncPolicy::Interval(interval) = self.config.fsync else {
+        let Some(due) = self.take_due_flush(now)? else {
             return Ok(false);
         };
+        if let Err(e) = due.run() {
+            self.due_flush_failed();
+            return Err(io_err("flushing the active segment")(e));
+        }
+        Ok(true)
+    }
+
+    /// [`Self::flush_if_due`] in two steps, so that the fsync runs without
+    /// the log's lock and appends go on meanwhile: if a flush is due, the
+    /// log counts its data as flushed and hands over the fsync to run. If
+    /// that fails, the caller reports it with [`Self::due_flush_failed`].
+    pub fn take_due_flush(&mut self, now: Instant) -> Result<Option<DueFlush>, LogError> {
+        let FsyncPolicy::Interval(interval) = self.config.fsync else {
+            return Ok(None);
+        };
         if !self.unflushed {
-            return Ok(false);
+            return Ok(None);
         }
         let due = self
             .last_flush
             .is_none_or(|t| now.saturating_duration_since(t) >= interval);
-        if due {
-            self.flush()?;
-            self.last_flush = Some(now);
+        if !due {
+            return Ok(None);
         }
-        Ok(due)
+        let files = self
+            .active()
+            .file_handles()
+            .map_err(io_err("opening the active segment for its flush"))?;
+        self.unflushed = false;
+        self.last_flush = Some(now);
+        Ok(Some(DueFlush { files }))
+    }
+
+    /// The fsync of a [`DueFlush`] failed: the data counts as unflushed
+    /// again, so the next due flush tries again.
+    pub fn due_flush_failed(&mut self) {
+        self.unflushed = true;
     }
 
     /// When [`Self::flush_if_due`] should next be called to flush (None if

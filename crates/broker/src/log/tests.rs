@@ -1070,3 +1070,33 @@ fn an_unclean_open_verifies_every_segment_from_the_recovery_point() {
     assert_eq!(append1(&mut log, plain(2, 0)).unwrap().base_offset, end);
     assert_eq!(read_all(&log, 0).last().unwrap().last_offset(), end + 1);
 }
+
+/// An interval flush taken out of the log: the log counts its data as
+/// flushed and takes appends while the fsync runs elsewhere; a failed
+/// fsync makes the data unflushed and the flush due again.
+#[test]
+fn an_interval_flush_runs_outside_the_log_and_a_failure_makes_it_due_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let interval = Duration::from_secs(10);
+    let cfg = LogConfig {
+        fsync: FsyncPolicy::Interval(interval),
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), cfg).unwrap();
+    let t0 = Instant::now();
+    assert!(log.take_due_flush(t0).unwrap().is_none(), "nothing written");
+    append1(&mut log, plain(1, 0)).unwrap();
+    let due = log.take_due_flush(t0).unwrap().expect("due");
+    assert!(!log.has_unflushed_data());
+    assert!(log.take_due_flush(t0).unwrap().is_none(), "taken once");
+    // Appends go on while the fsync runs.
+    append1(&mut log, plain(1, 0)).unwrap();
+    due.run().unwrap();
+    assert!(log.has_unflushed_data(), "the later append is still owed");
+    assert!(log.take_due_flush(t0 + interval / 2).unwrap().is_none());
+    let due = log.take_due_flush(t0 + interval).unwrap().expect("due");
+    drop(due);
+    log.due_flush_failed();
+    assert!(log.has_unflushed_data());
+    assert_eq!(log.next_flush_due(t0 + interval), Some(t0 + 2 * interval));
+}
