@@ -44,15 +44,16 @@ pub const RECOVERY_POINT_FILE: &str = "recovery-point";
 /// Producer-state snapshots kept in the directory.
 const SNAPSHOTS_KEPT: usize = 2;
 
-/// The fsync an interval flush owes ([`PartitionLog::take_due_flush`]),
-/// to run without the log's lock.
+/// An fsync of segment files handed out of the log, to run without its
+/// lock: what an interval flush owes ([`PartitionLog::take_due_flush`]),
+/// or a rolled segment's flush on its own thread.
 #[derive(Debug)]
 pub struct DueFlush {
     files: Vec<fs::File>,
 }
 
 impl DueFlush {
-    /// fsyncs the active segment's log and index as they were when the
+    /// fsyncs the segment's log and index: what was written when the
     /// flush was taken, and whatever was appended since.
     pub fn run(self) -> io::Result<()> {
         for f in &self.files {
@@ -322,13 +323,13 @@ impl PartitionLog {
         // Every segment before the active one is verified now; make them
         // durable before the recovery point says so.
         let active_base = log.active().base_offset;
-        if log.recovery_point.is_some_and(|rp| rp < active_base) {
+        if let Some(rp) = log.recovery_point
+            && rp < active_base
+        {
             let n = log.segments.len();
-            for seg in &log.segments[..n - 1] {
-                if seg.base_offset >= log.recovery_point.unwrap_or(i64::MAX) {
-                    seg.flush()
-                        .map_err(io_err("flushing a recovered segment"))?;
-                }
+            for seg in log.segments[..n - 1].iter().filter(|s| s.base_offset >= rp) {
+                seg.flush()
+                    .map_err(io_err("flushing a recovered segment"))?;
             }
             write_recovery_point(&dir, active_base)
                 .map_err(io_err("writing the recovery point"))?;
@@ -913,44 +914,40 @@ impl PartitionLog {
     /// most one such flush runs: the next roll waits for the last.
     fn roll(&mut self) -> Result<(), LogError> {
         let leo = self.log_end_offset();
-        let Some(dir) = self.dir.clone() else {
-            let seg = Segment::create(None, leo, self.config.index_interval_bytes)
-                .map_err(io_err("creating a segment"))?;
-            self.segments.push(seg);
-            return Ok(());
-        };
-        let background = self.config.fsync != FsyncPolicy::EveryBatch;
+        // The rolled segment's flush, when it runs in the background.
         let mut rolled = None;
-        if background {
-            self.finish_rolled_flush()?;
-            let old_base = self.active().base_offset;
-            if self.recovery_point != Some(old_base) {
-                write_recovery_point(&dir, old_base)
-                    .map_err(io_err("writing the recovery point"))?;
-                self.recovery_point = Some(old_base);
-            }
-            rolled = Some(
+        if let Some(dir) = self.dir.clone() {
+            if self.config.fsync == FsyncPolicy::EveryBatch {
                 self.active()
+                    .flush()
+                    .map_err(io_err("flushing a rolled segment"))?;
+            } else {
+                self.finish_rolled_flush()?;
+                let old_base = self.active().base_offset;
+                if self.recovery_point != Some(old_base) {
+                    write_recovery_point(&dir, old_base)
+                        .map_err(io_err("writing the recovery point"))?;
+                    self.recovery_point = Some(old_base);
+                }
+                let files = self
+                    .active()
                     .file_handles()
-                    .map_err(io_err("opening a rolled segment for its flush"))?,
-            );
-        } else {
-            self.active()
-                .flush()
-                .map_err(io_err("flushing a rolled segment"))?;
+                    .map_err(io_err("opening a rolled segment for its flush"))?;
+                rolled = Some((dir, DueFlush { files }));
+            }
         }
-        let seg = Segment::create(Some(&dir), leo, self.config.index_interval_bytes)
+        let seg = Segment::create(self.dir.as_deref(), leo, self.config.index_interval_bytes)
             .map_err(io_err("creating a segment"))?;
         self.segments.push(seg);
-        sync_dir(&dir).map_err(io_err("syncing the partition directory"))?;
-        self.write_snapshot(leo)?;
-        if let Some(files) = rolled {
+        if let Some(dir) = &self.dir {
+            sync_dir(dir).map_err(io_err("syncing the partition directory"))?;
+            self.write_snapshot(leo)?;
+        }
+        if let Some((dir, flush)) = rolled {
             let handle = std::thread::Builder::new()
                 .name("segment-flush".into())
                 .spawn(move || {
-                    for f in &files {
-                        f.sync_data()?;
-                    }
+                    flush.run()?;
                     write_recovery_point(&dir, leo)
                 })
                 .map_err(io_err("starting the flush of a rolled segment"))?;
