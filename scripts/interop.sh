@@ -69,7 +69,9 @@ export SHARESTREAM_INTEROP_LOG4J="${root}/scripts/kafka/log4j2.properties"
 export KAFKA_LOG_LEVEL="${KAFKA_LOG_LEVEL:-WARN}"
 [[ -z "$py" ]] || export SHARESTREAM_INTEROP_PYTHON="$py"
 if command -v kcat >/dev/null; then export SHARESTREAM_INTEROP_KCAT="$(command -v kcat)"; fi
-export RUST_LOG="${RUST_LOG:-info}"
+# The embedded broker logs a line per request at debug level (docs/INTEROP.md),
+# to target/interop/embedded-broker.log: what a failed row needs to be read.
+export RUST_LOG="${RUST_LOG:-info,sharestream_broker=debug}"
 
 rm -f target/interop/matrix-*.json
 # The same features as scripts/test.sh, so that CI reuses the test build
@@ -79,7 +81,14 @@ rm -f target/interop/matrix-*.json
 features="--features failpoints"
 status=0
 echo "==> interop: real clients against the embedded broker"
-cargo test $features --test suite -- --include-ignored --nocapture interop_embedded:: || status=1
+if ! cargo test $features --test suite -- --include-ignored --nocapture interop_embedded::; then
+  status=1
+  log=target/interop/embedded-broker.log
+  if [[ -f "$log" ]]; then
+    echo "--- the embedded broker's refusals, warnings and errors (last 40; all in $log)"
+    grep -E "refused| WARN | ERROR " "$log" | tail -40 || true
+  fi
+fi
 echo "==> interop: byte equality with kafka-clients' codecs"
 golden_skip=(--skip capture_golden_frames)
 [[ -z "${SHARESTREAM_CAPTURE_GOLDEN:-}" ]] || golden_skip=()

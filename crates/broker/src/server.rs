@@ -359,6 +359,7 @@ struct ConnectionClosed {
 
 impl Drop for ConnectionClosed {
     fn drop(&mut self) {
+        debug!(connection = self.connection_id, "connection closed");
         self.core
             .shares()
             .connection_closed(self.connection_id, self.core.now_ms());
@@ -387,6 +388,7 @@ async fn serve_connection<S>(
         core: core.clone(),
         connection_id: session.connection_id(),
     };
+    debug!(connection = session.connection_id(), %peer, "connection opened");
     let mut decoder = FrameDecoder::new(core.config().max_frame_size);
     let mut out = BytesMut::with_capacity(64 * 1024);
     loop {
@@ -483,6 +485,7 @@ async fn process_frame(
     );
     let started = Instant::now();
     let key = header.api_key;
+    let logged = span.clone();
     let res = if key == SASL_HANDSHAKE_KEY || key == SASL_AUTHENTICATE_KEY {
         let advertised = handlers::advertised_versions(core, key);
         if !advertised.is_some_and(|v| v.contains(header.api_version)) {
@@ -508,9 +511,16 @@ async fn process_frame(
             .instrument(span)
             .await
     };
+    let elapsed_us = started.elapsed().as_micros() as u64;
+    debug!(
+        parent: &logged,
+        connection = session.connection_id(),
+        elapsed_us,
+        ok = res.is_ok(),
+        "request served"
+    );
     if res.is_ok() {
-        core.metrics()
-            .record_request(key, started.elapsed().as_micros() as u64);
+        core.metrics().record_request(key, elapsed_us);
     } else {
         core.metrics().record_error(key);
     }

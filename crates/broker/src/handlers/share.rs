@@ -51,6 +51,7 @@ use kafka_protocol::messages::share_group_describe_response as describe;
 use kafka_protocol::messages::share_group_heartbeat_response as heartbeat;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use tracing::debug;
 use uuid::Uuid;
 
 use super::RequestContext;
@@ -137,6 +138,14 @@ pub(crate) async fn share_group_heartbeat(
     if let Err(code) = durable.wait().await {
         return resp.with_error_code(code.0);
     }
+    debug!(
+        connection = ctx.connection_id,
+        group = %hb.group_id,
+        member = %hb.member_id,
+        member_epoch = hb.member_epoch,
+        outcome = ?out.as_ref().map(|o| o.member_epoch).map_err(|e| e.code),
+        "ShareGroupHeartbeat"
+    );
     match out {
         Ok(o) => resp
             .with_member_id(Some(s(o.member_id)))
@@ -498,6 +507,17 @@ pub(crate) async fn share_fetch(
     full: ShareFetchV2Request,
 ) -> ShareFetchResponse {
     let mut waits = Waits::default();
+    let summary = RequestSummary::new(
+        full.request.group_id.as_ref().map(|g| g.0.as_str()),
+        full.request.member_id.as_ref().map(|m| m.as_str()),
+        full.request.share_session_epoch,
+        full.request.topics.iter().flat_map(|t| {
+            t.partitions
+                .iter()
+                .flat_map(|p| p.acknowledgement_batches.iter())
+                .map(|b| (b.first_offset, b.last_offset))
+        }),
+    );
     let mut resp = share_fetch_unsettled(core, ctx, full, &mut waits).await;
     let (failed_acks, failed_acquisitions) = waits.settle().await;
     for t in &mut resp.responses {
@@ -515,7 +535,52 @@ pub(crate) async fn share_fetch(
             }
         }
     }
+    let partitions = resp.responses.iter().flat_map(|t| t.partitions.iter());
+    debug!(
+        connection = ctx.connection_id,
+        group = summary.group,
+        member = summary.member,
+        session_epoch = summary.session_epoch,
+        acknowledged = summary.acknowledged,
+        error = resp.error_code,
+        acknowledge_errors = ?partitions
+            .clone()
+            .map(|p| p.acknowledge_error_code)
+            .filter(|c| *c != 0)
+            .collect::<Vec<_>>(),
+        acquired = partitions
+            .flat_map(|p| p.acquired_records.iter())
+            .map(|r| r.last_offset - r.first_offset + 1)
+            .sum::<i64>(),
+        "ShareFetch"
+    );
     resp
+}
+
+/// What a share request's log line says about the request, taken before the
+/// request is consumed.
+struct RequestSummary {
+    group: String,
+    member: String,
+    session_epoch: i32,
+    /// Offsets the request acknowledges (any type), summed over its batches.
+    acknowledged: i64,
+}
+
+impl RequestSummary {
+    fn new(
+        group: Option<&str>,
+        member: Option<&str>,
+        session_epoch: i32,
+        batches: impl Iterator<Item = (i64, i64)>,
+    ) -> Self {
+        RequestSummary {
+            group: group.unwrap_or("").to_owned(),
+            member: member.unwrap_or("").to_owned(),
+            session_epoch,
+            acknowledged: batches.map(|(first, last)| last - first + 1).sum(),
+        }
+    }
 }
 
 /// ShareFetch up to the durability of what it did, which `waits` collects.
@@ -775,6 +840,43 @@ async fn share_fetch_unsettled(
 // ----- ShareAcknowledge ------------------------------------------------------------
 
 pub(crate) async fn share_acknowledge(
+    core: &BrokerCore,
+    ctx: &RequestContext,
+    full: ShareAcknowledgeV2Request,
+) -> ShareAcknowledgeV2Response {
+    let summary = RequestSummary::new(
+        full.request.group_id.as_ref().map(|g| g.0.as_str()),
+        full.request.member_id.as_ref().map(|m| m.as_str()),
+        full.request.share_session_epoch,
+        full.request.topics.iter().flat_map(|t| {
+            t.partitions
+                .iter()
+                .flat_map(|p| p.acknowledgement_batches.iter())
+                .map(|b| (b.first_offset, b.last_offset))
+        }),
+    );
+    let resp = share_acknowledge_unlogged(core, ctx, full).await;
+    debug!(
+        connection = ctx.connection_id,
+        group = summary.group,
+        member = summary.member,
+        session_epoch = summary.session_epoch,
+        acknowledged = summary.acknowledged,
+        error = resp.response.error_code,
+        acknowledge_errors = ?resp
+            .response
+            .responses
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| p.error_code)
+            .filter(|c| *c != 0)
+            .collect::<Vec<_>>(),
+        "ShareAcknowledge"
+    );
+    resp
+}
+
+async fn share_acknowledge_unlogged(
     core: &BrokerCore,
     ctx: &RequestContext,
     full: ShareAcknowledgeV2Request,

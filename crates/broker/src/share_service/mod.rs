@@ -55,6 +55,7 @@ use std::path::{Path, PathBuf};
 
 use parking_lot::Mutex;
 use tokio::sync::watch;
+use tracing::debug;
 use uuid::Uuid;
 
 use super::group::{
@@ -486,7 +487,17 @@ impl ShareService {
         };
         let effects = match entry.sp.acknowledge(member_id, batches, now_ms) {
             Ok(e) => e,
-            Err(e) => return Pending::new(Err(e.error_code()), Durable::default()),
+            Err(e) => {
+                debug!(
+                    group = group_id,
+                    member = member_id,
+                    %topic_id,
+                    partition,
+                    error = %e,
+                    "acknowledgement refused"
+                );
+                return Pending::new(Err(e.error_code()), Durable::default());
+            }
         };
         inner.persist_if_dirty(&k);
         let durable = self.durable_since(mark);
