@@ -624,9 +624,11 @@ impl ShareService {
         Ok(out.resolved_records)
     }
 
-    /// A share session closed: the member's ACQUIRED records on the
-    /// session's partitions become AVAILABLE again (as Kafka does when a
-    /// session ends), its TX_PENDING ones stay.
+    /// A share session closed: it ends (if a final-epoch step left it
+    /// closing), and the member's ACQUIRED records on the session's
+    /// partitions become AVAILABLE again (as Kafka does when a session
+    /// ends), its TX_PENDING ones stay. Both happen under one lock, after
+    /// the closing request's acknowledgements.
     pub fn release_session_records_deferred(
         &self,
         group_id: &str,
@@ -636,6 +638,7 @@ impl ShareService {
     ) -> Pending<()> {
         let mut inner = self.inner.lock();
         let mark = self.mark();
+        inner.end_closing_session(group_id, member_id);
         let available = if inner.coordinator.is_member_alive(group_id, member_id) {
             let mut available = false;
             for &(topic_id, partition) in partitions {

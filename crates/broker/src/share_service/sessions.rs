@@ -53,6 +53,14 @@ pub(super) struct Session {
     /// The connection the session was last used on (0: none known). When
     /// it closes, an orphaned session ends with it, as Kafka's does.
     connection_id: u64,
+    /// A request with the final epoch is closing the session: it applies
+    /// its acknowledgements, then ends the session and releases the rest
+    /// ([`ShareService::release_session_records_deferred`]). Until then the
+    /// session stays in the table, so that a leave landing in between
+    /// finds it and leaves the member's records to that release instead
+    /// of releasing them under the acknowledgements. A closing session
+    /// takes no further steps (SHARE_SESSION_NOT_FOUND).
+    closing: bool,
 }
 
 fn next_epoch(e: i32) -> i32 {
@@ -106,6 +114,7 @@ impl ShareService {
                         partitions: partitions.clone(),
                         orphaned_until_ms: None,
                         connection_id: 0,
+                        closing: false,
                     },
                 );
                 Ok(SessionStep {
@@ -113,17 +122,22 @@ impl ShareService {
                     closed: false,
                 })
             }
-            FINAL_SHARE_SESSION_EPOCH => match inner.sessions.remove(&k) {
-                Some(s) => Ok(SessionStep {
-                    partitions: s.partitions,
-                    closed: true,
-                }),
-                None => Err(ErrorCode::SHARE_SESSION_NOT_FOUND),
+            FINAL_SHARE_SESSION_EPOCH => match inner.sessions.get_mut(&k) {
+                // Ended by the caller's release, after its acknowledgements.
+                Some(s) if !s.closing => {
+                    s.closing = true;
+                    Ok(SessionStep {
+                        partitions: s.partitions.clone(),
+                        closed: true,
+                    })
+                }
+                _ => Err(ErrorCode::SHARE_SESSION_NOT_FOUND),
             },
             e if e > 0 => {
                 let s = inner
                     .sessions
                     .get_mut(&k)
+                    .filter(|s| !s.closing)
                     .ok_or(ErrorCode::SHARE_SESSION_NOT_FOUND)?;
                 if s.next_epoch != e {
                     return Err(ErrorCode::INVALID_SHARE_SESSION_EPOCH);
@@ -213,6 +227,15 @@ impl ShareService {
 }
 
 impl Inner {
+    /// Removes the member's session if a final-epoch step left it closing
+    /// (a session opened again since, with epoch 0, stays).
+    pub(super) fn end_closing_session(&mut self, group_id: &str, member_id: &str) {
+        let k = (group_id.to_string(), member_id.to_string());
+        if self.sessions.get(&k).is_some_and(|s| s.closing) {
+            self.sessions.remove(&k);
+        }
+    }
+
     /// Ends the sessions of departed members whose grace time is over,
     /// releasing what those members hold. Returns whether records became
     /// AVAILABLE.

@@ -310,6 +310,50 @@ fn a_share_session_outlives_the_leave_until_its_final_epoch() {
     assert_eq!(range(&acquire(&m, &log, "b", T0 + 2)), vec![(2, 2, 2)]);
 }
 
+/// The race librdkafka's close runs: its final ShareAcknowledge (epoch -1)
+/// and its leave heartbeat arrive at once on two connections, and the leave
+/// lands after the request's session step but before its acknowledgements.
+/// The session, closing, is still there: the leave leaves the records to
+/// the session's end, and the acknowledgements count. (Before the step kept
+/// the session until its release, the leave released the records under the
+/// acknowledgements, which were refused INVALID_RECORD_STATE, and every
+/// processed record was delivered again.)
+#[test]
+fn a_leave_between_the_final_step_and_its_acknowledgements_releases_nothing_under_them() {
+    let m = manager();
+    let log = new_log();
+    append(&log, 3, None);
+    join(&m, "a", T0);
+    m.fetch_session("g", "a", 0, &[(tid(), 0)], &[]).unwrap();
+    acquire(&m, &log, "a", T0);
+    let step = m.acknowledge_session("g", "a", -1).unwrap();
+    leave(&m, "a", T0);
+    ack(&m, "a", 0, 1, AcknowledgeType::Accept, T0 + 1).unwrap();
+    m.release_session_records("g", "a", &step.partitions, T0 + 1);
+    assert_eq!(m.session_count(), 0);
+    assert!(!m.has_member_or_session("g", "a"));
+    join(&m, "b", T0 + 2);
+    assert_eq!(
+        range(&acquire(&m, &log, "b", T0 + 2)),
+        vec![(2, 2, 2)],
+        "only the unacknowledged record comes back"
+    );
+}
+
+/// A session opened again (epoch 0) while a final-epoch request was
+/// closing the old one is not ended by that request's release.
+#[test]
+fn a_closing_release_does_not_end_a_session_opened_since() {
+    let m = manager();
+    join(&m, "a", T0);
+    m.fetch_session("g", "a", 0, &[(tid(), 0)], &[]).unwrap();
+    let step = m.fetch_session("g", "a", -1, &[], &[]).unwrap();
+    m.fetch_session("g", "a", 0, &[(tid(), 0)], &[]).unwrap();
+    m.release_session_records("g", "a", &step.partitions, T0);
+    assert_eq!(m.session_count(), 1);
+    m.fetch_session("g", "a", 1, &[], &[]).unwrap();
+}
+
 /// A departed member's session that never sends its final epoch is dropped
 /// one acquisition lock duration after the departure, releasing what is
 /// left (which by then the lock has freed anyway).
@@ -429,6 +473,16 @@ fn share_session_epoch_rules() {
     let s = m.fetch_session("g", "a", -1, &[], &[]).unwrap();
     assert!(s.closed);
     assert_eq!(s.partitions, vec![p0]);
+    // Closing: no further step until the closing request's release ends it.
+    assert_eq!(
+        m.fetch_session("g", "a", 1, &[], &[]),
+        Err(ErrorCode::SHARE_SESSION_NOT_FOUND)
+    );
+    assert_eq!(
+        m.acknowledge_session("g", "a", -1),
+        Err(ErrorCode::SHARE_SESSION_NOT_FOUND)
+    );
+    m.release_session_records("g", "a", &s.partitions, T0);
     assert_eq!(m.session_count(), 0);
     m.set_max_sessions(1);
     m.fetch_session("g", "a", 0, &[p0], &[]).unwrap();
