@@ -69,9 +69,7 @@ export SHARESTREAM_INTEROP_LOG4J="${root}/scripts/kafka/log4j2.properties"
 export KAFKA_LOG_LEVEL="${KAFKA_LOG_LEVEL:-WARN}"
 [[ -z "$py" ]] || export SHARESTREAM_INTEROP_PYTHON="$py"
 if command -v kcat >/dev/null; then export SHARESTREAM_INTEROP_KCAT="$(command -v kcat)"; fi
-# The embedded broker logs a line per request at debug level (docs/INTEROP.md),
-# to target/interop/embedded-broker.log: what a failed row needs to be read.
-export RUST_LOG="${RUST_LOG:-info,sharestream_broker=debug}"
+export RUST_LOG="${RUST_LOG:-info}"
 
 rm -f target/interop/matrix-*.json
 # The same features as scripts/test.sh, so that CI reuses the test build
@@ -81,7 +79,11 @@ rm -f target/interop/matrix-*.json
 features="--features failpoints"
 status=0
 echo "==> interop: real clients against the embedded broker"
-if ! cargo test $features --test suite -- --include-ignored --nocapture interop_embedded::; then
+# For these rows the embedded broker logs a line per request at debug level
+# (docs/INTEROP.md) to target/interop/embedded-broker.log: what a failed row
+# needs to be read. Only here: the other steps print their logs to stdout.
+if ! RUST_LOG="${RUST_LOG},sharestream_broker=debug" \
+  cargo test $features --test suite -- --include-ignored --nocapture interop_embedded::; then
   status=1
   log=target/interop/embedded-broker.log
   if [[ -f "$log" ]]; then
