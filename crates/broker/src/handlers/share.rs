@@ -507,17 +507,7 @@ pub(crate) async fn share_fetch(
     full: ShareFetchV2Request,
 ) -> ShareFetchResponse {
     let mut waits = Waits::default();
-    let summary = RequestSummary::new(
-        full.request.group_id.as_ref().map(|g| g.0.as_str()),
-        full.request.member_id.as_ref().map(|m| m.as_str()),
-        full.request.share_session_epoch,
-        full.request.topics.iter().flat_map(|t| {
-            t.partitions
-                .iter()
-                .flat_map(|p| p.acknowledgement_batches.iter())
-                .map(|b| (b.first_offset, b.last_offset))
-        }),
-    );
+    let summary = request_summary!("ShareFetch", full.request);
     let mut resp = share_fetch_unsettled(core, ctx, full, &mut waits).await;
     let (failed_acks, failed_acquisitions) = waits.settle().await;
     for t in &mut resp.responses {
@@ -535,31 +525,25 @@ pub(crate) async fn share_fetch(
             }
         }
     }
-    let partitions = resp.responses.iter().flat_map(|t| t.partitions.iter());
-    debug!(
-        connection = ctx.connection_id,
-        group = summary.group,
-        member = summary.member,
-        session_epoch = summary.session_epoch,
-        acknowledged = summary.acknowledged,
-        error = resp.error_code,
-        acknowledge_errors = ?partitions
-            .clone()
-            .map(|p| p.acknowledge_error_code)
-            .filter(|c| *c != 0)
-            .collect::<Vec<_>>(),
-        acquired = partitions
-            .flat_map(|p| p.acquired_records.iter())
-            .map(|r| r.last_offset - r.first_offset + 1)
-            .sum::<i64>(),
-        "ShareFetch"
-    );
+    if let Some(summary) = summary {
+        let partitions = resp.responses.iter().flat_map(|t| t.partitions.iter());
+        summary.log(
+            ctx.connection_id,
+            resp.error_code,
+            partitions.clone().map(|p| p.acknowledge_error_code),
+            partitions
+                .flat_map(|p| p.acquired_records.iter())
+                .map(|r| r.last_offset - r.first_offset + 1)
+                .sum(),
+        );
+    }
     resp
 }
 
-/// What a share request's log line says about the request, taken before the
-/// request is consumed.
+/// What a share request's debug line says about the request, taken before
+/// the request is consumed; built only when debug events are on.
 struct RequestSummary {
+    api: &'static str,
     group: String,
     member: String,
     session_epoch: i32,
@@ -567,19 +551,53 @@ struct RequestSummary {
     acknowledged: i64,
 }
 
+/// The [`RequestSummary`] of a ShareFetch or ShareAcknowledge request (the
+/// same fields under two types), or None when debug events are off.
+macro_rules! request_summary {
+    ($api:literal, $req:expr) => {
+        tracing::enabled!(tracing::Level::DEBUG).then(|| {
+            let r = &$req;
+            RequestSummary {
+                api: $api,
+                group: r.group_id.as_ref().map_or("", |g| g.0.as_str()).to_owned(),
+                member: r.member_id.as_ref().map_or("", |m| m.as_str()).to_owned(),
+                session_epoch: r.share_session_epoch,
+                acknowledged: r
+                    .topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter())
+                    .flat_map(|p| p.acknowledgement_batches.iter())
+                    .map(|b| b.last_offset - b.first_offset + 1)
+                    .sum(),
+            }
+        })
+    };
+}
+use request_summary;
+
 impl RequestSummary {
-    fn new(
-        group: Option<&str>,
-        member: Option<&str>,
-        session_epoch: i32,
-        batches: impl Iterator<Item = (i64, i64)>,
-    ) -> Self {
-        RequestSummary {
-            group: group.unwrap_or("").to_owned(),
-            member: member.unwrap_or("").to_owned(),
-            session_epoch,
-            acknowledged: batches.map(|(first, last)| last - first + 1).sum(),
-        }
+    /// The request's debug line, with its answer: the top-level error, the
+    /// partitions' acknowledgement errors (non-zero ones are listed) and the
+    /// offsets acquired.
+    fn log(
+        &self,
+        connection: u64,
+        error: i16,
+        acknowledge_errors: impl Iterator<Item = i16>,
+        acquired: i64,
+    ) {
+        debug!(
+            connection,
+            group = self.group,
+            member = self.member,
+            session_epoch = self.session_epoch,
+            acknowledged = self.acknowledged,
+            error,
+            acknowledge_errors = ?acknowledge_errors.filter(|c| *c != 0).collect::<Vec<_>>(),
+            acquired,
+            "{}",
+            self.api
+        );
     }
 }
 
@@ -844,35 +862,18 @@ pub(crate) async fn share_acknowledge(
     ctx: &RequestContext,
     full: ShareAcknowledgeV2Request,
 ) -> ShareAcknowledgeV2Response {
-    let summary = RequestSummary::new(
-        full.request.group_id.as_ref().map(|g| g.0.as_str()),
-        full.request.member_id.as_ref().map(|m| m.as_str()),
-        full.request.share_session_epoch,
-        full.request.topics.iter().flat_map(|t| {
-            t.partitions
-                .iter()
-                .flat_map(|p| p.acknowledgement_batches.iter())
-                .map(|b| (b.first_offset, b.last_offset))
-        }),
-    );
+    let summary = request_summary!("ShareAcknowledge", full.request);
     let resp = share_acknowledge_unlogged(core, ctx, full).await;
-    debug!(
-        connection = ctx.connection_id,
-        group = summary.group,
-        member = summary.member,
-        session_epoch = summary.session_epoch,
-        acknowledged = summary.acknowledged,
-        error = resp.response.error_code,
-        acknowledge_errors = ?resp
-            .response
-            .responses
-            .iter()
-            .flat_map(|t| t.partitions.iter())
-            .map(|p| p.error_code)
-            .filter(|c| *c != 0)
-            .collect::<Vec<_>>(),
-        "ShareAcknowledge"
-    );
+    if let Some(summary) = summary {
+        let r = &resp.response;
+        let partitions = r.responses.iter().flat_map(|t| t.partitions.iter());
+        summary.log(
+            ctx.connection_id,
+            r.error_code,
+            partitions.map(|p| p.error_code),
+            0,
+        );
+    }
     resp
 }
 
