@@ -57,8 +57,10 @@
 //!   beginning, its records stay ACQUIRED until their locks expire; a
 //!   process that never comes back is a worker paused for ever, whose open
 //!   transaction is fenced or timed out),
-//!   transaction timeout, loss of a RENEW (= a failed RENEW) or of an
-//!   ACCEPT (harmless by design), leader change, the deposed leader's
+//!   transaction timeout, loss of a RENEW (= a failed RENEW), of an
+//!   ACCEPT (harmless by design) or of the answer to EndTxn(commit) (the
+//!   request arrived and committed, or never arrived; the worker cannot
+//!   tell and re-initializes its producer), leader change, the deposed leader's
 //!   RENEW answer, lock violation. A lost or late produce, fetch or
 //!   InitProducerId answer is an interleaving of these. A lock nobody
 //!   works on may expire at any time (time passes), not a fault.
@@ -87,8 +89,10 @@
 //!   the worker acquires and checks the next batch (`AcquireNext`,
 //!   `CheckNext`), which becomes its round once the transaction ended.
 //!   Broken on purpose: `ISSUE_OVERLAPPED` (the overlap without
-//!   arbitration) and `OVERLAPPED_BLIND_TO_OWN` (an arbitration that
-//!   ignores its own transactional id's earlier intents).
+//!   arbitration), `OVERLAPPED_BLIND_TO_OWN` (an arbitration that
+//!   ignores its own transactional id's earlier intents) and
+//!   `OVERLAPPED_ASSUMES_COMMITTED` (an EndTxn(commit) without an answer
+//!   taken for a commit).
 //!
 //! In every design a check that meets an open intent of the worker's own
 //! transactional id waits for its marker (the index tails on) instead of
@@ -185,6 +189,13 @@ struct Design {
     /// transactional id waits for its marker (fencing it would fence
     /// itself).
     overlap: bool,
+    /// When EndTxn(commit) gets no answer (the request may or may not have
+    /// reached the coordinator), the worker does not know the outcome: it
+    /// re-initializes its producer (InitProducerId aborts the transaction
+    /// if it is still open) and gives its round up, as after a fence; the
+    /// check of whoever gets the records next decides. A broken variant
+    /// takes the missing answer for a commit and ACCEPTs.
+    unknown_commit_reinit: bool,
 }
 
 /// The rule by which a prefix of a ledger partition may be deleted. An
@@ -225,6 +236,7 @@ impl Design {
         trim: Trim::Off,
         arbitrate_own: true,
         overlap: false,
+        unknown_commit_reinit: true,
     };
     /// Broken: no RENEW.
     const ISSUE_NO_RENEW: Design = Design {
@@ -307,6 +319,12 @@ impl Design {
     /// of its own transactional id.
     const OVERLAPPED_BLIND_TO_OWN: Design = Design {
         arbitrate_own: false,
+        ..Design::OVERLAPPED
+    };
+    /// Broken: `OVERLAPPED`, taking an EndTxn(commit) without an answer
+    /// for a commit (the worker ACCEPTs its records).
+    const OVERLAPPED_ASSUMES_COMMITTED: Design = Design {
+        unknown_commit_reinit: false,
         ..Design::OVERLAPPED
     };
 }
@@ -547,6 +565,9 @@ enum Action {
     Accept(u8),
     /// A RENEW or an ACCEPT is lost.
     Lose(u8),
+    /// EndTxn(commit) gets no answer; `.1`: the coordinator got the
+    /// request (and committed), else it never arrived.
+    CommitUnanswered(u8, bool),
     /// The worker's process dies and restarts with the same identity
     /// (InitProducerId aborts its open transaction; its index starts over).
     Crash(u8),
@@ -1027,7 +1048,13 @@ impl Model for Ledger {
                         actions.push(Action::Lose(wu));
                     }
                 }
-                Phase::Commit => actions.push(Action::Commit(wu)),
+                Phase::Commit => {
+                    actions.push(Action::Commit(wu));
+                    if faults && s.losses < b.losses {
+                        actions.push(Action::CommitUnanswered(wu, true));
+                        actions.push(Action::CommitUnanswered(wu, false));
+                    }
+                }
                 Phase::Accept => {
                     actions.push(Action::Accept(wu));
                     if faults && s.losses < b.losses {
@@ -1321,6 +1348,19 @@ impl Ledger {
                     s.workers[w].phase = Phase::Accept;
                 } else {
                     s.recover(w);
+                }
+            }
+            Action::CommitUnanswered(w, arrived) => {
+                let w = usize::from(w);
+                s.losses += 1;
+                if arrived && s.live(w) && s.coord[w].open != 0 {
+                    s.end_txn(w, true);
+                }
+                if self.design.unknown_commit_reinit {
+                    s.recover(w);
+                } else {
+                    s.workers[w].epoch = s.coord[w].epoch;
+                    s.workers[w].phase = Phase::Accept;
                 }
             }
             Action::Accept(w) => {
@@ -2223,6 +2263,38 @@ fn overlapped_commit_holds() {
         false,
     )
     .assert_all_hold();
+}
+
+/// EndTxn(commit) without an answer (a process paused past its request
+/// timeout, a coordinator restarted under it): the outcome is unknown, the
+/// worker re-initializes its producer and gives its round up; whoever gets
+/// the records next finds the intent committed (ACCEPT, no output) or
+/// aborted (process). Taking the missing answer for a commit loses the
+/// records whose request never arrived.
+#[test]
+fn an_unanswered_commit_reinitializes_and_keeps_exactly_once() {
+    for bounds in [PAUSE_TIMEOUT_LOSS, RESTART_CRASH_LOSS] {
+        check(Design::OVERLAPPED, Bounds { trims: 2, ..bounds }, false).assert_all_hold();
+    }
+    let run = check(
+        Design::OVERLAPPED_ASSUMES_COMMITTED,
+        PAUSE_TIMEOUT_LOSS,
+        true,
+    );
+    assert!(
+        run.holds(NO_DUPLICATE),
+        "taking it for a commit loses, it does not duplicate"
+    );
+    let path = run
+        .violated(NO_LOSS)
+        .expect("taking an unanswered commit for a commit must lose a record")
+        .clone()
+        .into_actions();
+    assert!(
+        path.iter()
+            .any(|a| matches!(a, Action::CommitUnanswered(_, false))),
+        "the loss comes from a request that never arrived: {path:?}"
+    );
 }
 
 #[test]
