@@ -111,6 +111,15 @@ impl ClientError {
         }
     }
 
+    /// Whether the request went unanswered (timeout, lost or poisoned
+    /// connection): the broker may have applied it.
+    pub fn is_unanswered(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Io(_) | ClientError::Timeout { .. } | ClientError::Poisoned(_)
+        )
+    }
+
     /// Whether the failure means the cached cluster metadata is stale and
     /// must be refreshed before retrying: the leader moved
     /// (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, FENCED_LEADER_EPOCH,

@@ -159,6 +159,23 @@ pub enum ProducerError {
     /// The producer was closed.
     #[error("producer closed")]
     Closed,
+    /// EndTxn got no definitive answer: its retries ran out on network
+    /// failures or retriable errors, and the request may have reached the
+    /// coordinator. The transaction may have ended either way; the
+    /// producer cannot go on (an abort after a commit that happened is
+    /// refused as INVALID_TXN_STATE). A new producer with the same
+    /// `transactional.id` settles it: its InitProducerId aborts the
+    /// transaction if it is still open and leaves a completed one as it is.
+    #[error(
+        "the outcome of EndTxn({}) is unknown: {last}",
+        if *committed { "commit" } else { "abort" }
+    )]
+    OutcomeUnknown {
+        /// Whether the EndTxn asked for a commit.
+        committed: bool,
+        /// The last failure (boxed, see `MetadataTimeout`).
+        last: Box<ProducerError>,
+    },
 }
 
 impl ProducerError {
@@ -170,9 +187,15 @@ impl ProducerError {
             // TLS and SASL failures, authorization codes: no retry helps.
             ProducerError::Client(e) if e.is_security_failure() => true,
             ProducerError::Client(ClientError::Broker { code, .. }) => is_fatal_code(*code),
+            ProducerError::OutcomeUnknown { .. } => true,
             ProducerError::Abortable(_) => false,
             _ => false,
         }
+    }
+
+    /// EndTxn got no definitive answer ([`ProducerError::OutcomeUnknown`]).
+    pub fn is_outcome_unknown(&self) -> bool {
+        matches!(self, ProducerError::OutcomeUnknown { .. })
     }
 
     /// Abortable: the current transaction must be aborted, the producer
@@ -687,11 +710,23 @@ impl Producer {
         let deadline = Instant::now() + self.inner.config.transaction_timeout;
         let mut backoff = Backoff::new(self.inner.config.retry_backoff);
         let mut refresh = false;
+        // A request that failed without an answer (timeout, lost
+        // connection) may have been applied; it is sent once more even
+        // past the deadline, so that a process paused in the middle of the
+        // call (its deadline passed while it was stopped) asks the
+        // coordinator before it gives up.
+        let mut asked_again = false;
         loop {
             let coord = self.coordinator(refresh).await?;
             match attempt(coord).await {
                 Ok(t) => return Ok(t),
-                Err(e) if retry_at_coordinator(&e) && Instant::now() < deadline => {
+                Err(e) if retry_at_coordinator(&e) => {
+                    if Instant::now() >= deadline {
+                        if asked_again || !e.is_unanswered() {
+                            return Err(e.into());
+                        }
+                        asked_again = true;
+                    }
                     refresh = e.invalidates_metadata();
                     tracing::debug!(api, error = %e, "retrying transaction coordinator request");
                     tokio::time::sleep(backoff.next_delay()).await;
@@ -970,8 +1005,20 @@ impl Producer {
             .transactional_id
             .clone()
             .unwrap_or_default();
-        let result = self
-            .coordinator_call("EndTxn", |c: Arc<BrokerConnection>| {
+        // Fault tests (no-ops without `failpoints`): EndTxn(commit) never
+        // reaches the coordinator, or its answer is lost, and the retries
+        // run out either way.
+        let unanswered = || {
+            Err(ProducerError::Client(ClientError::Timeout {
+                api: "EndTxn",
+                correlation_id: -1,
+            }))
+        };
+        let request_lost = committed && crate::failpoints::hit("producer.end_txn_request_lost");
+        let result = if request_lost {
+            unanswered()
+        } else {
+            self.coordinator_call("EndTxn", |c: Arc<BrokerConnection>| {
                 let tid = tid.clone();
                 async move {
                     let req = EndTxnRequest::default()
@@ -984,7 +1031,14 @@ impl Producer {
                     Ok(r)
                 }
             })
-            .await;
+            .await
+        };
+        let result = match result {
+            Ok(_) if committed && crate::failpoints::hit("producer.end_txn_answer_lost") => {
+                unanswered()
+            }
+            r => r,
+        };
         match result {
             Ok(r) => {
                 let (id, ep) = if r.producer_id.0 >= 0 {
@@ -1007,6 +1061,14 @@ impl Producer {
                         code: ErrorCode::PRODUCER_FENCED,
                         message,
                     }),
+                    // Retries ran out: whether an attempt reached the
+                    // coordinator is unknown.
+                    ProducerError::Client(c) if retry_at_coordinator(&c) => {
+                        ProducerError::OutcomeUnknown {
+                            committed,
+                            last: Box::new(ProducerError::Client(c)),
+                        }
+                    }
                     e => e,
                 };
                 self.inner.txn.lock().end_failed(e.clone());

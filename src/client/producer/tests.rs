@@ -65,6 +65,10 @@ struct Script {
     describe_forever: Option<&'static str>,
     /// Never answer DescribeTransactions (a coordinator that hangs).
     describe_silent: bool,
+    /// Apply this many EndTxn requests (the epoch is bumped) without
+    /// answering them (an answer lost, a process paused past its request
+    /// timeout).
+    end_txn_silent: usize,
 }
 
 fn metadata_response() -> MetadataResponse {
@@ -180,12 +184,17 @@ async fn serve(io: tokio::io::DuplexStream, script: Arc<Mutex<Script>>) {
                     peer.respond::<InitProducerIdRequest>(&resp, v, cid).await;
                 }
                 RequestKind::EndTxn(r) => {
-                    let epoch = {
+                    let (epoch, silent) = {
                         let mut s = script.lock();
                         s.log.push((26, format!("v{v} committed={}", r.committed)));
                         s.epoch += 1;
-                        s.epoch
+                        let silent = s.end_txn_silent > 0;
+                        s.end_txn_silent = s.end_txn_silent.saturating_sub(1);
+                        (s.epoch, silent)
                     };
+                    if silent {
+                        continue;
+                    }
                     let resp = EndTxnResponse::default()
                         .with_producer_id(ProducerId(42))
                         .with_producer_epoch(epoch);
@@ -1045,4 +1054,60 @@ async fn a_coordinator_that_does_not_answer_holds_the_next_transaction_for_a_bou
         "held for {held:?}"
     );
     assert_eq!(log_of(&script, 65), ["silent"]);
+}
+
+/// A producer whose transaction timeout (the coordinator calls' retry
+/// budget) is shorter than its request timeout, as a process paused in the
+/// middle of EndTxn sees it: the budget is gone when the attempt fails.
+async fn producer_with_short_budget(script: &Arc<Mutex<Script>>) -> Producer {
+    let mut cfg = config(Some("tx"));
+    cfg.transaction_timeout = Duration::from_secs(10);
+    let connection = ConnectionConfig {
+        request_timeout: Duration::from_secs(30),
+        ..ConnectionConfig::default()
+    };
+    let p = Producer::with_metadata(cfg, scripted_metadata_with(script.clone(), connection))
+        .await
+        .unwrap();
+    p.init_transactions().await.unwrap();
+    p.begin_transaction().unwrap();
+    p.send(ProducerRecord::new("in", "out"))
+        .await
+        .await
+        .unwrap();
+    p
+}
+
+/// EndTxn(commit) applied but unanswered until after the retry budget
+/// passed: it is asked once more instead of failing, and the answer to that
+/// (a retry of a completed commit) ends the commit.
+#[tokio::test(start_paused = true)]
+async fn an_unanswered_end_txn_is_asked_once_more_past_the_budget() {
+    let script = Arc::new(Mutex::new(Script {
+        end_txn_silent: 1,
+        ..Script::default()
+    }));
+    let p = producer_with_short_budget(&script).await;
+    p.commit_transaction().await.unwrap();
+    assert_eq!(log_of(&script, 26), vec!["v5 committed=true"; 2]);
+    assert_eq!(p.producer_id_and_epoch(), (42, 2));
+}
+
+/// Unanswered again: the outcome is unknown, which the producer reports as
+/// such (fatal to it: an abort now would be refused if the commit
+/// happened); it asks no more.
+#[tokio::test(start_paused = true)]
+async fn an_end_txn_unanswered_twice_past_the_budget_has_an_unknown_outcome() {
+    let script = Arc::new(Mutex::new(Script {
+        end_txn_silent: 2,
+        ..Script::default()
+    }));
+    let p = producer_with_short_budget(&script).await;
+    let e = p.commit_transaction().await.unwrap_err();
+    assert!(e.is_outcome_unknown() && e.is_fatal(), "{e}");
+    assert!(e.to_string().contains("EndTxn(commit) is unknown"), "{e}");
+    assert_eq!(log_of(&script, 26).len(), 2);
+    let e = p.abort_transaction().await.unwrap_err();
+    assert!(e.is_outcome_unknown(), "{e}");
+    assert_eq!(log_of(&script, 26).len(), 2, "no EndTxn(abort) is sent");
 }
