@@ -52,6 +52,9 @@ pub struct RuntimeMetrics {
     /// Producers re-created after being fenced or timed out (a paused
     /// process that came back, docs/DESIGN.md D15).
     pub producer_recoveries: AtomicU64,
+    /// Of those, the re-creations after a transaction whose end was
+    /// unknown (EndTxn unanswered, or refused as INVALID_TXN_STATE).
+    pub transactions_outcome_unknown: AtomicU64,
     /// Acquisition locks renewed (KIP-1222) for records whose processing
     /// outlasted half their lock.
     pub lock_renewals: AtomicU64,
@@ -59,9 +62,10 @@ pub struct RuntimeMetrics {
     /// (delivery count at `share.delivery.count.limit`) and that were
     /// dead-lettered or rejected instead of stopping the application.
     pub records_failed_at_delivery_limit: AtomicU64,
-    /// at_least_once: source records RELEASEd on their last delivery
-    /// because an output of theirs could not be written; the broker
-    /// archives them (each is also logged).
+    /// Source records RELEASEd on their last delivery: at_least_once,
+    /// because an output of theirs could not be written; through the
+    /// exactly-once ledger, because they could not be checked in time.
+    /// The broker archives them (they are also logged).
     pub records_released_at_delivery_limit: AtomicU64,
     /// Records the broker delivered again to the worker that still held
     /// them in a transaction in flight (their lock had expired): left out
@@ -94,6 +98,7 @@ impl Default for RuntimeMetrics {
             transactions_committed: AtomicU64::new(0),
             transactions_aborted: AtomicU64::new(0),
             producer_recoveries: AtomicU64::new(0),
+            transactions_outcome_unknown: AtomicU64::new(0),
             lock_renewals: AtomicU64::new(0),
             records_failed_at_delivery_limit: AtomicU64::new(0),
             records_released_at_delivery_limit: AtomicU64::new(0),
@@ -274,7 +279,7 @@ impl RuntimeMetrics {
     /// Prometheus text exposition (version 0.0.4).
     pub fn render_prometheus(&self) -> String {
         let mut out = String::new();
-        let counters: [(&str, &str, &AtomicU64); 12] = [
+        let counters: [(&str, &str, &AtomicU64); 13] = [
             (
                 "sharestream_runtime_records_in_total",
                 "Source records delivered to the workers.",
@@ -317,13 +322,18 @@ impl RuntimeMetrics {
             ),
             (
                 "sharestream_runtime_records_released_at_delivery_limit_total",
-                "at_least_once: source records released on their last delivery because an output failed; the broker archives them.",
+                "Source records released on their last delivery (at_least_once: an output failed; exactly_once through the ledger: not checked in time); the broker archives them.",
                 &self.records_released_at_delivery_limit,
             ),
             (
                 "sharestream_runtime_producer_recoveries_total",
                 "Producers re-created after being fenced or after their transaction timed out.",
                 &self.producer_recoveries,
+            ),
+            (
+                "sharestream_runtime_transactions_outcome_unknown_total",
+                "Producers re-created because the end of their transaction was unknown (EndTxn unanswered or refused as INVALID_TXN_STATE).",
+                &self.transactions_outcome_unknown,
             ),
             (
                 "sharestream_runtime_lock_renewals_total",

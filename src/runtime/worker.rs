@@ -227,6 +227,39 @@ pub(crate) fn is_fenced(e: &ProducerError) -> bool {
     )
 }
 
+/// Whether the end of this producer's transaction is unknown to it: EndTxn
+/// got no definitive answer, or the coordinator refused EndTxn as
+/// INVALID_TXN_STATE (its state of this transactional id has moved past
+/// the transaction this producer holds: an abort after a commit whose
+/// answer was lost). A new producer settles it (InitProducerId aborts the
+/// transaction if it is still open); the records' fate is then decided by
+/// the broker (KIP-1289) or the ledger's check, as after a fence.
+pub(crate) fn is_outcome_unknown(e: &ProducerError) -> bool {
+    e.is_outcome_unknown()
+        || (e.api() == Some("EndTxn") && e.code() == Some(ErrorCode::INVALID_TXN_STATE))
+}
+
+/// Why a worker replaces its producer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Renewal {
+    /// Fenced (a new holder of the id, the transaction timeout, a peer
+    /// resolving an intent).
+    Fenced,
+    /// The transaction's outcome is unknown ([`is_outcome_unknown`]).
+    OutcomeUnknown,
+}
+
+/// Whether (and why) an error of the producer means: replace it and go on.
+fn renewal(e: &ProducerError) -> Option<Renewal> {
+    if is_fenced(e) {
+        Some(Renewal::Fenced)
+    } else if is_outcome_unknown(e) {
+        Some(Renewal::OutcomeUnknown)
+    } else {
+        None
+    }
+}
+
 /// When a poll batch's first record arrived, for the timing of its
 /// transaction: the earliest acquisition of a record fetched ahead, before
 /// this poll began (by the consumer's prefetch, which does not wait at the
@@ -283,12 +316,13 @@ impl Worker {
             match r {
                 Err(RuntimeError::Producer { worker, source })
                     if self.config.processing_guarantee == ProcessingGuarantee::ExactlyOnce
-                        && is_fenced(&source)
+                        && renewal(&source).is_some()
                         && !self.stopping() =>
                 {
                     // A zombie that came back (paused past its transaction
                     // timeout, or fenced): the coordinator already aborted
-                    // its transaction. Go back to work with a new epoch.
+                    // its transaction. Or a transaction whose end is
+                    // unknown. Go back to work with a new epoch.
                     if let Err(e) = self.recover_producer(worker, source).await {
                         break Err(e);
                     }
@@ -320,22 +354,30 @@ impl Worker {
         }
     }
 
-    /// Replaces a fenced producer by a new one with the same transactional
-    /// id (InitProducerId: a new epoch), after forgetting the records of
-    /// the transaction the coordinator aborted (it released them, D6).
-    /// Refused, with `cause`, when the producer was fenced more than
-    /// [`MAX_FENCES`] times within [`FENCE_WINDOW`].
+    /// Replaces a fenced producer, or one whose transaction's end is
+    /// unknown, by a new one with the same transactional id
+    /// (InitProducerId: a new epoch; a transaction still open is aborted),
+    /// after forgetting the records of that transaction (the coordinator's
+    /// abort released them, D6; a commit acknowledged them). Refused, with
+    /// `cause`, when the producer was fenced more than [`MAX_FENCES`] times
+    /// within [`FENCE_WINDOW`].
     async fn recover_producer(
         &mut self,
         worker: usize,
         cause: ProducerError,
     ) -> Result<(), RuntimeError> {
         let now = Instant::now();
+        let why = renewal(&cause).unwrap_or(Renewal::Fenced);
         let by_peer = match &self.ledger {
-            Some(l) => l.fenced_by_peer(&self.transactional_id()).await,
-            None => false,
+            Some(l) if why == Renewal::Fenced => l.fenced_by_peer(&self.transactional_id()).await,
+            _ => false,
         };
-        if by_peer {
+        if why == Renewal::OutcomeUnknown {
+            // Not a takeover of the transactional id: not counted.
+            self.metrics
+                .transactions_outcome_unknown
+                .fetch_add(1, Ordering::Relaxed);
+        } else if by_peer {
             // A worker of this application fenced us to resolve our open
             // intent (our locks had expired): not a second process with
             // our identity.
@@ -366,13 +408,23 @@ impl Worker {
                 source: cause,
             });
         }
-        tracing::warn!(
-            worker = self.index,
-            error = %cause,
-            "producer fenced or its transaction timed out (this process was paused or cut \
-             off?); the coordinator aborted the transaction; re-initializing the producer and \
-             going back to work"
-        );
+        match why {
+            Renewal::Fenced => tracing::warn!(
+                worker = self.index,
+                error = %cause,
+                "producer fenced or its transaction timed out (this process was paused or cut \
+                 off?); the coordinator aborted the transaction; re-initializing the producer and \
+                 going back to work"
+            ),
+            Renewal::OutcomeUnknown => tracing::warn!(
+                worker = self.index,
+                error = %cause,
+                "the transaction's end is unknown (EndTxn went unanswered: this process was \
+                 paused or cut off?); re-initializing the producer, which aborts the transaction \
+                 if it is still open; the broker (KIP-1289) or the ledger's check decides which \
+                 of its records come back, none is produced twice"
+            ),
+        }
         // Under KIP-1289 the coordinator's abort released the records;
         // through the ledger this member still holds them (unless their
         // locks expired), so they are processed again.
@@ -880,6 +932,48 @@ impl Worker {
         if result.is_ok() {
             self.grid.record_commit(took);
         }
+        if let Err(e) = self.end_settled(b, result, took).await {
+            // The batch polled during the commit is not processed now: its
+            // records are still held by this member and come back in the
+            // next poll, after the worker recovered (a fence, an unknown
+            // outcome) or once the application restarts.
+            if let Some(Ok((records, _, _))) = polled {
+                self.hand_back_polled(&records);
+            }
+            return Err(e);
+        }
+        match polled {
+            None => Ok(None),
+            Some(Ok(p)) if p.0.is_empty() => Ok(None),
+            Some(Ok(p)) => Ok(Some(p)),
+            Some(Err(e)) => Err(e),
+        }
+    }
+
+    /// Records delivered by a poll and not acknowledged yet, handed back:
+    /// the next poll hands them out again (they stay acquired by this
+    /// member; no new delivery).
+    fn hand_back_polled(&mut self, records: &ShareRecords) {
+        for r in records.iter() {
+            // Any type: the set is settled as aborted at once.
+            let _ = self
+                .consumer
+                .acknowledge_in_transaction(r, AcknowledgeType::Accept);
+        }
+        if let Some(t) = self.consumer.take_transaction_acknowledgements() {
+            let _ = self
+                .consumer
+                .transaction_outcome(t.id, TransactionOutcome::Aborted);
+        }
+    }
+
+    /// Settles a transaction's end (see [`Self::after_commit`]).
+    async fn end_settled(
+        &mut self,
+        b: OpenBatch,
+        result: Result<Option<TransactionAcknowledgementsId>, TxnFailure>,
+        took: Duration,
+    ) -> Result<(), RuntimeError> {
         match result {
             Ok(id) => {
                 if let Some(t) = self.ledger_acks.take() {
@@ -933,12 +1027,25 @@ impl Worker {
                 self.abort_handing_back(b, unstaged).await?;
             }
             Err(TxnFailure::Fatal(e)) => {
-                let fenced =
-                    matches!(&e, RuntimeError::Producer { source, .. } if is_fenced(source));
-                if fenced {
+                let renewed = matches!(
+                    &e,
+                    RuntimeError::Producer { source, .. } if renewal(source).is_some()
+                );
+                if renewed {
                     // The coordinator aborted this transaction and
-                    // released its records (D6).
-                    self.hand_back_as(TransactionOutcome::Abandoned);
+                    // released its records (D6), or its end is unknown:
+                    // under KIP-1289 the broker decides, the records are
+                    // forgotten. Through the ledger this member still holds
+                    // them (unless their locks expired): they are processed
+                    // again at once, and the check finds the transaction's
+                    // intent committed (ACCEPT, no output) or aborted. Left
+                    // to their locks they would come back one delivery
+                    // closer to the delivery count limit.
+                    self.hand_back_as(if self.ledger.is_some() {
+                        TransactionOutcome::Aborted
+                    } else {
+                        TransactionOutcome::Abandoned
+                    });
                     self.on_aborted(b.records);
                 } else {
                     self.hand_back();
@@ -946,12 +1053,7 @@ impl Worker {
                 return Err(e);
             }
         }
-        match polled {
-            None => Ok(None),
-            Some(Ok(p)) if p.0.is_empty() => Ok(None),
-            Some(Ok(p)) => Ok(Some(p)),
-            Some(Err(e)) => Err(e),
-        }
+        Ok(())
     }
 
     /// Seals the transaction's acknowledgements (synchronously, so that a
@@ -1473,6 +1575,30 @@ impl Worker {
         self.metrics
             .records_in_flight
             .fetch_sub(n as i64, Ordering::Relaxed);
+        if ty == AcknowledgeType::Release {
+            let limit = self.last_delivery.limit;
+            let last: Vec<&ShareRecord> = records
+                .iter()
+                .filter(|r| r.delivery_count >= 0 && r.delivery_count as u16 >= limit)
+                .collect();
+            if !last.is_empty() {
+                self.metrics
+                    .records_released_at_delivery_limit
+                    .fetch_add(last.len() as u64, Ordering::Relaxed);
+                for r in last {
+                    tracing::warn!(
+                        worker = self.index,
+                        topic = %r.topic,
+                        partition = r.partition,
+                        offset = r.offset,
+                        delivery_count = r.delivery_count,
+                        limit,
+                        "a record released on its last delivery: the broker archives it, \
+                         it gets no output (raise share.delivery.count.limit if this recurs)"
+                    );
+                }
+            }
+        }
         Ok(n)
     }
 
@@ -1659,6 +1785,56 @@ mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
+
+    fn broker_error(api: &'static str, code: ErrorCode) -> ProducerError {
+        ProducerError::Client(crate::client::ClientError::Broker {
+            api,
+            code,
+            message: None,
+        })
+    }
+
+    /// Which producer errors replace the producer (and why) rather than
+    /// stop the application.
+    #[test]
+    fn renewal_of_a_fenced_or_undecided_producer() {
+        assert_eq!(
+            renewal(&broker_error("EndTxn", ErrorCode::PRODUCER_FENCED)),
+            Some(Renewal::Fenced)
+        );
+        assert_eq!(
+            renewal(&broker_error("Produce", ErrorCode::INVALID_PRODUCER_EPOCH)),
+            Some(Renewal::Fenced)
+        );
+        // An abort after a commit whose answer was lost.
+        assert_eq!(
+            renewal(&broker_error("EndTxn", ErrorCode::INVALID_TXN_STATE)),
+            Some(Renewal::OutcomeUnknown)
+        );
+        let unanswered = ProducerError::OutcomeUnknown {
+            committed: true,
+            last: Box::new(ProducerError::Client(crate::client::ClientError::Timeout {
+                api: "EndTxn",
+                correlation_id: 3,
+            })),
+        };
+        assert_eq!(renewal(&unanswered), Some(Renewal::OutcomeUnknown));
+        // Elsewhere INVALID_TXN_STATE is not about the transaction's end.
+        assert_eq!(
+            renewal(&broker_error(
+                "TxnShareAcknowledge",
+                ErrorCode::INVALID_TXN_STATE
+            )),
+            None
+        );
+        assert_eq!(
+            renewal(&broker_error(
+                "EndTxn",
+                ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            )),
+            None
+        );
+    }
 
     fn source(delivery_count: i16) -> SourceRecord {
         SourceRecord {

@@ -658,3 +658,69 @@ async fn an_intent_the_index_has_not_read_loses_the_arbitration() {
     assert_group_drained(&b, "g-lag", ids[0], 1);
     b.shutdown().await;
 }
+
+/// EndTxn(commit) without an answer, twice, under each mechanism: once
+/// applied with its answer lost, once never arrived (as a process paused in
+/// the call past its retry budget, or cut off from the coordinator, sees
+/// it). The worker cannot tell; it re-initializes its producer (which
+/// aborts the transaction if it is still open) and goes back to work. The
+/// broker (KIP-1289) or the ledger's check (on delivery again) decides
+/// which records come back: every input is in the output exactly once, and
+/// the application never stops.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_without_an_answer_reinitializes_and_keeps_exactly_once() {
+    use sharestream::runtime::ExactlyOnceMechanism;
+    let _serial = SERIAL.lock().await;
+    let mut run = 0;
+    for (mechanism, overlap) in [
+        (ExactlyOnceMechanism::Kip1289, false),
+        (ExactlyOnceMechanism::Ledger, false),
+        (ExactlyOnceMechanism::Ledger, true),
+    ] {
+        for point in [
+            "producer.end_txn_answer_lost",
+            "producer.end_txn_request_lost",
+        ] {
+            run += 1;
+            let (group, app) = (format!("g-unknown-{run}"), format!("app-unknown-{run}"));
+            let b = broker_with_lock_ms(1_000).await;
+            let ids = setup(&b, &group, &[("in", 1), ("out", 1)]).await;
+            if mechanism == ExactlyOnceMechanism::Ledger {
+                create_ledger(&b, &format!("{app}-eos-ledger")).await;
+            }
+            produce_inputs(&b, "in", 1, 100).await;
+            sharestream::failpoints::arm(point, Some(2));
+            let mut cfg = config(&b, &app);
+            cfg.exactly_once_mechanism = mechanism;
+            cfg.poll_during_commit = overlap;
+            cfg.max_records_per_transaction = 20;
+            let h = Runtime::builder(map_values_topology(&group))
+                .config(cfg)
+                .start()
+                .await
+                .unwrap();
+            let m = h.metrics().clone();
+            wait_output(&b, "out", 100).await;
+            // The records of a transaction whose end was unknown are
+            // settled by the broker or come back after their locks.
+            wait_until(30, "the share group drained", || {
+                group_drained(&b, &group, ids[0], 1).is_ok()
+            })
+            .await;
+            let what = format!("{mechanism:?} (poll.during.commit={overlap}) {point}");
+            assert!(!h.is_stopping(), "{what}: the application stopped");
+            h.stop().await.unwrap();
+            sharestream::failpoints::disarm(point);
+            assert_eq!(
+                m.transactions_outcome_unknown.load(Ordering::Relaxed),
+                2,
+                "{what}"
+            );
+            assert_eq!(m.producer_recoveries.load(Ordering::Relaxed), 2, "{what}");
+            assert_exactly_once(&committed(&b, "out").await, 100, |i| format!("out-v{i}"));
+            assert_group_drained(&b, &group, ids[0], 1);
+            b.shutdown().await;
+        }
+    }
+}

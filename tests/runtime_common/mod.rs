@@ -251,6 +251,19 @@ pub fn assert_exactly_once(
 /// The share group has nothing left on `topic_id`: no record available,
 /// acquired or pending, and the start offset reached the log end.
 pub fn assert_group_drained(b: &BrokerHandle, group: &str, topic_id: Uuid, partitions: i32) {
+    if let Err(e) = group_drained(b, group, topic_id, partitions) {
+        panic!("{e}");
+    }
+}
+
+/// Whether every record of the group's share partitions is terminal
+/// (ACKNOWLEDGED or ARCHIVED) up to the log end; else what is not.
+pub fn group_drained(
+    b: &BrokerHandle,
+    group: &str,
+    topic_id: Uuid,
+    partitions: i32,
+) -> Result<(), String> {
     for p in 0..partitions {
         let runs = b.core().shares().record_runs(group, topic_id, p);
         let (start, end) = b
@@ -270,11 +283,13 @@ pub fn assert_group_drained(b: &BrokerHandle, group: &str, topic_id: Uuid, parti
                 !(s.contains("Acknowledged") || s.contains("Archived"))
             })
             .collect();
-        assert!(
-            open.is_empty() && start.max(end) >= log_end,
-            "partition {p}: start {start} end {end} log end {log_end}, open runs {open:?}"
-        );
+        if !(open.is_empty() && start.max(end) >= log_end) {
+            return Err(format!(
+                "partition {p}: start {start} end {end} log end {log_end}, open runs {open:?}"
+            ));
+        }
     }
+    Ok(())
 }
 
 /// The topology of most runtime tests: `in` (UTF-8 key and value) through

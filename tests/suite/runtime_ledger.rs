@@ -319,6 +319,40 @@ async fn a_batch_older_than_the_age_limit_is_released_not_committed() {
     b.shutdown().await;
 }
 
+/// A source and a target broker, group `g-{name}` reading `in` on the
+/// source, application `app-{name}` (its config adjusted by `tweak`)
+/// writing to the target, with ten inputs processed.
+async fn two_clusters_ten_committed(
+    name: &str,
+    tweak: impl FnOnce(&mut sharestream::runtime::RuntimeConfig),
+) -> (
+    BrokerHandle,
+    BrokerHandle,
+    Vec<uuid::Uuid>,
+    sharestream::runtime::RuntimeHandle,
+) {
+    let group = format!("g-{name}");
+    let source = broker_with(2).await;
+    let target = broker().await;
+    let ids = setup(&source, &group, &[("in", 1)]).await;
+    admin(&target)
+        .create_topic(NewTopic::new("out", 1))
+        .await
+        .unwrap();
+    produce_inputs(&source, "in", 1, 10).await;
+    let mut cfg = config(&target, &format!("app-{name}"));
+    cfg.source_bootstrap_servers = Some(vec![source.bootstrap_servers()]);
+    cfg.request_timeout = Duration::from_millis(500);
+    tweak(&mut cfg);
+    let h = Runtime::builder(map_values_topology(&group))
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    wait_committed(&h, 10).await;
+    (source, target, ids, h)
+}
+
 /// While the target cluster cannot be read, a worker releases what it
 /// polled and polls no more until the ledger answers again: each
 /// acquisition counts towards the source's delivery limit (Kafka's default
@@ -326,23 +360,7 @@ async fn a_batch_older_than_the_age_limit_is_released_not_committed() {
 /// seconds and have it archived unprocessed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_target_that_cannot_be_read_spends_no_deliveries() {
-    let source = broker_with(2).await;
-    let target = broker().await;
-    let ids = setup(&source, "g-down", &[("in", 1)]).await;
-    admin(&target)
-        .create_topic(NewTopic::new("out", 1))
-        .await
-        .unwrap();
-    produce_inputs(&source, "in", 1, 10).await;
-    let mut cfg = config(&target, "app-down");
-    cfg.source_bootstrap_servers = Some(vec![source.bootstrap_servers()]);
-    cfg.request_timeout = Duration::from_millis(500);
-    let h = Runtime::builder(map_values_topology("g-down"))
-        .config(cfg)
-        .start()
-        .await
-        .unwrap();
-    wait_committed(&h, 10).await;
+    let (source, target, ids, h) = two_clusters_ten_committed("down", |_| {}).await;
     // The target goes away; ten more records arrive at the source.
     target.shutdown().await;
     produce_inputs(&source, "in", 1, 10).await;
@@ -371,6 +389,37 @@ async fn a_target_that_cannot_be_read_spends_no_deliveries() {
             .unreadable_released
             .load(Ordering::Relaxed)
             >= 10
+    );
+    h.stop().await.unwrap();
+    source.shutdown().await;
+}
+
+/// Through the ledger, a record the worker cannot check in time is
+/// RELEASEd; on its last delivery the broker then archives it without
+/// output. That loss is the one the delivery count limit allows, and it is
+/// not silent: the runtime counts each such release and logs it. (The
+/// runtime is told a limit of 1, below what a broker accepts, so that the
+/// first delivery is the last one.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_released_on_its_last_delivery_is_counted() {
+    let (source, target, _, h) =
+        two_clusters_ten_committed("last", |c| c.delivery_count_limit = Some(1)).await;
+    let m = h.metrics().clone();
+    assert_eq!(
+        m.records_released_at_delivery_limit.load(Ordering::Relaxed),
+        0
+    );
+    // The target goes away; ten more records arrive, are held while their
+    // lock lasts, then released.
+    target.shutdown().await;
+    produce_inputs(&source, "in", 1, 10).await;
+    wait_until(30, "the ten records released", || {
+        m.ledger.unreadable_released.load(Ordering::Relaxed) >= 10
+    })
+    .await;
+    assert_eq!(
+        m.records_released_at_delivery_limit.load(Ordering::Relaxed),
+        10
     );
     h.stop().await.unwrap();
     source.shutdown().await;
