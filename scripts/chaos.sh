@@ -78,6 +78,15 @@ for sc in "${scenarios[@]}"; do
     $(sizing "$sc") "$@" >/dev/null || one=$?
   echo "chaos report ($sc): $rep"
   if [[ -f "$rep" ]]; then cat "$rep"; fi
-  if [[ $one -ne 0 ]]; then status=$one; fi
+  if [[ $one -ne 0 ]]; then
+    status=$one
+    # The run keeps its work directory when it fails: show what the copiers
+    # warned about, so that a failure in CI can be read from its log.
+    for log in "$workdir-$sc"/copier-*.log; do
+      [[ -f "$log" ]] || continue
+      echo "==> $log: its last warnings and errors"
+      grep -aE "^=== |WARN|ERROR|copier [0-9]+: " "$log" | sed 's/\x1b\[[0-9;]*m//g' | cut -c1-600 | tail -n 60
+    done
+  fi
 done
 exit $status

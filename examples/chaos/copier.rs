@@ -122,6 +122,11 @@ pub struct CopyArgs {
     /// window lines.
     #[arg(long, default_value_t = 0)]
     pub window_pause_ms: u64,
+    /// EndTxn(commit)s of this process that go without an answer, half
+    /// applied with the answer lost, half never arrived (the runtime must
+    /// go on with a new producer, D45); 0 = none.
+    #[arg(long, default_value_t = 0)]
+    pub unanswered_commits: u64,
     /// max.poll.records.
     #[arg(long, default_value_t = 500)]
     pub max_poll_records: usize,
@@ -168,6 +173,25 @@ fn topology(a: &CopyArgs) -> Topology {
     b.build().unwrap_or_else(|e| fail("topology", e))
 }
 
+/// Arms the producer's unanswered-EndTxn points for `n` commits; false
+/// when the build lacks them.
+fn arm_unanswered_commits(n: u64) -> bool {
+    #[cfg(feature = "failpoints")]
+    {
+        let lost = n / 2;
+        sharestream::failpoints::arm("producer.end_txn_answer_lost", Some(n - lost));
+        if lost > 0 {
+            sharestream::failpoints::arm("producer.end_txn_request_lost", Some(lost));
+        }
+        true
+    }
+    #[cfg(not(feature = "failpoints"))]
+    {
+        let _ = n;
+        false
+    }
+}
+
 /// Arms the runtime's pause points; false when the build lacks them.
 fn arm_windows(pause_ms: u64) -> bool {
     #[cfg(feature = "failpoints")]
@@ -212,6 +236,12 @@ pub async fn run(a: CopyArgs) {
     if a.window_pause_ms > 0 && !arm_windows(a.window_pause_ms) {
         eprintln!(
             "copier {}: built without the `failpoints` feature: no kill windows (kills land at random moments)",
+            std::process::id()
+        );
+    }
+    if a.unanswered_commits > 0 && !arm_unanswered_commits(a.unanswered_commits) {
+        eprintln!(
+            "copier {}: built without the `failpoints` feature: no unanswered commits",
             std::process::id()
         );
     }

@@ -158,6 +158,10 @@ struct RunArgs {
     /// Pause of the copiers in each kill window, ms.
     #[arg(long, default_value_t = 20)]
     window_pause_ms: u64,
+    /// EndTxn(commit)s without an answer in each copier process (exactly
+    /// once only; see the copier's flag of that name).
+    #[arg(long, default_value_t = 2)]
+    unanswered_commits: u64,
     /// max.poll.records of the copiers.
     #[arg(long, default_value_t = 500)]
     max_poll_records: usize,
@@ -214,6 +218,10 @@ struct LogScan {
     producer_fenced_lines: u64,
     /// Producer recoveries logged (a zombie re-initialized its producer).
     producer_recoveries_logged: u64,
+    /// Of those, after a transaction whose end was unknown (D45).
+    outcome_unknown_recoveries_logged: u64,
+    /// Records released on their last delivery (the broker archives them).
+    released_at_delivery_limit: u64,
     /// Runtime stops with an error (the process exits 3).
     fatal_errors: u64,
     /// Of those, fences (a live instance taking over another's id).
@@ -231,6 +239,10 @@ struct ArchivedReport {
     archived_at_delivery_limit: u64,
     /// The same, from the broker log's warnings (offset ranges).
     archived_at_delivery_limit_logged: u64,
+    /// Records the copiers logged as RELEASEd on their last delivery (the
+    /// broker archives them; on Apache Kafka the only count this test
+    /// sees).
+    released_at_delivery_limit_by_copiers: u64,
     /// Metric scrapes that failed.
     scrape_failures: u32,
 }
@@ -579,6 +591,11 @@ fn spawn_copier(
         )
         .arg("--window-pause-ms")
         .arg(args.window_pause_ms.to_string())
+        .arg("--unanswered-commits")
+        .arg(match args.guarantee {
+            Guarantee::ExactlyOnce => args.unanswered_commits.to_string(),
+            Guarantee::AtLeastOnce => "0".to_string(),
+        })
         .arg("--max-poll-records")
         .arg(args.max_poll_records.to_string())
         .arg("--transaction-timeout-ms")
@@ -834,8 +851,14 @@ fn scan_copier_logs(workdir: &Path) -> LogScan {
             if fenced {
                 r.producer_fenced_lines += 1;
             }
+            if l.contains("released on its last delivery") {
+                r.released_at_delivery_limit += 1;
+            }
             if l.contains("re-initializing the producer") {
                 r.producer_recoveries_logged += 1;
+                if l.contains("end is unknown") {
+                    r.outcome_unknown_recoveries_logged += 1;
+                }
             }
             let fatal = l.starts_with("copier: runtime:")
                 || l.starts_with("copier: start:")
@@ -1474,13 +1497,20 @@ async fn finish(
     let archived = ArchivedReport {
         archived_at_delivery_limit: archived.total(),
         archived_at_delivery_limit_logged: archived_logged(&args.workdir),
+        released_at_delivery_limit_by_copiers: 0,
         scrape_failures: archived.failures,
     };
+    let copier_logs = scan_copier_logs(&args.workdir);
+    let archived = ArchivedReport {
+        released_at_delivery_limit_by_copiers: copier_logs.released_at_delivery_limit,
+        ..archived
+    };
+    // The counts overlap (one record can be in all three): the largest.
     let archived_count = archived
         .archived_at_delivery_limit
-        .max(archived.archived_at_delivery_limit_logged);
+        .max(archived.archived_at_delivery_limit_logged)
+        .max(archived.released_at_delivery_limit_by_copiers);
     let lost = output.lost.saturating_sub(archived_count);
-    let copier_logs = scan_copier_logs(&args.workdir);
     let faults = end.faults;
 
     let mut failures = Vec::new();
@@ -1540,6 +1570,16 @@ async fn finish(
             faults.copier_exits_after_pause,
             copier_logs.fatal_samples
         ));
+    }
+    if args.guarantee == Guarantee::ExactlyOnce
+        && args.unanswered_commits > 0
+        && copier_logs.outcome_unknown_recoveries_logged == 0
+    {
+        failures.push(
+            "no copier logged a recovery from an unanswered commit \
+             (--unanswered-commits): the fault was not exercised"
+                .to_string(),
+        );
     }
     let input_committed_records = input.records.len() as u64;
     if input_committed_records != seeded.committed {
