@@ -1494,16 +1494,12 @@ async fn finish(
         check::offline_share_state(&args.workdir.join("data"), GROUP, end.topic_id, &log_ends)?
     };
     let output = check::analyse(&final_reader.records, seeded.committed);
+    let copier_logs = scan_copier_logs(&args.workdir);
     let archived = ArchivedReport {
         archived_at_delivery_limit: archived.total(),
         archived_at_delivery_limit_logged: archived_logged(&args.workdir),
-        released_at_delivery_limit_by_copiers: 0,
-        scrape_failures: archived.failures,
-    };
-    let copier_logs = scan_copier_logs(&args.workdir);
-    let archived = ArchivedReport {
         released_at_delivery_limit_by_copiers: copier_logs.released_at_delivery_limit,
-        ..archived
+        scrape_failures: archived.failures,
     };
     // The counts overlap (one record can be in all three): the largest.
     let archived_count = archived

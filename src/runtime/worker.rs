@@ -227,25 +227,19 @@ pub(crate) fn is_fenced(e: &ProducerError) -> bool {
     )
 }
 
-/// Whether the end of this producer's transaction is unknown to it: EndTxn
-/// got no definitive answer, or the coordinator refused EndTxn as
-/// INVALID_TXN_STATE (its state of this transactional id has moved past
-/// the transaction this producer holds: an abort after a commit whose
-/// answer was lost). A new producer settles it (InitProducerId aborts the
-/// transaction if it is still open); the records' fate is then decided by
-/// the broker (KIP-1289) or the ledger's check, as after a fence.
-pub(crate) fn is_outcome_unknown(e: &ProducerError) -> bool {
-    e.is_outcome_unknown()
-        || (e.api() == Some("EndTxn") && e.code() == Some(ErrorCode::INVALID_TXN_STATE))
-}
-
 /// Why a worker replaces its producer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Renewal {
     /// Fenced (a new holder of the id, the transaction timeout, a peer
     /// resolving an intent).
     Fenced,
-    /// The transaction's outcome is unknown ([`is_outcome_unknown`]).
+    /// The end of the producer's transaction is unknown to it: EndTxn got
+    /// no definitive answer, or the coordinator refused EndTxn as
+    /// INVALID_TXN_STATE (its state of the transactional id has moved past
+    /// this transaction: an abort after a commit whose answer was lost).
+    /// A new producer settles it (its InitProducerId aborts the
+    /// transaction if it is still open); the broker (KIP-1289) or the
+    /// ledger's check decides the records' fate, as after a fence.
     OutcomeUnknown,
 }
 
@@ -253,7 +247,9 @@ enum Renewal {
 fn renewal(e: &ProducerError) -> Option<Renewal> {
     if is_fenced(e) {
         Some(Renewal::Fenced)
-    } else if is_outcome_unknown(e) {
+    } else if e.is_outcome_unknown()
+        || (e.api() == Some("EndTxn") && e.code() == Some(ErrorCode::INVALID_TXN_STATE))
+    {
         Some(Renewal::OutcomeUnknown)
     } else {
         None
