@@ -10,9 +10,10 @@
 //!   opening the data directory's `share-state` with the broker's own
 //!   [`ShareService`]: only what was persisted counts (ACQUIRED
 //!   records come back AVAILABLE there, as after any restart). Against
-//!   Apache Kafka (`--kafka-scripts`), whose state file we cannot open, it
-//!   is read through DescribeShareGroupOffsets: the share-partition start
-//!   offset, which passes only terminal records, against the log end.
+//!   Apache Kafka (`--kafka-scripts`) it is read the same way, offline, from
+//!   Kafka's own `__share_group_state` topic as Kafka's own decoder prints
+//!   it ([`crate::kafka_state`]), and the start offsets it yields are
+//!   checked against those Kafka's API gives (DescribeShareGroupOffsets).
 //!
 //! Anomalies: records lost (committed input seq never in the output),
 //! duplicated (seq in the output more than once), aborted (a seq written
@@ -198,15 +199,17 @@ pub struct ShareStateReport {
     pub non_terminal: u64,
     /// Records still TX_PENDING.
     pub tx_pending: u64,
-    /// Records ARCHIVED (delivery limit, or never-deliverable offsets such
-    /// as control records and aborted data).
+    /// Records ARCHIVED: on our broker every such offset (delivery limit,
+    /// or never-deliverable offsets such as control records and aborted
+    /// data); on Apache Kafka the committed input records only, so each one
+    /// reached its delivery count limit.
     pub archived: u64,
     /// Share partitions found for the group and topic.
     pub share_partitions: usize,
     /// Read through the API (Apache Kafka): committed input records at or
     /// after the share-partition start offset. Kafka moves that offset
-    /// lazily, so they may well be terminal: `non_terminal` is what a probe
-    /// member of the group could still acquire.
+    /// lazily, so they may well be terminal: `non_terminal` is what the
+    /// persisted state says of them.
     pub committed_after_start: u64,
     /// Read through the API (Apache Kafka): offsets from the share-partition
     /// start offset to the log end that hold no committed record (aborted
@@ -214,43 +217,48 @@ pub struct ShareStateReport {
     /// fetch covers them, so after the last fetch they can hold the start
     /// offset back; they are not counted as non-terminal.
     pub uncommitted_after_start: u64,
+    /// Apache Kafka: a few non-terminal committed records as (partition,
+    /// offset, persisted delivery state or -1 for none, delivery count).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub non_terminal_sample: Vec<(i32, i64, i8, i16)>,
+    /// Apache Kafka: the start offsets replayed from `__share_group_state`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub persisted_start_offsets: Vec<i64>,
+    /// Apache Kafka: the start offsets its API gave.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub api_start_offsets: Vec<i64>,
 }
 
-/// The share state of `group` on a cluster read through its API (Apache
-/// Kafka): the share-partition start offset of each input partition
-/// (DescribeShareGroupOffsets). Every record below it is terminal
-/// (ACKNOWLEDGED or ARCHIVED); every committed input record (`committed`:
-/// partition, offset, value, from the checker's own read_committed read)
-/// at or after it may not be terminal; when there is any, a probe member
-/// ([`probe_deliverable`]) counts those the group can still deliver.
-/// ARCHIVED and TX_PENDING cannot be told apart this way and are reported
-/// as 0.
-pub async fn online_share_state(
-    bootstrap: &str,
-    group: &str,
+/// The share state of `group` on Apache Kafka.
+///
+/// Two readings that do not involve any client of ours beyond the admin
+/// call: the share-partition start offset of each input partition through
+/// Kafka's API (DescribeShareGroupOffsets, `api_starts`, read while the node
+/// runs), and, after the node stopped, the persisted state itself
+/// (`persisted`: the replay of `__share_group_state`, see
+/// [`crate::kafka_state`]), which says record by record which committed
+/// input record is terminal. The two start offsets must agree: if they do
+/// not, the checker misreads Kafka, and the run fails.
+pub fn kafka_share_state(
+    api_starts: &[i64],
+    persisted: &crate::kafka_state::PersistedVerdict,
     log_ends: &[i64],
     committed: &[(i32, i64, Bytes)],
-    lock: Duration,
-) -> Result<ShareStateReport, String> {
-    use sharestream::client::ConnectionConfig;
-    use sharestream::client::admin::AdminClient;
-    let admin = AdminClient::new(vec![bootstrap.to_string()], ConnectionConfig::default());
-    let parts: Vec<i32> = (0..log_ends.len() as i32).collect();
-    let offsets = admin
-        .describe_share_group_offsets(group, Some(&[("chaos-in".to_string(), parts)]))
-        .await
-        .map_err(|e| format!("DescribeShareGroupOffsets: {e}"))?;
-    let mut r = ShareStateReport::default();
+) -> ShareStateReport {
+    let mut r = ShareStateReport {
+        non_terminal: persisted.non_terminal,
+        archived: persisted.archived_committed,
+        non_terminal_sample: persisted.non_terminal_sample.clone(),
+        persisted_start_offsets: persisted.start_offsets.clone(),
+        api_start_offsets: api_starts.to_vec(),
+        ..ShareStateReport::default()
+    };
     for (p, &end) in log_ends.iter().enumerate() {
-        let start = match offsets.get(&("chaos-in".to_string(), p as i32)) {
-            Some(Ok(start)) if *start >= 0 => {
-                r.share_partitions += 1;
-                *start
-            }
-            _ => 0,
-        };
-        // A committed input record at or after the start offset may not be
-        // terminal: counted as such (the API cannot say record by record).
+        let start = api_starts.get(p).copied().unwrap_or(-1);
+        if start >= 0 {
+            r.share_partitions += 1;
+        }
+        let start = start.max(0);
         let at_or_after = committed
             .iter()
             .filter(|(cp, o, _)| *cp == p as i32 && *o >= start)
@@ -258,44 +266,30 @@ pub async fn online_share_state(
         r.committed_after_start += at_or_after;
         r.uncommitted_after_start += ((end - start).max(0) as u64).saturating_sub(at_or_after);
     }
-    if r.committed_after_start > 0 {
-        r.non_terminal = probe_deliverable(bootstrap, group, lock).await?;
-    }
-    Ok(r)
+    r
 }
 
-/// Joins `group` as one more member and counts what it can still acquire of
-/// `chaos-in` during `lock` + 5 s (a record a dead member held comes back
-/// once its lock expires): every record delivered was not terminal. They
-/// are released again.
-async fn probe_deliverable(bootstrap: &str, group: &str, lock: Duration) -> Result<u64, String> {
-    use sharestream::client::share_consumer::{
-        AcknowledgementMode, ShareConsumer, ShareConsumerConfig,
-    };
-    use sharestream::eos::AcknowledgeType;
-    let config = ShareConsumerConfig::builder(group)
-        .bootstrap_servers([bootstrap.to_string()])
-        .client_id("chaos-checker-probe")
-        .acknowledgement_mode(AcknowledgementMode::Explicit)
-        .build()
-        .map_err(|e| format!("probe consumer: {e}"))?;
-    let mut c = ShareConsumer::new(config).map_err(|e| format!("probe consumer: {e}"))?;
-    c.subscribe(["chaos-in".to_string()])
-        .map_err(|e| format!("probe subscribe: {e}"))?;
-    let deadline = tokio::time::Instant::now() + lock + Duration::from_secs(5);
-    let mut seen = std::collections::BTreeSet::new();
-    while tokio::time::Instant::now() < deadline {
-        let records = c
-            .poll(Duration::from_millis(500))
-            .await
-            .map_err(|e| format!("probe poll: {e}"))?;
-        for r in records.iter() {
-            seen.insert((r.partition, r.offset));
-            let _ = c.acknowledge(r, AcknowledgeType::Release);
-        }
-    }
-    let _ = c.close(Duration::from_secs(10)).await;
-    Ok(seen.len() as u64)
+/// The share-partition start offset of each of `partitions` input
+/// partitions of `group`, through Kafka's API (-1: none).
+pub async fn api_start_offsets(
+    bootstrap: &str,
+    group: &str,
+    partitions: usize,
+) -> Result<Vec<i64>, String> {
+    use sharestream::client::ConnectionConfig;
+    use sharestream::client::admin::AdminClient;
+    let admin = AdminClient::new(vec![bootstrap.to_string()], ConnectionConfig::default());
+    let parts: Vec<i32> = (0..partitions as i32).collect();
+    let offsets = admin
+        .describe_share_group_offsets(group, Some(&[("chaos-in".to_string(), parts)]))
+        .await
+        .map_err(|e| format!("DescribeShareGroupOffsets: {e}"))?;
+    Ok((0..partitions as i32)
+        .map(|p| match offsets.get(&("chaos-in".to_string(), p)) {
+            Some(Ok(start)) => *start,
+            _ => -1,
+        })
+        .collect())
 }
 
 /// Reads the persisted share state of `group` over the input partitions

@@ -22,6 +22,7 @@
 
 mod check;
 mod copier;
+mod kafka_state;
 mod payload;
 mod seed;
 
@@ -1430,6 +1431,25 @@ struct End {
     processes: Vec<ProcessShare>,
 }
 
+/// Kafka's own decoding of the `__share_group_state` segments of the stopped
+/// node in `dir` (`scripts/kafka/dump-share-state.sh`).
+async fn kafka_share_state_dump(scripts: &Path, dir: &Path) -> Result<String, String> {
+    let out = Command::new(scripts.join("dump-share-state.sh"))
+        .arg(dir)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .map_err(|e| format!("cannot run {}/dump-share-state.sh: {e}", scripts.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "dump-share-state.sh {} failed: {}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    String::from_utf8(out.stdout).map_err(|e| format!("dump-share-state.sh: {e}"))
+}
+
 /// Stops the copiers (SIGTERM: they finish their transaction) and the
 /// broker, runs the checker, writes the report.
 async fn finish(
@@ -1476,25 +1496,29 @@ async fn finish(
         notes.push("an output partition still had an open transaction at the end (LSO < HW)");
     }
     archived.scrape(source_port(args) + 1).await;
-    let share_state = if args.kafka_scripts.is_some() {
-        // Apache Kafka's share state is read through its API: the
-        // share-partition start offset passes only terminal records.
-        let s = check::online_share_state(
-            &source,
-            GROUP,
-            &log_ends,
-            &input.records,
-            Duration::from_millis(args.lock_ms),
-        )
-        .await?;
+    let share_state = if let Some(scripts) = &args.kafka_scripts {
+        // Apache Kafka: the start offsets through its API while it runs,
+        // then its persisted share state, read from its data directory.
+        let api_starts = check::api_start_offsets(&source, GROUP, log_ends.len()).await?;
         broker.stop().await;
-        s
+        let dump = kafka_share_state_dump(scripts, &args.workdir.join("kafka-source")).await?;
+        let parts = kafka_state::replay(&dump, GROUP, end.topic_id)?;
+        let persisted = kafka_state::judge(&parts, &input.records, log_ends.len());
+        check::kafka_share_state(&api_starts, &persisted, &log_ends, &input.records)
     } else {
         broker.stop().await;
         check::offline_share_state(&args.workdir.join("data"), GROUP, end.topic_id, &log_ends)?
     };
     let output = check::analyse(&final_reader.records, seeded.committed);
     let copier_logs = scan_copier_logs(&args.workdir);
+    // On Apache Kafka its persisted state counts the committed input
+    // records it archived (on our broker `archived` also counts markers and
+    // aborted data, and the broker's counter is the figure).
+    let kafka_archived = if args.kafka_scripts.is_some() {
+        share_state.archived
+    } else {
+        0
+    };
     let archived = ArchivedReport {
         archived_at_delivery_limit: archived.total(),
         archived_at_delivery_limit_logged: archived_logged(&args.workdir),
@@ -1505,7 +1529,8 @@ async fn finish(
     let archived_count = archived
         .archived_at_delivery_limit
         .max(archived.archived_at_delivery_limit_logged)
-        .max(archived.released_at_delivery_limit_by_copiers);
+        .max(archived.released_at_delivery_limit_by_copiers)
+        .max(kafka_archived);
     let lost = output.lost.saturating_sub(archived_count);
     let faults = end.faults;
 
@@ -1536,8 +1561,26 @@ async fn finish(
     }
     if share_state.non_terminal > 0 {
         failures.push(format!(
-            "{} input records not in a terminal state",
-            share_state.non_terminal
+            "{} input records not in a terminal state (e.g. {:?})",
+            share_state.non_terminal, share_state.non_terminal_sample
+        ));
+    }
+    let disagree: Vec<usize> = (0..share_state.api_start_offsets.len())
+        .filter(|&p| {
+            let api = share_state.api_start_offsets[p];
+            let persisted = share_state
+                .persisted_start_offsets
+                .get(p)
+                .copied()
+                .unwrap_or(-1);
+            api >= 0 && api != persisted
+        })
+        .collect();
+    if !disagree.is_empty() {
+        failures.push(format!(
+            "the share state read from Kafka's __share_group_state disagrees with its API on the \
+             start offset of input partitions {disagree:?} (persisted {:?}, API {:?}): the checker misreads Kafka",
+            share_state.persisted_start_offsets, share_state.api_start_offsets
         ));
     }
     if share_state.tx_pending > 0 {
