@@ -572,3 +572,30 @@ async fn kip848_regex_and_describe_respect_topic_describe_acls() {
     );
     assert_eq!(describe(&mut admin).await, 0);
 }
+
+/// As Kafka 4.4 does: a regex that matches `__consumer_offsets` resolves to
+/// it, so the member is assigned its partitions (empty here, D23), beside
+/// the regular topic it also matches. franz-go's `Test848RegexBrokerResolves`
+/// asserts this against a real broker.
+#[tokio::test]
+async fn kip848_a_regex_resolves_to_the_internal_offsets_topic_too() {
+    let mut st = TestBroker::in_memory().topic("orders", 1).start().await;
+    st.b.core().ensure_offsets_topic();
+    let req = join_req("a1", &[])
+        .with_subscribed_topic_names(None)
+        .with_subscribed_topic_regex(Some(s("orders|__consumer_offsets")));
+    let r = st.c.send(&req, 1).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let assigned: std::collections::BTreeMap<Uuid, usize> = r
+        .assignment
+        .unwrap()
+        .topic_partitions
+        .iter()
+        .map(|t| (t.topic_id, t.partitions.len()))
+        .collect();
+    let topics = st.b.core().topics().read();
+    let orders = topics.get("orders").unwrap().id;
+    let offsets = topics.get("__consumer_offsets").unwrap().id;
+    assert_eq!(assigned.get(&orders), Some(&1), "{assigned:?}");
+    assert_eq!(assigned.get(&offsets), Some(&50), "{assigned:?}");
+}

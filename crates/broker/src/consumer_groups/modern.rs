@@ -20,11 +20,13 @@ use crate::topics::TopicRegistry;
 use sharestream_protocol::ErrorCode;
 use uuid::Uuid;
 
-/// The topics a subscription may name: every topic but the internal ones.
+/// The topics a subscription may name or match: every topic, internal
+/// ones included. Kafka 4.4 assigns `__consumer_offsets` to a member whose
+/// regex matches it (franz-go's `Test848RegexBrokerResolves` asserts it);
+/// keeping internal topics out of a `.*` is the client's choice.
 pub fn topics_of(registry: &TopicRegistry) -> Topics {
     registry
         .iter()
-        .filter(|t| !t.is_internal())
         .map(|t| (t.name.clone(), (t.id, t.partitions)))
         .collect()
 }

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# franz-go's own client test suite (package kgo) against our broker.
+#
+#   scripts/franz_go_kgo.sh [--seeds HOST:PORT] [--run REGEX]
+#
+# franz-go (github.com/twmb/franz-go, a Go Kafka client nobody here wrote)
+# ships integration tests that create topics, produce, consume with classic
+# and KIP-848 groups, run transactions (GroupTransactSession ETL) and share
+# groups (KIP-932 ETL with REJECT/RELEASE, acknowledgement on close, the
+# share-group offsets admin calls). They need a broker at KGO_SEEDS.
+#
+# The module comes from the Go module proxy (pinned below), is copied into
+# $SHARESTREAM_CACHE/franz-go-<version>/src and its kgo tests are compiled
+# there once per version. Without --seeds, a
+# sharestream broker (release build, in memory) is started on a free port
+# and stopped at the end. Every test of the package runs unless --run says
+# otherwise; the suite's verdict is the script's: 0 when every test passed
+# or skipped, 1 otherwise, with the failed tests listed.
+#
+# Tests that skip by themselves: the SCRAM and OAUTHBEARER ones (they need
+# KGO_TEST_SCRAM / KGO_TEST_OAUTH_SEEDS). KGO_TEST_RF=1: one broker.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$PWD"
+FRANZ_GO_VERSION="${FRANZ_GO_VERSION:-v1.22.3}"
+SHARESTREAM_CACHE="${SHARESTREAM_CACHE:-${HOME}/.cache/sharestream}"
+seeds="" run="."
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --seeds) seeds="$2"; shift 2 ;;
+    --run) run="$2"; shift 2 ;;
+    *) echo "franz_go_kgo.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+if ! command -v go >/dev/null; then
+  echo "SKIP franz-go kgo tests: go is not installed"
+  exit 0
+fi
+
+# Some tests read the package's own sources (config.go): they run from the
+# package folder, kept beside the compiled tests.
+home="${SHARESTREAM_CACHE}/franz-go-${FRANZ_GO_VERSION}"
+pkg="$home/src/pkg/kgo"
+bin="$home/kgo.test"
+if [[ ! -x "$bin" || ! -f "$pkg/config.go" ]]; then
+  dir="$(timeout 300 go mod download -json "github.com/twmb/franz-go@${FRANZ_GO_VERSION}" \
+    | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("Dir") or sys.exit(d.get("Error","no Dir")))')"
+  rm -rf "$home"
+  mkdir -p "$home"
+  cp -r "$dir" "$home/src"
+  chmod -R u+w "$home/src"
+  (cd "$pkg" && timeout 600 go test -c -o "$bin.partial" .)
+  mv "$bin.partial" "$bin"
+fi
+
+broker_pid=""
+tmp="$(mktemp -d)"
+cleanup() {
+  [[ -n "$broker_pid" ]] && kill "$broker_pid" 2>/dev/null && wait "$broker_pid" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+if [[ -z "$seeds" ]]; then
+  cargo build --release --features failpoints -p sharestream-cli
+  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')"
+  "$root/target/release/sharestream" broker --listen "127.0.0.1:$port" --memory \
+    >"$tmp/broker.log" 2>&1 &
+  broker_pid=$!
+  for _ in $(seq 1 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+    sleep 0.1
+  done
+  seeds="127.0.0.1:$port"
+fi
+
+echo "franz-go ${FRANZ_GO_VERSION} kgo tests against ${seeds}"
+status=0
+# The tests' own clients log at info by default: only the verdicts are kept.
+(cd "$pkg" && KGO_TEST_RF=1 KGO_SEEDS="$seeds" KGO_LOG_LEVEL=none \
+  timeout 900 "$bin" -test.run "$run" -test.v -test.timeout 840s >"$tmp/out.txt" 2>&1) || status=$?
+passed="$(grep -c '^--- PASS' "$tmp/out.txt" || true)"
+skipped="$(grep -c '^--- SKIP' "$tmp/out.txt" || true)"
+failed="$(grep -c '^--- FAIL' "$tmp/out.txt" || true)"
+echo "franz-go kgo: ${passed} passed, ${failed} failed, ${skipped} skipped (top-level tests)"
+grep '^--- SKIP' "$tmp/out.txt" || true
+if [[ $status != 0 || $failed != 0 ]]; then
+  # The whole output and the broker's log stay in target/franz-go-kgo/.
+  mkdir -p "$root/target/franz-go-kgo"
+  cp "$tmp/out.txt" "$root/target/franz-go-kgo/out.txt"
+  [[ -f "$tmp/broker.log" ]] && cp "$tmp/broker.log" "$root/target/franz-go-kgo/broker.log"
+  # The failed tests with the lines they logged (awk reads it all: no
+  # early pipe close under pipefail).
+  awk '/^=== (RUN|CONT|NAME) /{cur=$3} /^--- FAIL/{print; bad[$3]=1}
+       /^panic:/{print} /^    [a-zA-Z_0-9]+\.go:[0-9]+/{lines[cur]=lines[cur] $0 "\n"}
+       END{for (t in bad) printf "%s:\n%s", t, substr(lines[t], 1, 4000)}' "$tmp/out.txt"
+  echo "franz-go kgo tests FAILED (exit $status); full output in target/franz-go-kgo/"
+  exit 1
+fi
