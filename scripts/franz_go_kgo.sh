@@ -54,25 +54,9 @@ if [[ ! -x "$bin" || ! -f "$pkg/config.go" ]]; then
   mv "$bin.partial" "$bin"
 fi
 
-broker_pid=""
-tmp="$(mktemp -d)"
-cleanup() {
-  [[ -n "$broker_pid" ]] && kill "$broker_pid" 2>/dev/null && wait "$broker_pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-if [[ -z "$seeds" ]]; then
-  cargo build --release --features failpoints -p sharestream-cli
-  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')"
-  "$root/target/release/sharestream" broker --listen "127.0.0.1:$port" --memory \
-    >"$tmp/broker.log" 2>&1 &
-  broker_pid=$!
-  for _ in $(seq 1 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-    sleep 0.1
-  done
-  seeds="127.0.0.1:$port"
-fi
+# shellcheck source=scripts/lib/test_broker.sh
+source "$root/scripts/lib/test_broker.sh"
+with_test_broker
 
 echo "franz-go ${FRANZ_GO_VERSION} kgo tests against ${seeds}"
 status=0
