@@ -49,7 +49,11 @@ GAPS = """\
   the group admin APIs are served. Consumer-protocol membership is not
   persisted (members rejoin after a restart), a static member's -2 is a
   leave, and a group cannot migrate between the two protocols
-  (docs/DESIGN.md D26).
+  (docs/DESIGN.md D26). The consumer groups' own group configs
+  (KIP-848's `consumer.session.timeout.ms`,
+  `consumer.heartbeat.interval.ms`) are not served: setting them is
+  INVALID_CONFIG ("Unknown group config name"); the broker-wide values
+  apply (found by librdkafka's 0081_admin, below).
 - **Share-group offsets** (`kafka-share-groups.sh --reset-offsets`,
   `--delete-offsets`, `--delete`): served, with Kafka's rules; a share
   partition whose records are staged in an open KIP-1289 transaction is
@@ -340,6 +344,63 @@ auto-created topic, and pause/resume and seek, whose first 3 s poll must
 end with an assignment.
 """
 
+LIBRDKAFKA = """\
+## librdkafka's own test suite (`scripts/librdkafka_tests.sh`)
+
+librdkafka (the C client under confluent-kafka, kcat and most clients
+outside Java) keeps its integration tests in `tests/`: numbered programs
+that `test-runner` runs against the broker of a `test.conf`. Its sources,
+tests included, ship in the crates.io crate `rdkafka-sys` (4.10.0, which
+bundles librdkafka 2.12.1), so the script gets them through cargo, builds
+the library without its optional TLS, SASL and zstd dependencies (about
+30 s) and the tests (about 45 s), starts our broker as librdkafka's own test
+cluster runs Kafka (topics auto-created with 4 partitions, no initial
+rebalance delay, an authorizer with the clients' principal as super user)
+and runs every test that needs a broker (`-L`), in quick mode (`-Q`), two
+at a time, with `TEST_KAFKA_VERSION=4.0.0`. **Not in CI yet**: one test
+failed intermittently (below), and a flaky step would block every
+landing; it runs by hand.
+
+Not run, as they cannot pass against one node without Kafka's
+installation (Apache Kafka 4.4 would fail them too): 0052, 0077, 0109,
+0115 and 0119 call Kafka's shell tools (`KAFKA_PATH`); 0103 creates topics
+with replication factor 3; 0129 creates a topic with `segment.bytes=20000`,
+below Kafka 4's minimum of 1 MiB, which Kafka 4.4 and our broker both
+refuse.
+
+First runs, 2026-12-05 (librdkafka 2.12.1, quick mode): one test failed
+every time, **0081_admin**, which found two differences from Kafka 4.4:
+- AlterConfigs on a broker of `sasl.kerberos.min.time.before.relogin`:
+  Kafka 4.4 accepts the listeners' SASL and TLS settings as dynamic broker
+  configs (checked one by one with kafka-configs.sh), ours answered
+  INVALID_REQUEST. Fixed: they are stored and described (the test
+  `listener_security_settings_are_dynamic_broker_configs`); our listener
+  reads its security settings at start.
+- IncrementalAlterConfigs of the KIP-848 group config
+  `consumer.session.timeout.ms`: our broker serves the share groups'
+  group configs only and answers INVALID_CONFIG ("Unknown group config
+  name"). **Not fixed**: accepting it without honouring it in the
+  consumer-group coordinator would be a stub. 0081 is left out of the
+  script's run until it is; every admin step of 0081 before this one
+  (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
+  CreateAcls, DescribeAcls, DeleteAcls) passed. The same test against
+  Apache Kafka 4.4 with an authorizer (`--seeds`, `--tests 0081`) passes.
+
+With 0081 left out, three more whole runs (`scripts/librdkafka_tests.sh`,
+about 5.5 min each; the ~80 skips are the local-only and mock-cluster
+tests, those quick mode leaves out, and those gated on a broker version or
+feature):
+- 78 passed, 0 failed (the run before 0081 was left out, 0081 apart);
+- the runner was killed by SIGPIPE in 0076_produce_retry, whose socket
+  emulator cuts connections on purpose and wrote to a closed socket; the
+  script now runs it with SIGPIPE ignored;
+- 77 passed, **1 failed**: 0086_purge_remote, in its third pass
+  (idempotent, `enable.gapless.guarantee`), sent no Produce request within
+  the test's 15 s after producing 29 records to a topic that already
+  existed. Alone (`--tests 0086`) it passed 3 times of 3. The cause is
+  not found yet: this is why the suite is not in CI.
+"""
+
 USAGE = """\
 ## Running it
 
@@ -376,6 +437,8 @@ scripts/franz_go_kgo.sh --run 'TestShareGroup.*'     # a subset (go test -run)
 scripts/krafka_tests.sh                              # krafka's integration tests, our broker
 scripts/krafka_tests.sh --seeds 127.0.0.1:9092       # against any running broker
 scripts/krafka_tests.sh --filter transactional       # tests whose name contains it
+scripts/librdkafka_tests.sh                          # librdkafka's tests/, our broker, quick mode
+scripts/librdkafka_tests.sh --tests 0103 --seeds 127.0.0.1:9092  # one test, any broker
 ```
 
 Apache Kafka by hand:
@@ -451,6 +514,7 @@ def main(paths):
     out.append(BYTES)
     out.append(FRANZ)
     out.append(KRAFKA)
+    out.append(LIBRDKAFKA)
     out.append(USAGE)
     print("\n".join(out))
 

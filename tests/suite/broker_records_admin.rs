@@ -589,6 +589,42 @@ async fn dynamic_broker_configs_are_accepted_reported_and_persisted() {
     b.shutdown().await;
 }
 
+/// Kafka reconfigures its listeners' SASL and TLS settings at run time
+/// (librdkafka's admin test sets sasl.kerberos.min.time.before.relogin on a
+/// broker and expects success, as Kafka 4.4 answers); their values are
+/// still checked.
+#[tokio::test]
+async fn listener_security_settings_are_dynamic_broker_configs() {
+    let t = TestBroker::in_memory().start().await;
+    let (b, mut c) = (t.b, t.c);
+    for (name, value) in [
+        ("sasl.kerberos.min.time.before.relogin", "58000"),
+        ("sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-256"),
+        ("sasl.login.refresh.window.factor", "0.8"),
+        ("ssl.client.auth", "none"),
+    ] {
+        let (code, msg) = alter_broker(&mut c, "0", &[(name, 0, Some(value))]).await;
+        assert_eq!(code, 0, "{name}={value}: {msg:?}");
+    }
+    let (code, _) = alter_broker(
+        &mut c,
+        "0",
+        &[("sasl.login.refresh.window.factor", 0, Some("0.2"))],
+    )
+    .await;
+    assert_eq!(
+        code,
+        ErrorCode::INVALID_CONFIG.0,
+        "Kafka's range is [0.5, 1.0]"
+    );
+    let (_, configs) = admin(&b).describe_broker_configs().await.unwrap();
+    assert_eq!(
+        configs["sasl.kerberos.min.time.before.relogin"].as_deref(),
+        Some("58000")
+    );
+    b.shutdown().await;
+}
+
 async fn all(c: &mut RawClient) -> MetadataResponse {
     c.send(&MetadataRequest::default().with_topics(None), 12)
         .await

@@ -114,6 +114,33 @@ pub(crate) const DYNAMIC_BROKER_CONFIGS: &[(&str, ConfigKind)] = &[
         Int(i32::MIN as i64, i32::MAX as i64),
     ),
     ("producer.id.expiration.ms", Int(1, i32::MAX as i64)),
+    // The listener's SASL and TLS settings Kafka reconfigures at run time
+    // (checked against Kafka 4.4 with kafka-configs.sh; librdkafka's
+    // 0081_admin sets sasl.kerberos.min.time.before.relogin). Stored and
+    // described here; our listener reads its security settings at start.
+    ("sasl.enabled.mechanisms", Text),
+    ("sasl.kerberos.kinit.cmd", Text),
+    (
+        "sasl.kerberos.min.time.before.relogin",
+        Long(i64::MIN, i64::MAX),
+    ),
+    ("sasl.kerberos.principal.to.local.rules", Text),
+    ("sasl.kerberos.service.name", Text),
+    (
+        "sasl.kerberos.ticket.renew.jitter",
+        Double(f64::MIN, f64::MAX),
+    ),
+    (
+        "sasl.kerberos.ticket.renew.window.factor",
+        Double(f64::MIN, f64::MAX),
+    ),
+    ("sasl.login.refresh.buffer.seconds", Int(0, 3600)),
+    ("sasl.login.refresh.min.period.seconds", Int(0, 900)),
+    ("sasl.login.refresh.window.factor", Double(0.5, 1.0)),
+    ("sasl.login.refresh.window.jitter", Double(0.0, 0.25)),
+    ("sasl.mechanism.inter.broker.protocol", Text),
+    ("ssl.client.auth", OneOf(&["required", "requested", "none"])),
+    ("ssl.protocol", Text),
     ("transaction.partition.verification.enable", Boolean),
     ("unclean.leader.election.enable", Boolean),
 ];
