@@ -169,23 +169,16 @@ pub fn replay(
         }
         let value: Value = serde_json::from_str(value_text)
             .map_err(|e| format!("share state dump: a value I cannot read ({e}): {line}"))?;
-        match key.kind.as_str() {
-            "0" => {
-                let mut s = PersistedPartition {
+        let s = match key.kind.as_str() {
+            // A snapshot replaces what was known of the partition.
+            "0" => parts
+                .entry(p)
+                .insert_entry(PersistedPartition {
                     start_offset: value.data.start_offset,
                     batches: BTreeMap::new(),
-                };
-                for b in value.data.state_batches {
-                    s.overlay(
-                        b.first_offset,
-                        b.last_offset,
-                        b.delivery_state,
-                        b.delivery_count,
-                    );
-                }
-                s.prune();
-                parts.insert(p, s);
-            }
+                })
+                .into_mut(),
+            // An update moves the start offset unless it is -1.
             "1" => {
                 let s = parts.entry(p).or_insert(PersistedPartition {
                     start_offset: -1,
@@ -194,22 +187,23 @@ pub fn replay(
                 if value.data.start_offset >= 0 {
                     s.start_offset = value.data.start_offset;
                 }
-                for b in value.data.state_batches {
-                    s.overlay(
-                        b.first_offset,
-                        b.last_offset,
-                        b.delivery_state,
-                        b.delivery_count,
-                    );
-                }
-                s.prune();
+                s
             }
             other => {
                 return Err(format!(
                     "share state dump: unknown record type {other}: {line}"
                 ));
             }
+        };
+        for b in value.data.state_batches {
+            s.overlay(
+                b.first_offset,
+                b.last_offset,
+                b.delivery_state,
+                b.delivery_count,
+            );
         }
+        s.prune();
     }
     Ok(parts)
 }
