@@ -50,10 +50,12 @@ GAPS = """\
   persisted (members rejoin after a restart), a static member's -2 is a
   leave, and a group cannot migrate between the two protocols
   (docs/DESIGN.md D26). The consumer groups' own group configs
-  (KIP-848's `consumer.session.timeout.ms`,
-  `consumer.heartbeat.interval.ms`) are not served: setting them is
-  INVALID_CONFIG ("Unknown group config name"); the broker-wide values
-  apply (found by librdkafka's 0081_admin, below).
+  `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` are
+  served with Kafka 4.4's bounds and messages, and the coordinator reads
+  them at every heartbeat (the interval it answers, the session it gives
+  the member); `consumer.assignment.interval.ms` and the streams groups'
+  configs are not (our assignors run within the heartbeat that needs
+  them; KIP-1071 groups are not served).
 - **Share-group offsets** (`kafka-share-groups.sh --reset-offsets`,
   `--delete-offsets`, `--delete`): served, with Kafka's rules; a share
   partition whose records are staged in an open KIP-1289 transaction is

@@ -11,6 +11,9 @@ use crate::common;
 use common::RawClient;
 use common::broker::TestBroker;
 use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
@@ -598,4 +601,102 @@ async fn kip848_a_regex_resolves_to_the_internal_offsets_topic_too() {
     let offsets = topics.get("__consumer_offsets").unwrap().id;
     assert_eq!(assigned.get(&orders), Some(&1), "{assigned:?}");
     assert_eq!(assigned.get(&offsets), Some(&50), "{assigned:?}");
+}
+
+/// The group configs `consumer.heartbeat.interval.ms` and
+/// `consumer.session.timeout.ms`, set with IncrementalAlterConfigs as
+/// kafka-configs.sh and librdkafka's 0081_admin do, are what the group's
+/// heartbeats answer and how long a silent member stays; DescribeConfigs
+/// shows them as the group's own.
+#[tokio::test]
+async fn kip848_group_configs_set_the_interval_and_the_session() {
+    let st = TestBroker::in_memory()
+        .manual_clock()
+        .topic("t", 2)
+        .start()
+        .await;
+    let topic = st.topic();
+    let mut c = RawClient::connect(st.b.local_addr()).await;
+    let r = hb(&mut c, "m1", 0, None, topic).await;
+    assert_eq!(r.heartbeat_interval_ms, 5_000, "the broker's default");
+    let set = |name: &str, value: &str| {
+        IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(32)
+                .with_resource_name(s("g"))
+                .with_configs(vec![
+                    AlterableConfig::default()
+                        .with_name(s(name))
+                        .with_config_operation(0)
+                        .with_value(Some(s(value))),
+                ]),
+        ])
+    };
+    for (name, value) in [
+        ("consumer.heartbeat.interval.ms", "15000"),
+        ("consumer.session.timeout.ms", "60000"),
+    ] {
+        let r = c.send(&set(name, value), 1).await;
+        assert_eq!(r.responses[0].error_code, 0, "{r:?}");
+    }
+    let r = c
+        .send(&set("consumer.session.timeout.ms", "40000"), 1)
+        .await;
+    assert_eq!(
+        (
+            r.responses[0].error_code,
+            r.responses[0]
+                .error_message
+                .as_deref()
+                .map(|m| m.to_string())
+        ),
+        (
+            ErrorCode::INVALID_CONFIG.0,
+            Some(
+                "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive.".into()
+            )
+        )
+    );
+    let r = hb(&mut c, "m1", 1, Some(vec![0, 1]), topic).await;
+    assert_eq!(r.heartbeat_interval_ms, 15_000);
+    // Silent past the broker's 45 s, within the group's 60 s: still in.
+    st.advance(50_000);
+    let r = hb(&mut c, "m1", 1, None, topic).await;
+    assert_eq!(r.member_epoch, 1);
+    st.advance(60_000);
+    let r = c.send(&hb_req("m1", 1, None, topic), 1).await;
+    assert_eq!(r.error_code, ErrorCode::UNKNOWN_MEMBER_ID.0, "{r:?}");
+
+    let d = c
+        .send(
+            &DescribeConfigsRequest::default().with_resources(vec![
+                describe_configs_request::DescribeConfigsResource::default()
+                    .with_resource_type(32)
+                    .with_resource_name(s("g"))
+                    .with_configuration_keys(Some(vec![
+                        s("consumer.heartbeat.interval.ms"),
+                        s("consumer.session.timeout.ms"),
+                    ])),
+            ]),
+            4,
+        )
+        .await;
+    let rows: Vec<(String, String, i8)> = d.results[0]
+        .configs
+        .iter()
+        .map(|e| {
+            (
+                e.name.to_string(),
+                e.value.as_deref().unwrap_or("").to_string(),
+                e.config_source,
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            ("consumer.heartbeat.interval.ms".into(), "15000".into(), 8),
+            ("consumer.session.timeout.ms".into(), "60000".into(), 8),
+        ]
+    );
 }

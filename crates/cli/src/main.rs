@@ -121,7 +121,12 @@ struct BrokerArgs {
     share_session_timeout_ms: Option<i32>,
     /// A Kafka broker setting as NAME=VALUE (repeatable; applied after the
     /// flags above, later ones win), as kafka-server-start.sh's --override.
-    /// Supported: the share-group settings group.share.{,min.,max.}record.lock.duration.ms,
+    /// Supported: the consumer-protocol group settings
+    /// group.consumer.{,min.,max.}session.timeout.ms and
+    /// group.consumer.{,min.,max.}heartbeat.interval.ms (defaults and
+    /// bounds of the group configs consumer.session.timeout.ms and
+    /// consumer.heartbeat.interval.ms), the share-group settings
+    /// group.share.{,min.,max.}record.lock.duration.ms,
     /// group.share.{,min.,max.}session.timeout.ms,
     /// group.share.{,min.,max.}heartbeat.interval.ms,
     /// group.share.{,min.,max.}delivery.count.limit,
@@ -537,6 +542,14 @@ mod tests {
         assert_eq!(c.min_record_lock_duration_ms, 1000);
         assert_eq!(c.record_lock_duration_ms, 3000);
         assert_eq!(c.delivery_count_limit, 3);
+        let c = share_groups(&broker_args(&[
+            "--override",
+            "group.consumer.min.session.timeout.ms=10000",
+            "--override",
+            "group.consumer.session.timeout.ms=10000",
+        ]))
+        .unwrap();
+        assert_eq!(c.consumer_session_timeout_ms, 10_000);
     }
 
     /// KIP-1191's broker settings go through the same flag.

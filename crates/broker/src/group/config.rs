@@ -8,6 +8,8 @@
 //!
 //! | group config | broker default | group bounds (broker settings) |
 //! |---|---|---|
+//! | `consumer.session.timeout.ms` | `group.consumer.session.timeout.ms` 45000 | `group.consumer.{min,max}.session.timeout.ms` 45000..=60000 |
+//! | `consumer.heartbeat.interval.ms` | `group.consumer.heartbeat.interval.ms` 5000 | `group.consumer.{min,max}.heartbeat.interval.ms` 5000..=15000 |
 //! | `share.session.timeout.ms` | `group.share.session.timeout.ms` 45000 | `group.share.{min,max}.session.timeout.ms` 45000..=60000 |
 //! | `share.heartbeat.interval.ms` | `group.share.heartbeat.interval.ms` 5000 | `group.share.{min,max}.heartbeat.interval.ms` 5000..=15000 |
 //! | `share.record.lock.duration.ms` | `group.share.record.lock.duration.ms` 30000 | `group.share.{min,max}.record.lock.duration.ms` 15000..=60000 |
@@ -19,7 +21,10 @@
 //! | `errors.deadletterqueue.topic.name` | empty (no queue) | any name not starting with `__` |
 //! | `errors.deadletterqueue.copy.record.enable` | `false` | `true`, `false` |
 //!
-//! and the session timeout must stay greater than the heartbeat interval.
+//! and each session timeout must stay greater than its heartbeat interval.
+//! The two `consumer.*` configs belong to consumer-protocol groups (KIP-848):
+//! the consumer-protocol coordinator reads them at every heartbeat (the
+//! interval it answers with, the session it gives the member).
 //! The dead-letter queue's broker settings (KIP-1191) are
 //! `errors.deadletterqueue.auto.create.topics.enable` (false) and
 //! `errors.deadletterqueue.topic.name.prefix` (`dlq.`), set like the others
@@ -38,10 +43,16 @@
 //! when used, as Kafka's `GroupConfig.evaluate` does.
 //!
 //! Not supported: Kafka 4.2's `by_duration:<ISO-8601>` form of
-//! `share.auto.offset.reset`, and the consumer/streams group configs.
+//! `share.auto.offset.reset`, the `*.assignment.interval.ms` configs (our
+//! assignors run within the heartbeat that needs them), and the streams
+//! group configs (KIP-1071 groups are not served).
 
 use std::collections::BTreeMap;
 
+/// `consumer.session.timeout.ms` (KIP-848 groups).
+pub const CONSUMER_SESSION_TIMEOUT_MS: &str = "consumer.session.timeout.ms";
+/// `consumer.heartbeat.interval.ms` (KIP-848 groups).
+pub const CONSUMER_HEARTBEAT_INTERVAL_MS: &str = "consumer.heartbeat.interval.ms";
 /// `share.session.timeout.ms`.
 pub const SHARE_SESSION_TIMEOUT_MS: &str = "share.session.timeout.ms";
 /// `share.heartbeat.interval.ms`.
@@ -120,6 +131,8 @@ pub const ERRORS_DLQ_TOPIC_NAME_PREFIX: &str = "errors.deadletterqueue.topic.nam
 /// [`ShareGroupCoordinator::describe_config`](super::ShareGroupCoordinator::describe_config)
 /// lists them.
 pub const GROUP_CONFIG_NAMES: &[&str] = &[
+    CONSUMER_HEARTBEAT_INTERVAL_MS,
+    CONSUMER_SESSION_TIMEOUT_MS,
     ERRORS_DLQ_COPY_RECORD_ENABLE,
     ERRORS_DLQ_TOPIC_NAME,
     SHARE_AUTO_OFFSET_RESET,
@@ -160,6 +173,18 @@ pub use sharestream_protocol::share::IsolationLevel;
 /// the bounds a group override must respect.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShareGroupBrokerConfig {
+    /// `group.consumer.session.timeout.ms` (consumer-protocol groups).
+    pub consumer_session_timeout_ms: i32,
+    /// `group.consumer.min.session.timeout.ms`.
+    pub consumer_min_session_timeout_ms: i32,
+    /// `group.consumer.max.session.timeout.ms`.
+    pub consumer_max_session_timeout_ms: i32,
+    /// `group.consumer.heartbeat.interval.ms`.
+    pub consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.min.heartbeat.interval.ms`.
+    pub consumer_min_heartbeat_interval_ms: i32,
+    /// `group.consumer.max.heartbeat.interval.ms`.
+    pub consumer_max_heartbeat_interval_ms: i32,
     /// `group.share.session.timeout.ms`.
     pub session_timeout_ms: i32,
     /// `group.share.min.session.timeout.ms`.
@@ -210,6 +235,12 @@ pub struct ShareGroupBrokerConfig {
 impl Default for ShareGroupBrokerConfig {
     fn default() -> Self {
         Self {
+            consumer_session_timeout_ms: 45_000,
+            consumer_min_session_timeout_ms: 45_000,
+            consumer_max_session_timeout_ms: 60_000,
+            consumer_heartbeat_interval_ms: 5_000,
+            consumer_min_heartbeat_interval_ms: 5_000,
+            consumer_max_heartbeat_interval_ms: 15_000,
             session_timeout_ms: 45_000,
             min_session_timeout_ms: 45_000,
             max_session_timeout_ms: 60_000,
@@ -246,6 +277,30 @@ impl ShareGroupBrokerConfig {
             (
                 ERRORS_DLQ_TOPIC_NAME_PREFIX,
                 self.dlq_topic_name_prefix.clone(),
+            ),
+            (
+                "group.consumer.heartbeat.interval.ms",
+                self.consumer_heartbeat_interval_ms.to_string(),
+            ),
+            (
+                "group.consumer.max.heartbeat.interval.ms",
+                self.consumer_max_heartbeat_interval_ms.to_string(),
+            ),
+            (
+                "group.consumer.max.session.timeout.ms",
+                self.consumer_max_session_timeout_ms.to_string(),
+            ),
+            (
+                "group.consumer.min.heartbeat.interval.ms",
+                self.consumer_min_heartbeat_interval_ms.to_string(),
+            ),
+            (
+                "group.consumer.min.session.timeout.ms",
+                self.consumer_min_session_timeout_ms.to_string(),
+            ),
+            (
+                "group.consumer.session.timeout.ms",
+                self.consumer_session_timeout_ms.to_string(),
             ),
             (
                 "group.share.delivery.count.limit",
@@ -348,6 +403,16 @@ impl ShareGroupBrokerConfig {
             })
         };
         let field: &mut i32 = match name {
+            "group.consumer.session.timeout.ms" => &mut self.consumer_session_timeout_ms,
+            "group.consumer.min.session.timeout.ms" => &mut self.consumer_min_session_timeout_ms,
+            "group.consumer.max.session.timeout.ms" => &mut self.consumer_max_session_timeout_ms,
+            "group.consumer.heartbeat.interval.ms" => &mut self.consumer_heartbeat_interval_ms,
+            "group.consumer.min.heartbeat.interval.ms" => {
+                &mut self.consumer_min_heartbeat_interval_ms
+            }
+            "group.consumer.max.heartbeat.interval.ms" => {
+                &mut self.consumer_max_heartbeat_interval_ms
+            }
             "group.share.session.timeout.ms" => &mut self.session_timeout_ms,
             "group.share.min.session.timeout.ms" => &mut self.min_session_timeout_ms,
             "group.share.max.session.timeout.ms" => &mut self.max_session_timeout_ms,
@@ -377,7 +442,7 @@ impl ShareGroupBrokerConfig {
                 })?;
                 return Ok(());
             }
-            _ => return Err(format!("Unknown share-group broker setting: {name}")),
+            _ => return Err(format!("Unknown group broker setting: {name}")),
         };
         *field = int()?;
         Ok(())
@@ -462,6 +527,30 @@ impl ShareGroupBrokerConfig {
             10_000,
         )?;
         for (name, v) in [
+            (
+                "group.consumer.session.timeout.ms",
+                self.consumer_session_timeout_ms,
+            ),
+            (
+                "group.consumer.min.session.timeout.ms",
+                self.consumer_min_session_timeout_ms,
+            ),
+            (
+                "group.consumer.max.session.timeout.ms",
+                self.consumer_max_session_timeout_ms,
+            ),
+            (
+                "group.consumer.heartbeat.interval.ms",
+                self.consumer_heartbeat_interval_ms,
+            ),
+            (
+                "group.consumer.min.heartbeat.interval.ms",
+                self.consumer_min_heartbeat_interval_ms,
+            ),
+            (
+                "group.consumer.max.heartbeat.interval.ms",
+                self.consumer_max_heartbeat_interval_ms,
+            ),
             ("group.share.session.timeout.ms", self.session_timeout_ms),
             (
                 "group.share.min.session.timeout.ms",
@@ -570,6 +659,37 @@ impl ShareGroupBrokerConfig {
         if self.session_timeout_ms <= self.heartbeat_interval_ms {
             return Err("group.share.session.timeout.ms must be greater than group.share.heartbeat.interval.ms".to_string());
         }
+        for (lo_name, lo, hi_name, hi) in [
+            (
+                "group.consumer.min.session.timeout.ms",
+                self.consumer_min_session_timeout_ms,
+                "group.consumer.session.timeout.ms",
+                self.consumer_session_timeout_ms,
+            ),
+            (
+                "group.consumer.session.timeout.ms",
+                self.consumer_session_timeout_ms,
+                "group.consumer.max.session.timeout.ms",
+                self.consumer_max_session_timeout_ms,
+            ),
+            (
+                "group.consumer.min.heartbeat.interval.ms",
+                self.consumer_min_heartbeat_interval_ms,
+                "group.consumer.heartbeat.interval.ms",
+                self.consumer_heartbeat_interval_ms,
+            ),
+            (
+                "group.consumer.heartbeat.interval.ms",
+                self.consumer_heartbeat_interval_ms,
+                "group.consumer.max.heartbeat.interval.ms",
+                self.consumer_max_heartbeat_interval_ms,
+            ),
+        ] {
+            ordered(lo_name, lo, hi_name, hi)?;
+        }
+        if self.consumer_session_timeout_ms <= self.consumer_heartbeat_interval_ms {
+            return Err("group.consumer.session.timeout.ms must be greater than group.consumer.heartbeat.interval.ms".to_string());
+        }
         check_dlq_prefix(&self.dlq_topic_name_prefix)?;
         // Kafka's ShareGroupConfig.validate.
         if usize::try_from(self.max_share_sessions).unwrap_or(0) < self.max_size {
@@ -586,6 +706,12 @@ impl ShareGroupBrokerConfig {
 /// group's overrides applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupConfig {
+    /// `consumer.session.timeout.ms`: a member of a consumer-protocol group
+    /// that does not heartbeat for this long is removed.
+    pub consumer_session_timeout_ms: i32,
+    /// `consumer.heartbeat.interval.ms`: returned to the members of a
+    /// consumer-protocol group in every heartbeat.
+    pub consumer_heartbeat_interval_ms: i32,
     /// `share.session.timeout.ms`: a member that does not heartbeat for this
     /// long is removed.
     pub session_timeout_ms: i32,
@@ -616,6 +742,8 @@ impl GroupConfig {
     /// The broker defaults, with no group override.
     pub fn defaults(broker: &ShareGroupBrokerConfig) -> Self {
         Self {
+            consumer_session_timeout_ms: broker.consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms: broker.consumer_heartbeat_interval_ms,
             session_timeout_ms: broker.session_timeout_ms,
             heartbeat_interval_ms: broker.heartbeat_interval_ms,
             record_lock_duration_ms: broker.record_lock_duration_ms,
@@ -670,8 +798,21 @@ impl GroupConfig {
     fn bounded_mut(
         &mut self,
         b: &ShareGroupBrokerConfig,
-    ) -> [(&'static str, &mut i32, i32, i32); 5] {
+    ) -> [(&'static str, &mut i32, i32, i32); 7] {
+        // Kafka 4.4's order: the consumer configs first.
         [
+            (
+                CONSUMER_HEARTBEAT_INTERVAL_MS,
+                &mut self.consumer_heartbeat_interval_ms,
+                b.consumer_min_heartbeat_interval_ms,
+                b.consumer_max_heartbeat_interval_ms,
+            ),
+            (
+                CONSUMER_SESSION_TIMEOUT_MS,
+                &mut self.consumer_session_timeout_ms,
+                b.consumer_min_session_timeout_ms,
+                b.consumer_max_session_timeout_ms,
+            ),
             (
                 SHARE_HEARTBEAT_INTERVAL_MS,
                 &mut self.heartbeat_interval_ms,
@@ -707,6 +848,12 @@ impl GroupConfig {
 
     fn apply(&mut self, name: &str, value: &str) -> Result<(), String> {
         match name {
+            CONSUMER_SESSION_TIMEOUT_MS => {
+                self.consumer_session_timeout_ms = parse_int(name, value)?
+            }
+            CONSUMER_HEARTBEAT_INTERVAL_MS => {
+                self.consumer_heartbeat_interval_ms = parse_int(name, value)?
+            }
             SHARE_SESSION_TIMEOUT_MS => self.session_timeout_ms = parse_int(name, value)?,
             SHARE_HEARTBEAT_INTERVAL_MS => self.heartbeat_interval_ms = parse_int(name, value)?,
             SHARE_RECORD_LOCK_DURATION_MS => self.record_lock_duration_ms = parse_int(name, value)?,
@@ -767,6 +914,8 @@ impl GroupConfig {
     /// The value of a group config in Kafka's text form.
     pub fn value_of(&self, name: &str) -> Option<String> {
         Some(match name {
+            CONSUMER_SESSION_TIMEOUT_MS => self.consumer_session_timeout_ms.to_string(),
+            CONSUMER_HEARTBEAT_INTERVAL_MS => self.consumer_heartbeat_interval_ms.to_string(),
             SHARE_SESSION_TIMEOUT_MS => self.session_timeout_ms.to_string(),
             SHARE_HEARTBEAT_INTERVAL_MS => self.heartbeat_interval_ms.to_string(),
             SHARE_RECORD_LOCK_DURATION_MS => self.record_lock_duration_ms.to_string(),
@@ -782,9 +931,11 @@ impl GroupConfig {
     }
 
     /// Checks the values against the broker's bounds, in the order and with
-    /// the messages of Kafka 4.4's `GroupConfig.validateValues`: heartbeat
-    /// interval, session timeout, lock duration, delivery count limit,
-    /// record locks, then session timeout above heartbeat interval.
+    /// the messages of Kafka 4.4's `GroupConfig.validateValues`: the
+    /// consumer heartbeat interval and session timeout, then the share
+    /// heartbeat interval, session timeout, lock duration, delivery count
+    /// limit and record locks, then each session timeout above its
+    /// heartbeat interval.
     fn check_bounds(&self, b: &ShareGroupBrokerConfig) -> Result<(), String> {
         let mut probe = self.clone();
         for (name, v, lo, hi) in probe.bounded_mut(b) {
@@ -793,6 +944,11 @@ impl GroupConfig {
                     "{name} must be in the range {lo} to {hi} inclusive."
                 ));
             }
+        }
+        if self.consumer_session_timeout_ms <= self.consumer_heartbeat_interval_ms {
+            return Err(format!(
+                "{CONSUMER_SESSION_TIMEOUT_MS} must be greater than {CONSUMER_HEARTBEAT_INTERVAL_MS}"
+            ));
         }
         if self.session_timeout_ms <= self.heartbeat_interval_ms {
             return Err(format!(
@@ -848,7 +1004,10 @@ fn parse_int(name: &str, value: &str) -> Result<i32, String> {
 /// `atLeast(100)`).
 fn check_static_minimum(name: &str, value: &str) -> Result<(), String> {
     let min = match name {
-        SHARE_SESSION_TIMEOUT_MS | SHARE_HEARTBEAT_INTERVAL_MS => 1,
+        SHARE_SESSION_TIMEOUT_MS
+        | SHARE_HEARTBEAT_INTERVAL_MS
+        | CONSUMER_SESSION_TIMEOUT_MS
+        | CONSUMER_HEARTBEAT_INTERVAL_MS => 1,
         SHARE_RECORD_LOCK_DURATION_MS => 1000,
         SHARE_DELIVERY_COUNT_LIMIT => 2,
         SHARE_PARTITION_MAX_RECORD_LOCKS => 100,
@@ -1144,6 +1303,140 @@ mod tests {
     }
 
     /// The out-of-range message of Kafka 4.4's GroupConfig.validateIntRange.
+    /// The KIP-848 group configs, with Kafka 4.4's bounds and messages
+    /// (checked one by one with kafka-configs.sh against a 4.4 node), the
+    /// consumer heartbeat interval checked first.
+    #[test]
+    fn consumer_group_configs_have_kafkas_bounds_and_messages() {
+        let c = GroupConfig::defaults(&ShareGroupBrokerConfig::default());
+        assert_eq!(
+            (
+                c.consumer_session_timeout_ms,
+                c.consumer_heartbeat_interval_ms
+            ),
+            (45_000, 5_000)
+        );
+        let next = set(&[
+            (CONSUMER_SESSION_TIMEOUT_MS, Some("50000")),
+            (CONSUMER_HEARTBEAT_INTERVAL_MS, Some("15000")),
+        ])
+        .unwrap();
+        let c = GroupConfig::resolve(&ShareGroupBrokerConfig::default(), &next);
+        assert_eq!(
+            (
+                c.consumer_session_timeout_ms,
+                c.consumer_heartbeat_interval_ms
+            ),
+            (50_000, 15_000)
+        );
+        for (name, value, message) in [
+            (
+                CONSUMER_SESSION_TIMEOUT_MS,
+                "40000",
+                "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive.",
+            ),
+            (
+                CONSUMER_SESSION_TIMEOUT_MS,
+                "60001",
+                "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive.",
+            ),
+            (
+                CONSUMER_HEARTBEAT_INTERVAL_MS,
+                "4000",
+                "consumer.heartbeat.interval.ms must be in the range 5000 to 15000 inclusive.",
+            ),
+            (
+                CONSUMER_SESSION_TIMEOUT_MS,
+                "abc",
+                "Invalid value abc for configuration consumer.session.timeout.ms: Not a number of type INT",
+            ),
+            (
+                CONSUMER_SESSION_TIMEOUT_MS,
+                "0",
+                "Invalid value 0 for configuration consumer.session.timeout.ms: Value must be at least 1",
+            ),
+        ] {
+            let e = set(&[(name, Some(value))]).unwrap_err();
+            assert_eq!(e.code, ErrorCode::INVALID_CONFIG);
+            assert_eq!(e.message, message, "{name}={value}");
+        }
+        let e = set(&[
+            (CONSUMER_SESSION_TIMEOUT_MS, Some("40000")),
+            (CONSUMER_HEARTBEAT_INTERVAL_MS, Some("4000")),
+        ])
+        .unwrap_err();
+        assert!(
+            e.message.starts_with(CONSUMER_HEARTBEAT_INTERVAL_MS),
+            "{}",
+            e.message
+        );
+        let e = set(&[
+            (CONSUMER_SESSION_TIMEOUT_MS, Some("40000")),
+            (SHARE_HEARTBEAT_INTERVAL_MS, Some("4000")),
+        ])
+        .unwrap_err();
+        assert!(
+            e.message.starts_with(CONSUMER_SESSION_TIMEOUT_MS),
+            "{}",
+            e.message
+        );
+        // With bounds that overlap, the session must still exceed the interval.
+        let b = ShareGroupBrokerConfig::default()
+            .with_overrides([("group.consumer.max.heartbeat.interval.ms", "50000")])
+            .unwrap();
+        let e = apply_ops(
+            &b,
+            &BTreeMap::new(),
+            &[(CONSUMER_HEARTBEAT_INTERVAL_MS, Some("46000"))],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.message,
+            "consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms"
+        );
+    }
+
+    #[test]
+    fn consumer_broker_settings_are_set_by_their_kafka_names_and_checked() {
+        let b = ShareGroupBrokerConfig::default()
+            .with_overrides([
+                ("group.consumer.min.session.timeout.ms", "6000"),
+                ("group.consumer.session.timeout.ms", "6000"),
+                ("group.consumer.min.heartbeat.interval.ms", "500"),
+                ("group.consumer.heartbeat.interval.ms", "500"),
+            ])
+            .unwrap();
+        let c = GroupConfig::defaults(&b);
+        assert_eq!(
+            (
+                c.consumer_session_timeout_ms,
+                c.consumer_heartbeat_interval_ms
+            ),
+            (6_000, 500)
+        );
+        assert!(
+            b.entries()
+                .contains(&("group.consumer.session.timeout.ms", "6000".to_string()))
+        );
+        let e = ShareGroupBrokerConfig::default()
+            .with_overrides([("group.consumer.session.timeout.ms", "30000")])
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "group.consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms"
+        );
+        let e = ShareGroupBrokerConfig::default()
+            .with_overrides([
+                ("group.consumer.max.heartbeat.interval.ms", "60000"),
+                ("group.consumer.heartbeat.interval.ms", "50000"),
+            ])
+            .unwrap_err();
+        assert!(
+            e.contains("group.consumer.session.timeout.ms must be greater than"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn out_of_range_group_configs_get_kafkas_message() {
         let e = set(&[(SHARE_RECORD_LOCK_DURATION_MS, Some("3000"))]).unwrap_err();

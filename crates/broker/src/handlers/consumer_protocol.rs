@@ -19,7 +19,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
 use crate::acl::{AUTHORIZED_OPERATIONS_OMITTED, AclOperation, Resource};
-use crate::consumer_group::consumer_protocol::{Assignment, ConsumerHeartbeat};
+use crate::consumer_group::consumer_protocol::{Assignment, ConsumerHeartbeat, GroupTiming};
 use crate::consumer_groups::topics_of;
 use crate::core::BrokerCore;
 use sharestream_protocol::ErrorCode;
@@ -87,6 +87,7 @@ pub(crate) fn consumer_group_heartbeat(
         describable: (describable.len() < topics.len()).then_some(describable),
         client_id: ctx.header.client_id.clone().unwrap_or_default(),
         client_host: format!("/{}", ctx.host),
+        group_timing: Some(group_timing(core, req.group_id.0.as_str())),
     };
     match core
         .consumer_groups()
@@ -101,6 +102,17 @@ pub(crate) fn consumer_group_heartbeat(
                 o.assignment
                     .map(|a| super::heartbeat_assignment!(heartbeat, a)),
             ),
+    }
+}
+
+/// The group's `consumer.session.timeout.ms` and
+/// `consumer.heartbeat.interval.ms` (its own or the broker's defaults),
+/// read at every heartbeat as Kafka does.
+fn group_timing(core: &BrokerCore, group_id: &str) -> GroupTiming {
+    let c = core.shares().group_config(group_id);
+    GroupTiming {
+        session_timeout_ms: c.consumer_session_timeout_ms,
+        heartbeat_interval_ms: c.consumer_heartbeat_interval_ms,
     }
 }
 

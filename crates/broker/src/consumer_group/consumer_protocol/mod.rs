@@ -149,6 +149,20 @@ pub struct ConsumerHeartbeat {
     pub client_id: String,
     /// The connection's host.
     pub client_host: String,
+    /// The group's `consumer.session.timeout.ms` and
+    /// `consumer.heartbeat.interval.ms` as of this heartbeat (None: the
+    /// broker's [`ConsumerProtocolConfig`]). Kafka reads the group's
+    /// configs at every heartbeat, so a change applies from the next one.
+    pub group_timing: Option<GroupTiming>,
+}
+
+/// A group's session timeout and heartbeat interval, in ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupTiming {
+    /// `consumer.session.timeout.ms`.
+    pub session_timeout_ms: i32,
+    /// `consumer.heartbeat.interval.ms`.
+    pub heartbeat_interval_ms: i32,
 }
 
 /// A successful heartbeat's answer.
@@ -206,6 +220,9 @@ struct Member {
     /// heartbeat.
     describable: Option<BTreeSet<String>>,
     last_heartbeat_ms: i64,
+    /// The session timeout its last heartbeat was given: it is removed at
+    /// `last_heartbeat_ms` plus this.
+    session_timeout_ms: i32,
     /// What the member may own now (last told, or about to be).
     assigned: Assignment,
     /// Partitions it was told to drop and has not yet reported dropped.
@@ -342,6 +359,11 @@ fn compile(regex: &str) -> Result<regex::Regex, HeartbeatError> {
 }
 
 impl Member {
+    /// When its session ends without another heartbeat.
+    fn session_deadline_ms(&self) -> i64 {
+        self.last_heartbeat_ms + i64::from(self.session_timeout_ms)
+    }
+
     /// Keeps the assignment epochs to `assigned` and `revoking`: a
     /// partition new to them gets `epoch`, one gone from both is
     /// forgotten, the others keep theirs.
@@ -587,7 +609,11 @@ impl ConsumerProtocolGroups {
         now_ms: i64,
     ) -> Result<ConsumerHeartbeatOk, HeartbeatError> {
         Self::validate(req)?;
-        let interval = self.config.heartbeat_interval_ms;
+        let timing = req.group_timing.unwrap_or(GroupTiming {
+            session_timeout_ms: self.config.session_timeout_ms,
+            heartbeat_interval_ms: self.config.heartbeat_interval_ms,
+        });
+        let interval = timing.heartbeat_interval_ms;
         if req.member_epoch < 0 {
             return self.leave(req, topics, interval);
         }
@@ -636,6 +662,7 @@ impl ConsumerProtocolGroups {
                     regex: None,
                     describable: None,
                     last_heartbeat_ms: now_ms,
+                    session_timeout_ms: timing.session_timeout_ms,
                     assigned: Assignment::new(),
                     revoking: Assignment::new(),
                     revoke_deadline_ms: None,
@@ -676,6 +703,7 @@ impl ConsumerProtocolGroups {
         }
         let m = group.members.get_mut(&req.member_id).expect("present");
         m.last_heartbeat_ms = now_ms;
+        m.session_timeout_ms = timing.session_timeout_ms;
         if req.rebalance_timeout_ms >= 0 {
             m.rebalance_timeout_ms = req.rebalance_timeout_ms;
         }
@@ -832,14 +860,13 @@ impl ConsumerProtocolGroups {
     /// resolved; the next heartbeat resolves them again). Returns the
     /// removed (group, member) pairs.
     pub fn tick(&mut self, now_ms: i64) -> Vec<(String, String)> {
-        let session = i64::from(self.config.session_timeout_ms);
         let mut removed = Vec::new();
         for (gid, g) in self.groups.iter_mut() {
             let gone: Vec<String> = g
                 .members
                 .iter()
                 .filter(|(_, m)| {
-                    m.last_heartbeat_ms + session <= now_ms
+                    m.session_deadline_ms() <= now_ms
                         || m.revoke_deadline_ms.is_some_and(|d| d <= now_ms)
                 })
                 .map(|(id, _)| id.clone())
@@ -858,11 +885,10 @@ impl ConsumerProtocolGroups {
 
     /// The earliest time [`Self::tick`] has something to do.
     pub fn next_deadline_ms(&self) -> Option<i64> {
-        let session = i64::from(self.config.session_timeout_ms);
         self.groups
             .values()
             .flat_map(|g| g.members.values())
-            .flat_map(|m| [Some(m.last_heartbeat_ms + session), m.revoke_deadline_ms])
+            .flat_map(|m| [Some(m.session_deadline_ms()), m.revoke_deadline_ms])
             .flatten()
             .min()
     }

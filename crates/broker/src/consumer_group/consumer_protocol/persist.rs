@@ -158,6 +158,9 @@ impl ConsumerProtocolGroups {
                     regex: m.regex,
                     describable: m.describable,
                     last_heartbeat_ms: now_ms,
+                    // The group's own value comes back with the member's
+                    // next heartbeat (at most a heartbeat interval away).
+                    session_timeout_ms: self.config.session_timeout_ms,
                     sent: Some(m.assigned.clone()),
                     assigned: m.assigned,
                     revoking: m.revoking,

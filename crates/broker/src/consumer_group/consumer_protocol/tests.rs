@@ -164,6 +164,50 @@ fn kip848_session_timeout_on_the_given_clock_and_a_leave() {
     );
 }
 
+/// `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` as
+/// the group's configs give them at each heartbeat: the interval is
+/// answered, and the session runs from each heartbeat with the value that
+/// heartbeat carried.
+#[test]
+fn kip848_the_group_configs_set_the_session_and_the_interval() {
+    let mut g = groups();
+    let t = topics();
+    let with = |mut hb: ConsumerHeartbeat, session: i32, interval: i32| {
+        hb.group_timing = Some(GroupTiming {
+            session_timeout_ms: session,
+            heartbeat_interval_ms: interval,
+        });
+        hb
+    };
+    let r = g
+        .heartbeat(&with(join("m1", &["t1"]), 50_000, 15_000), &t, 0)
+        .unwrap();
+    assert_eq!(r.heartbeat_interval_ms, 15_000);
+    assert_eq!(g.next_deadline_ms(), Some(50_000));
+    assert!(g.tick(49_999).is_empty());
+    // The group's config changed: the next heartbeat carries the new values.
+    let r = g
+        .heartbeat(
+            &with(beat("m1", r.member_epoch, None), 45_000, 5_000),
+            &t,
+            40_000,
+        )
+        .unwrap();
+    assert_eq!(r.heartbeat_interval_ms, 5_000);
+    assert_eq!(g.next_deadline_ms(), Some(85_000));
+    assert!(g.tick(84_999).is_empty());
+    assert_eq!(g.tick(85_000), vec![("g".to_string(), "m1".to_string())]);
+    // Without the group's values (None), the broker's defaults.
+    let r = g.heartbeat(&join("m2", &["t1"]), &t, 90_000).unwrap();
+    assert_eq!(r.heartbeat_interval_ms, 5_000);
+    assert_eq!(g.next_deadline_ms(), Some(135_000));
+    // A leave answers with the group's interval too.
+    let r = g
+        .heartbeat(&with(beat("m2", -1, None), 60_000, 12_000), &t, 91_000)
+        .unwrap();
+    assert_eq!((r.member_epoch, r.heartbeat_interval_ms), (-1, 12_000));
+}
+
 #[test]
 fn kip848_a_member_that_does_not_revoke_in_time_is_removed() {
     let mut g = groups();
