@@ -371,7 +371,7 @@ below Kafka 4's minimum of 1 MiB, which Kafka 4.4 and our broker both
 refuse.
 
 First runs, 2026-12-05 (librdkafka 2.12.1, quick mode): one test failed
-every time, **0081_admin**, which found two differences from Kafka 4.4:
+every time, **0081_admin**, which found differences from Kafka 4.4:
 - AlterConfigs on a broker of `sasl.kerberos.min.time.before.relogin`:
   Kafka 4.4 accepts the listeners' SASL and TLS settings as dynamic broker
   configs (checked one by one with kafka-configs.sh), ours answered
@@ -379,16 +379,27 @@ every time, **0081_admin**, which found two differences from Kafka 4.4:
   `listener_security_settings_are_dynamic_broker_configs`); our listener
   reads its security settings at start.
 - IncrementalAlterConfigs of the KIP-848 group config
-  `consumer.session.timeout.ms`: our broker serves the share groups'
-  group configs only and answers INVALID_CONFIG ("Unknown group config
-  name"). **Not fixed**: accepting it without honouring it in the
-  consumer-group coordinator would be a stub. 0081 is left out of the
-  script's run until it is; every admin step of 0081 before this one
-  (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-  CreateAcls, DescribeAcls, DeleteAcls) passed. The same test against
-  Apache Kafka 4.4 with an authorizer (`--seeds`, `--tests 0081`) passes.
+  `consumer.session.timeout.ms`: our broker served the share groups'
+  group configs only and answered INVALID_CONFIG ("Unknown group config
+  name"). Fixed on 2026-12-05: `consumer.session.timeout.ms` and
+  `consumer.heartbeat.interval.ms` are group configs with Kafka 4.4's
+  bounds and messages, and the consumer-protocol coordinator reads them at
+  every heartbeat (`kip848_group_configs_set_the_interval_and_the_session`).
+- The next step of 0081 then stopped at DescribeUserScramCredentials,
+  which our broker did not serve ("Required feature not supported by
+  broker"). Fixed the same day: DescribeUserScramCredentials and
+  AlterUserScramCredentials (KIP-554) are served, with Kafka's rules,
+  persisted in the data directory, and the credentials they set are the
+  ones SCRAM logins check
+  (`scram_users_are_created_described_and_deleted_through_the_admin_api`);
+  DescribeClientQuotas answers that no quota is set, so that
+  `kafka-configs.sh --entity-type users --describe` works (its output
+  against our broker and against Kafka 4.4 was the same, line for line).
+  Since then 0081 passes against our broker (`--tests 0081`), and it is in
+  the script's run again. The same test against Apache Kafka 4.4 with an
+  authorizer (`--seeds`, `--tests 0081`) passes.
 
-With 0081 left out, three more whole runs (`scripts/librdkafka_tests.sh`,
+With 0081 left out (before the fixes above), three more whole runs (`scripts/librdkafka_tests.sh`,
 about 5.5 min each; the ~80 skips are the local-only and mock-cluster
 tests, those quick mode leaves out, and those gated on a broker version or
 feature):

@@ -86,12 +86,7 @@ with_test_broker --auto-create-topics --num-partitions 4 --group-initial-rebalan
 #   0129                      creates a topic with segment.bytes=20000,
 #                             below Kafka 4's minimum of 1 MiB (KIP-1030),
 #                             which Kafka 4.4 refuses as we do.
-# And one our broker fails (docs/INTEROP.md):
-#   0081                      its IncrementalAlterConfigs step sets the
-#                             KIP-848 group config consumer.session.timeout.ms,
-#                             which our broker does not serve (INVALID_CONFIG);
-#                             every admin step before it passes.
-skip="${TESTS_SKIP:-0052,0077,0081,0103,0109,0115,0119,0129}"
+skip="${TESTS_SKIP:-0052,0077,0103,0109,0115,0119,0129}"
 
 echo "librdkafka ${RDKAFKA_SYS_VERSION#*+} tests against ${seeds} (TEST_KAFKA_VERSION=$TEST_KAFKA_VERSION${quick:+, quick mode}; not run: $skip)"
 printf 'bootstrap.servers=%s\n' "$seeds" >"$tmp/test.conf"

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use common::RawClient;
+use common::broker::TestBroker;
 use common::sasl::*;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
@@ -305,5 +306,186 @@ async fn transactional_apis_check_the_transactional_id_then_the_group() {
         )
         .await;
     assert_eq!(r.error_code, ErrorCode::GROUP_AUTHORIZATION_FAILED.0);
+    b.shutdown().await;
+}
+
+fn upsertion(
+    user: &str,
+    m: SaslMechanism,
+    code: i8,
+    iterations: i32,
+    pw: &str,
+) -> alter_user_scram_credentials_request::ScramCredentialUpsertion {
+    let salt = b"pepper-salt".to_vec();
+    alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+        .with_name(s(user))
+        .with_mechanism(code)
+        .with_iterations(iterations)
+        .with_salted_password(Bytes::from(
+            sharestream::protocol::sasl::ScramCredential::salt_password(
+                m,
+                pw,
+                &salt,
+                iterations as u32,
+            ),
+        ))
+        .with_salt(Bytes::from(salt))
+}
+
+async fn describe_scram(
+    c: &mut RawClient,
+    users: Option<&[&str]>,
+) -> DescribeUserScramCredentialsResponse {
+    c.send(
+        &DescribeUserScramCredentialsRequest::default().with_users(users.map(|u| {
+            u.iter()
+                .map(|n| {
+                    describe_user_scram_credentials_request::UserName::default().with_name(s(n))
+                })
+                .collect()
+        })),
+        0,
+    )
+    .await
+}
+
+/// KIP-554 as `kafka-configs.sh --entity-type users` uses it: a super user
+/// creates a SCRAM user, who can then log in with that mechanism (and not
+/// with PLAIN, which keeps the configured passwords); the credential is
+/// described with its iterations, survives a restart, and once deleted
+/// the login fails. Another user is refused with the cluster's
+/// authorization error.
+#[tokio::test]
+async fn scram_users_are_created_described_and_deleted_through_the_admin_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = || {
+        TestBroker::on_disk(dir.path())
+            .sasl(true, &[("alice", "alice-pw")])
+            .start()
+    };
+    let b = start().await.b;
+    let mut admin = login(&b, SaslMechanism::ScramSha256, ADMIN.0, ADMIN.1)
+        .await
+        .ok()
+        .unwrap();
+    let r = describe_scram(&mut admin, Some(&["carol"])).await;
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.results[0].error_code, ErrorCode::RESOURCE_NOT_FOUND.0);
+    assert!(
+        login(&b, SaslMechanism::ScramSha256, "carol", "carol-pw")
+            .await
+            .is_err(),
+        "carol does not exist yet"
+    );
+    let r = admin
+        .send(
+            &AlterUserScramCredentialsRequest::default().with_upsertions(vec![
+                upsertion("carol", SaslMechanism::ScramSha256, 1, 8192, "carol-pw"),
+                upsertion("dave", SaslMechanism::ScramSha256, 1, 4095, "dave-pw"),
+            ]),
+            0,
+        )
+        .await;
+    let codes: Vec<(String, i16)> = r
+        .results
+        .iter()
+        .map(|x| (x.user.to_string(), x.error_code))
+        .collect();
+    assert_eq!(
+        codes,
+        vec![
+            ("carol".into(), 0),
+            ("dave".into(), ErrorCode::UNACCEPTABLE_CREDENTIAL.0)
+        ]
+    );
+    let mut carol = login(&b, SaslMechanism::ScramSha256, "carol", "carol-pw")
+        .await
+        .ok()
+        .unwrap();
+    metadata_ok(&mut carol).await;
+    assert!(
+        login(&b, SaslMechanism::ScramSha256, "carol", "wrong")
+            .await
+            .is_err()
+    );
+    assert!(
+        login(&b, SaslMechanism::ScramSha512, "carol", "carol-pw")
+            .await
+            .is_err()
+    );
+    assert!(
+        login(&b, SaslMechanism::Plain, "carol", "carol-pw")
+            .await
+            .is_err()
+    );
+
+    // carol is no super user: the cluster's authorization error.
+    let r = describe_scram(&mut carol, None).await;
+    assert_eq!(r.error_code, ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0);
+    let r = carol
+        .send(
+            &AlterUserScramCredentialsRequest::default().with_upsertions(vec![upsertion(
+                "carol",
+                SaslMechanism::ScramSha512,
+                2,
+                4096,
+                "x",
+            )]),
+            0,
+        )
+        .await;
+    assert_eq!(
+        r.results[0].error_code,
+        ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0
+    );
+
+    let r = describe_scram(&mut admin, None).await;
+    let listed: Vec<(String, Vec<(i8, i32)>)> = r
+        .results
+        .iter()
+        .map(|x| {
+            (
+                x.user.to_string(),
+                x.credential_infos
+                    .iter()
+                    .map(|i| (i.mechanism, i.iterations))
+                    .collect(),
+            )
+        })
+        .collect();
+    assert!(
+        listed.contains(&("carol".into(), vec![(1, 8192)])),
+        "{listed:?}"
+    );
+    assert!(listed.iter().any(|(u, _)| u == "alice"), "{listed:?}");
+    b.shutdown().await;
+
+    // A restart keeps carol; then deleting her credential ends her logins.
+    let b = start().await.b;
+    let mut admin = login(&b, SaslMechanism::ScramSha256, ADMIN.0, ADMIN.1)
+        .await
+        .ok()
+        .unwrap();
+    assert!(
+        login(&b, SaslMechanism::ScramSha256, "carol", "carol-pw")
+            .await
+            .is_ok()
+    );
+    let r = admin
+        .send(
+            &AlterUserScramCredentialsRequest::default().with_deletions(vec![
+                alter_user_scram_credentials_request::ScramCredentialDeletion::default()
+                    .with_name(s("carol"))
+                    .with_mechanism(1),
+            ]),
+            0,
+        )
+        .await;
+    assert_eq!(r.results[0].error_code, 0, "{r:?}");
+    assert!(
+        login(&b, SaslMechanism::ScramSha256, "carol", "carol-pw")
+            .await
+            .is_err()
+    );
     b.shutdown().await;
 }

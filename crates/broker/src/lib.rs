@@ -69,6 +69,7 @@ mod handlers;
 pub mod log;
 pub mod metrics;
 pub mod metrics_http;
+pub mod scram_credentials;
 pub mod security;
 pub mod server;
 pub mod share;

@@ -7,7 +7,8 @@
 //! authenticated; anything else closes it. The mechanisms are PLAIN and
 //! SCRAM-SHA-256/512 with users and passwords from the configuration (SCRAM
 //! credentials are derived from them at start with a random salt; the
-//! passwords are not kept for SCRAM). After authentication the connection's
+//! passwords are not kept for SCRAM), and SCRAM credentials set or deleted
+//! with AlterUserScramCredentials ([`ScramStore`]). After authentication the connection's
 //! principal is `User:<name>` for its lifetime.
 //!
 //! A failed authentication is answered SASL_AUTHENTICATION_FAILED after
@@ -34,6 +35,7 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 
 use super::acl::{ANONYMOUS, Authorizer};
 use super::core::BrokerCore;
+pub use super::scram_credentials::{SCRAM_FILE, ScramStore};
 use super::server::Close;
 use sharestream_protocol::ErrorCode;
 use sharestream_protocol::api::{RequestHeaderInfo, encode_response_frame};
@@ -222,11 +224,12 @@ impl Default for SecurityConfig {
     }
 }
 
-/// Credentials and authorizer, built once at start.
+/// Credentials and authorizer, built at start; SCRAM credentials change
+/// with AlterUserScramCredentials.
 #[derive(Debug)]
 pub struct SecurityState {
     config: SecurityConfig,
-    scram: HashMap<(SaslMechanism, String), ScramCredential>,
+    scram: ScramStore,
     authorizer: Option<Authorizer>,
 }
 
@@ -237,11 +240,11 @@ impl SecurityState {
         config: SecurityConfig,
         data_dir: Option<&std::path::Path>,
     ) -> std::io::Result<Self> {
-        let mut scram = HashMap::new();
+        let mut seeded = HashMap::new();
         for (user, pw) in &config.users {
             for m in [SaslMechanism::ScramSha256, SaslMechanism::ScramSha512] {
                 if config.sasl_mechanisms.contains(&m) {
-                    scram.insert(
+                    seeded.insert(
                         (m, user.clone()),
                         ScramCredential::generate(
                             m,
@@ -252,6 +255,7 @@ impl SecurityState {
                 }
             }
         }
+        let scram = ScramStore::open(seeded, data_dir.map(|d| d.join(SCRAM_FILE)))?;
         let authorizer = if config.acl_enabled {
             let supers = config.super_users.clone();
             Some(match data_dir {
@@ -276,6 +280,12 @@ impl SecurityState {
     /// The authorizer, `None` when ACLs are off.
     pub fn authorizer(&self) -> Option<&Authorizer> {
         self.authorizer.as_ref()
+    }
+
+    /// The SCRAM credentials (DescribeUserScramCredentials,
+    /// AlterUserScramCredentials).
+    pub fn scram(&self) -> &ScramStore {
+        &self.scram
     }
 
     fn check_plain(&self, user: &str, password: &str) -> bool {
@@ -424,7 +434,7 @@ pub(crate) async fn handle_sasl(
             },
             AuthState::Handshaken(m) => {
                 let mut server = ScramServer::new(m);
-                match server.server_first(&token, |u| sec.scram.get(&(m, u.to_string())).cloned()) {
+                match server.server_first(&token, |u| sec.scram.get(m, u)) {
                     Ok(first) => {
                         session.state = AuthState::Scram(server);
                         Ok((None, Bytes::from(first)))

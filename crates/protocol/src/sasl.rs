@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256, Sha512};
 pub const MIN_SCRAM_ITERATIONS: u32 = 4096;
 
 /// A SASL mechanism this crate speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SaslMechanism {
     /// User name and password in the clear (use with TLS).
     Plain,
@@ -164,12 +164,38 @@ impl ScramCredential {
     /// Derives the credential of `password` with `salt`.
     pub fn derive(m: SaslMechanism, password: &str, salt: Vec<u8>, iterations: u32) -> Self {
         let salted = salted_password(m, password, &salt, iterations);
-        let client_key = hmac(m, &salted, b"Client Key");
+        Self::from_salted(m, &salted, salt, iterations)
+    }
+
+    /// The credential of an already salted password, `Hi(password, salt,
+    /// iterations)` as a client computes it for AlterUserScramCredentials
+    /// (KIP-554): the broker never sees the password itself.
+    pub fn from_salted(m: SaslMechanism, salted: &[u8], salt: Vec<u8>, iterations: u32) -> Self {
+        let client_key = hmac(m, salted, b"Client Key");
         Self {
             stored_key: hash(m, &client_key),
-            server_key: hmac(m, &salted, b"Server Key"),
+            server_key: hmac(m, salted, b"Server Key"),
             salt,
             iterations,
+        }
+    }
+
+    /// `Hi(password, salt, iterations)`: what a client sends in
+    /// AlterUserScramCredentials.
+    pub fn salt_password(
+        m: SaslMechanism,
+        password: &str,
+        salt: &[u8],
+        iterations: u32,
+    ) -> Vec<u8> {
+        salted_password(m, password, salt, iterations)
+    }
+
+    /// The length of a salted password of `m` (its hash's output).
+    pub fn salted_len(m: SaslMechanism) -> usize {
+        match m {
+            SaslMechanism::ScramSha512 => 64,
+            _ => 32,
         }
     }
 

@@ -16,6 +16,8 @@ mod data;
 mod features;
 mod group_admin;
 mod metadata;
+mod quotas;
+mod scram;
 mod share;
 mod share_offsets_admin;
 mod txn;
@@ -253,6 +255,20 @@ pub(crate) async fn dispatch(
             RequestKind::ListTransactions(r) => {
                 let resp = txn_admin::list_transactions(core, &ctx, r);
                 respond::<ListTransactionsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DescribeClientQuotas(r) => {
+                let resp = quotas::describe(core, &ctx, r);
+                respond::<DescribeClientQuotasRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DescribeUserScramCredentials(r) => {
+                let resp = scram::describe(core, &ctx, r);
+                respond::<DescribeUserScramCredentialsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::AlterUserScramCredentials(r) => {
+                // Writes the credentials file (disk mode): off the async threads.
+                let c = ctx.clone();
+                let resp = txn::blocking(core, move |core| scram::alter(core, &c, r)).await;
+                respond::<AlterUserScramCredentialsRequest>(&ctx, &resp, out)
             }
             RequestKind::DeleteRecords(r) => {
                 let resp = data::delete_records(core, &ctx, r).await;
