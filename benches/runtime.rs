@@ -34,6 +34,8 @@
 //! `SHARESTREAM_BENCH_LATENCY_TARGET=host:port` runs section 3 on that
 //! cluster instead of the embedded broker. `SHARESTREAM_BENCH_EXT_SIZES=1024`
 //! runs section 4 at that value size only.
+//! `SHARESTREAM_BENCH_BROKER_PIDS=PID[,PID]` (the external brokers' process
+//! ids, e.g. Kafka's JVMs) adds their CPU per record to section 4's rows.
 //! Section 3 also prints the input producer's send -> acknowledged
 //! latency (every 64th record) and, on stderr, the broker's handling time
 //! per API.
@@ -215,9 +217,9 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
         source.as_deref().unwrap_or("-")
     );
     println!(
-        "| value | clusters | guarantee | records | records/s from start | steady records/s | % of at_least_once (steady) | commit p50 | commit p99 | CPU % (bench process) |"
+        "| value | clusters | guarantee | records | records/s from start | steady records/s | % of at_least_once (steady) | commit p50 | commit p99 | CPU % (bench process) | broker CPU µs/record |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let layouts: Vec<(&str, String)> = std::iter::once(("one", target.clone()))
         .chain(source.clone().map(|s| ("two", s)))
         .collect();
@@ -265,9 +267,10 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                     let r = run_until(forward(&tag, &input, &output), cfg, n as u64).await;
                     // The workers' time by phase (stderr, beside the table).
                     eprintln!(
-                        "{size} B {layout} {} overlap={overlap}: steady {:.0}/s; {}",
+                        "{size} B {layout} {} overlap={overlap}: steady {:.0}/s; broker CPU {} µs/record; {}",
                         g.name(),
                         r.steady,
+                        r.broker_us.map_or("-".into(), |u| format!("{u:.1}")),
                         r.phases
                     );
                     runs[i].push(r);
@@ -283,8 +286,14 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                     _ => "at_least_once",
                 };
                 let steady = median(runs[i].iter().map(|r| r.steady).collect());
+                let broker: Vec<f64> = runs[i].iter().filter_map(|r| r.broker_us).collect();
+                let broker = if broker.is_empty() {
+                    "-".to_string()
+                } else {
+                    format!("{:.1}", median(broker))
+                };
                 println!(
-                    "| {size} B | {layout} | {name} | {n} | {:.0} | {steady:.0} | {:.0}% | {:.1} ms | {:.1} ms | {:.0}% |",
+                    "| {size} B | {layout} | {name} | {n} | {:.0} | {steady:.0} | {:.0}% | {:.1} ms | {:.1} ms | {:.0}% | {broker} |",
                     median(runs[i].iter().map(|r| r.rate).collect()),
                     100.0 * steady / alos,
                     median(runs[i].iter().map(|r| r.p50).collect()),
@@ -310,13 +319,35 @@ struct Run {
     p99: f64,
     /// CPU of the whole process (runtime + broker + bench), % of one core.
     cpu: f64,
+    /// CPU of the external brokers (`SHARESTREAM_BENCH_BROKER_PIDS`) over
+    /// the whole run, µs per record.
+    broker_us: Option<f64>,
     /// Worker time by phase, seconds summed over workers.
     phases: String,
 }
 
 /// CPU time (user + system) of this process, seconds.
 fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    proc_cpu_seconds("self")
+}
+
+/// The external brokers of `SHARESTREAM_BENCH_BROKER_PIDS`, their CPU
+/// seconds summed (None without the setting).
+fn broker_cpu_seconds() -> Option<f64> {
+    let pids = std::env::var("SHARESTREAM_BENCH_BROKER_PIDS").ok()?;
+    Some(
+        pids.split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(proc_cpu_seconds)
+            .sum(),
+    )
+}
+
+/// CPU time (user + system) of process `pid` ("self" for this one),
+/// seconds, from /proc (10 ms ticks).
+fn proc_cpu_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let after = stat.rsplit(')').next().unwrap_or("");
     let f: Vec<&str> = after.split_whitespace().collect();
     let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
@@ -328,6 +359,7 @@ fn cpu_seconds() -> f64 {
 async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
     let start = Instant::now();
     let cpu0 = cpu_seconds();
+    let broker0 = broker_cpu_seconds();
     let h = Runtime::builder(topology)
         .config(cfg)
         .start()
@@ -350,6 +382,9 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
     }
     let secs = start.elapsed().as_secs_f64();
     let cpu = 100.0 * (cpu_seconds() - cpu0) / secs;
+    let broker_us = broker0
+        .zip(broker_cpu_seconds())
+        .map(|(a, b)| (b - a) * 1e6 / n.max(1) as f64);
     let ((a, ca), (b, cb)) = (t10.unwrap(), t90.unwrap());
     let steady = (cb - ca) as f64 / b.duration_since(a).as_secs_f64().max(1e-3);
     let p50 = m.commit_latency_quantile(0.5).as_secs_f64() * 1e3;
@@ -377,6 +412,7 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
         p50,
         p99,
         cpu,
+        broker_us,
         phases: phases.join(", "),
     }
 }
