@@ -181,6 +181,13 @@ fn expect_eq(v: &Value, k: &str, want: i64) -> Result<(), String> {
     }
 }
 
+fn expect_str(v: &Value, k: &str, want: &str) -> Result<(), String> {
+    match v.get(k).and_then(Value::as_str) {
+        Some(got) if got == want => Ok(()),
+        got => Err(format!("{k} = {got:?}, expected {want:?}")),
+    }
+}
+
 fn expect_true(v: &Value, k: &str) -> Result<(), String> {
     if v.get(k).and_then(Value::as_bool) == Some(true) {
         Ok(())
@@ -805,6 +812,45 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
             expect_eq(v, "dlq_records", 5)?;
             expect_eq(v, "headers_ok", 5)?;
             expect_eq(v, "copied", 5)
+        },
+        timeout: t60,
+    });
+    // KIP-554: SCRAM users through the admin client (what
+    // kafka-configs.sh --entity-type users does).
+    out.push(Scenario {
+        client: "java-admin",
+        feature: "SCRAM users: describe, create, refuse, delete (KIP-554)",
+        runner: Runner::Java,
+        args: j(&["scram-users", "--user", "interop-scram-user"]),
+        output: Output::ResultLine,
+        needs: &[],
+        embedded_gap: None,
+        verify: |v| {
+            ok(v)?;
+            expect_str(v, "describe_missing", "ResourceNotFoundException")?;
+            expect_str(v, "credentials", "SCRAM_SHA_256:8192")?;
+            expect_str(v, "too_many_iterations", "UnacceptableCredentialException")?;
+            expect_str(v, "describe_deleted", "ResourceNotFoundException")?;
+            expect_str(v, "delete_missing", "ResourceNotFoundException")
+        },
+        timeout: t60,
+    });
+    // KIP-848's group configs of a consumer group.
+    out.push(Scenario {
+        client: "java-admin",
+        feature: "consumer group configs: set, describe, refuse out of range, delete",
+        runner: Runner::Java,
+        args: j(&["group-configs", "--group", "interop-group-configs"]),
+        output: Output::ResultLine,
+        needs: &[],
+        embedded_gap: None,
+        verify: |v| {
+            ok(v)?;
+            expect_str(v, "heartbeat", "15000")?;
+            expect_str(v, "heartbeat_source", "DYNAMIC_GROUP_CONFIG")?;
+            expect_str(v, "session", "60000")?;
+            expect_str(v, "out_of_range", "InvalidConfigurationException")?;
+            expect_str(v, "heartbeat_after_delete", "5000")
         },
         timeout: t60,
     });

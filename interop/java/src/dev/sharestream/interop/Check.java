@@ -187,6 +187,8 @@ public final class Check {
                 case "eos-copy": eosCopy(o, out); break;
                 case "share-consume": shareConsume(o, out); break;
                 case "share-dlq": shareDlq(o, out); break;
+                case "scram-users": scramUsers(o, out); break;
+                case "group-configs": groupConfigs(o, out); break;
                 default: throw new IllegalArgumentException("unknown command " + cmd);
             }
             out.put("ok", true);
@@ -703,6 +705,83 @@ public final class Check {
      * with a plain consumer and checks the __dlq.errors.* headers and the
      * copied key and value.
      */
+    /** The root cause's simple class name of a failed admin future. */
+    static String failure(org.apache.kafka.common.KafkaFuture<?> f) {
+        try {
+            f.get(30, TimeUnit.SECONDS);
+            return "none";
+        } catch (Exception e) {
+            Throwable c = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+            return c.getClass().getSimpleName();
+        }
+    }
+
+    /**
+     * KIP-554 with the admin client: a SCRAM user described before it
+     * exists, created, described, refused above 16384 iterations, deleted.
+     */
+    static void scramUsers(Opts o, Json out) throws Exception {
+        String user = o.str("user");
+        try (Admin admin = Admin.create(base(o))) {
+            out.put("describe_missing", failure(
+                admin.describeUserScramCredentials(List.of(user)).description(user)));
+            admin.alterUserScramCredentials(List.of(new org.apache.kafka.clients.admin.UserScramCredentialUpsertion(
+                user, new org.apache.kafka.clients.admin.ScramCredentialInfo(
+                    org.apache.kafka.clients.admin.ScramMechanism.SCRAM_SHA_256, 8192), "interop-secret")))
+                .all().get(30, TimeUnit.SECONDS);
+            org.apache.kafka.clients.admin.UserScramCredentialsDescription d =
+                admin.describeUserScramCredentials(List.of(user)).description(user).get(30, TimeUnit.SECONDS);
+            List<String> infos = new ArrayList<>();
+            for (org.apache.kafka.clients.admin.ScramCredentialInfo i : d.credentialInfos()) {
+                infos.add(i.mechanism() + ":" + i.iterations());
+            }
+            out.put("credentials", String.join(",", infos));
+            out.put("too_many_iterations", failure(admin.alterUserScramCredentials(List.of(
+                new org.apache.kafka.clients.admin.UserScramCredentialUpsertion(user,
+                    new org.apache.kafka.clients.admin.ScramCredentialInfo(
+                        org.apache.kafka.clients.admin.ScramMechanism.SCRAM_SHA_512, 16385), "x")))
+                .all()));
+            admin.alterUserScramCredentials(List.of(new org.apache.kafka.clients.admin.UserScramCredentialDeletion(
+                user, org.apache.kafka.clients.admin.ScramMechanism.SCRAM_SHA_256)))
+                .all().get(30, TimeUnit.SECONDS);
+            out.put("describe_deleted", failure(
+                admin.describeUserScramCredentials(List.of(user)).description(user)));
+            out.put("delete_missing", failure(admin.alterUserScramCredentials(List.of(
+                new org.apache.kafka.clients.admin.UserScramCredentialDeletion(
+                    user, org.apache.kafka.clients.admin.ScramMechanism.SCRAM_SHA_256))).all()));
+        }
+    }
+
+    /**
+     * KIP-848's group configs with the admin client: set, described as the
+     * group's own, an out-of-range value refused, deleted back to the default.
+     */
+    static void groupConfigs(Opts o, Json out) throws Exception {
+        String group = o.str("group");
+        ConfigResource g = new ConfigResource(ConfigResource.Type.GROUP, group);
+        try (Admin admin = Admin.create(base(o))) {
+            admin.incrementalAlterConfigs(Map.of(g, List.of(
+                new AlterConfigOp(new ConfigEntry("consumer.heartbeat.interval.ms", "15000"), AlterConfigOp.OpType.SET),
+                new AlterConfigOp(new ConfigEntry("consumer.session.timeout.ms", "60000"), AlterConfigOp.OpType.SET))))
+                .all().get(30, TimeUnit.SECONDS);
+            Config c = admin.describeConfigs(List.of(g)).all().get(30, TimeUnit.SECONDS).get(g);
+            ConfigEntry hb = c.get("consumer.heartbeat.interval.ms");
+            ConfigEntry st = c.get("consumer.session.timeout.ms");
+            out.put("heartbeat", hb == null ? null : hb.value());
+            out.put("heartbeat_source", hb == null ? null : hb.source().toString());
+            out.put("session", st == null ? null : st.value());
+            out.put("out_of_range", failure(admin.incrementalAlterConfigs(Map.of(g, List.of(
+                new AlterConfigOp(new ConfigEntry("consumer.session.timeout.ms", "40000"), AlterConfigOp.OpType.SET))))
+                .all()));
+            admin.incrementalAlterConfigs(Map.of(g, List.of(
+                new AlterConfigOp(new ConfigEntry("consumer.heartbeat.interval.ms", ""), AlterConfigOp.OpType.DELETE))))
+                .all().get(30, TimeUnit.SECONDS);
+            ConfigEntry back = admin.describeConfigs(List.of(g)).all().get(30, TimeUnit.SECONDS).get(g)
+                .get("consumer.heartbeat.interval.ms");
+            out.put("heartbeat_after_delete", back == null ? null : back.value());
+        }
+    }
+
     static void shareDlq(Opts o, Json out) throws Exception {
         String topic = o.str("topic");
         String group = o.str("group");
