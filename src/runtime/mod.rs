@@ -475,10 +475,16 @@ impl RuntimeBuilder {
         // transaction (D25), and gaps ride in the transaction (D5).
         let kip1289 = guarantee == ProcessingGuarantee::ExactlyOnce && ledger.is_none();
         let aborted_records_return = kip1289 && aborted_records_return(&config, &connection).await;
-        let limit = match config.delivery_count_limit {
-            Some(l) => l,
-            None => delivery_count_limit(&config, &connection, self.topology.share_group()).await,
-        };
+        let group_limits =
+            share_group_limits(&config, &connection, self.topology.share_group()).await;
+        let limit = config
+            .delivery_count_limit
+            .unwrap_or(group_limits.delivery_count_limit);
+        log_crash_on_last_delivery(
+            guarantee,
+            ledger.is_some(),
+            group_limits.dead_letter_topic.as_deref(),
+        );
         let last_delivery = Arc::new(worker::LastDelivery {
             limit,
             dead_letter_topic: config.delivery_limit_dead_letter_topic.clone(),
@@ -712,13 +718,26 @@ async fn fit_lock_budget(
     }
 }
 
-/// The group's `share.delivery.count.limit`, else the broker's
-/// `group.share.delivery.count.limit`, else Kafka's default (5).
-async fn delivery_count_limit(
+/// What the share group does with a record that runs out of deliveries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ShareGroupLimits {
+    /// The group's `share.delivery.count.limit`, else the broker's
+    /// `group.share.delivery.count.limit`, else Kafka's default (5).
+    delivery_count_limit: u16,
+    /// The group's KIP-1191 dead-letter topic
+    /// (`errors.deadletterqueue.topic.name`), where set and not empty.
+    dead_letter_topic: Option<String>,
+}
+
+/// The group config naming the share group's dead-letter topic (KIP-1191).
+const GROUP_DEAD_LETTER_TOPIC_CONFIG: &str = "errors.deadletterqueue.topic.name";
+
+/// Reads [`ShareGroupLimits`] from the group's configs and the broker's.
+async fn share_group_limits(
     config: &RuntimeConfig,
     connection: &ConnectionConfig,
     group: &str,
-) -> u16 {
+) -> ShareGroupLimits {
     const KAFKA_DEFAULT: u16 = 5;
     let admin = AdminClient::new(config.source_servers().to_vec(), connection.clone());
     let parse = |v: Option<&Option<String>>| {
@@ -726,18 +745,75 @@ async fn delivery_count_limit(
             .and_then(|v| v.parse::<u16>().ok())
             .filter(|n| *n >= 1)
     };
-    if let Ok(c) = admin.describe_group_config(group).await
-        && let Some(n) = parse(c.get("share.delivery.count.limit"))
+    let group_config = admin.describe_group_config(group).await.ok();
+    let dead_letter_topic = group_config
+        .as_ref()
+        .and_then(|c| c.get(GROUP_DEAD_LETTER_TOPIC_CONFIG))
+        .and_then(|v| v.as_deref())
+        .filter(|v| !v.is_empty())
+        .map(str::to_string);
+    if let Some(n) = group_config
+        .as_ref()
+        .and_then(|c| parse(c.get("share.delivery.count.limit")))
     {
-        return n;
+        return ShareGroupLimits {
+            delivery_count_limit: n,
+            dead_letter_topic,
+        };
     }
-    match admin.describe_broker_configs().await {
+    let delivery_count_limit = match admin.describe_broker_configs().await {
         Ok((_, c)) => parse(c.get("group.share.delivery.count.limit")).unwrap_or(KAFKA_DEFAULT),
         Err(e) => {
             tracing::warn!(error = %e, "cannot read the share group's delivery count limit; assuming Kafka's default {KAFKA_DEFAULT} (set share.delivery.count.limit to say)");
             KAFKA_DEFAULT
         }
+    };
+    ShareGroupLimits {
+        delivery_count_limit,
+        dead_letter_topic,
     }
+}
+
+/// What becomes of a record whose holders all crash (or pause past the
+/// lock) until its last delivery: the broker archives it with nobody
+/// having processed it, unless the group has a KIP-1191 dead-letter topic
+/// (docs/EXACTLY-ONCE.md section 7). The runtime cannot act after its own
+/// crash, so it says at start-up which of the two holds.
+fn crash_on_last_delivery(
+    guarantee: ProcessingGuarantee,
+    ledger: bool,
+    dead_letter_topic: Option<&str>,
+) -> String {
+    match dead_letter_topic {
+        Some(t) if guarantee == ProcessingGuarantee::ExactlyOnce && ledger => format!(
+            "a record whose holders crash until its last delivery goes to the share group's \
+             dead-letter topic {t} (KIP-1191, the group config {GROUP_DEAD_LETTER_TOPIC_CONFIG}); \
+             through the intent ledger that includes a record whose transaction committed but \
+             whose ACCEPT was lost on that delivery (its output exists: check the ledger before \
+             replaying the dead-letter topic)"
+        ),
+        Some(t) => format!(
+            "a record whose holders crash until its last delivery goes to the share group's \
+             dead-letter topic {t} (KIP-1191, the group config {GROUP_DEAD_LETTER_TOPIC_CONFIG})"
+        ),
+        None => format!(
+            "a record whose holders crash until its last delivery is archived by the broker \
+             without output; set the share group's config {GROUP_DEAD_LETTER_TOPIC_CONFIG} \
+             (KIP-1191, Apache Kafka 4.3+) to keep such records in a dead-letter topic"
+        ),
+    }
+}
+
+fn log_crash_on_last_delivery(
+    guarantee: ProcessingGuarantee,
+    ledger: bool,
+    dead_letter_topic: Option<&str>,
+) {
+    tracing::info!(
+        group_dead_letter_topic = dead_letter_topic.unwrap_or(""),
+        "{}",
+        crash_on_last_delivery(guarantee, ledger, dead_letter_topic)
+    );
 }
 
 /// The broker setting saying where aborted records go (D25).
@@ -1046,6 +1122,31 @@ impl RuntimeHandle {
 #[cfg(test)]
 mod tests {
     use super::{ExactlyOnceMechanism, lock_budget_fit, lock_budget_share};
+
+    #[test]
+    fn start_up_says_where_a_crash_on_the_last_delivery_leaves_the_record() {
+        use super::{ProcessingGuarantee as G, crash_on_last_delivery};
+        // No KIP-1191 dead-letter topic: archived, and the message names
+        // the group config that would keep the record.
+        for (g, ledger) in [
+            (G::AtLeastOnce, false),
+            (G::ExactlyOnce, false),
+            (G::ExactlyOnce, true),
+        ] {
+            let m = crash_on_last_delivery(g, ledger, None);
+            assert!(m.contains("archived by the broker without output"), "{m}");
+            assert!(m.contains("errors.deadletterqueue.topic.name"), "{m}");
+        }
+        // With one: the topic is named; through the ledger the message
+        // also says that a committed record whose ACCEPT was lost may be
+        // there (its output exists).
+        let m = crash_on_last_delivery(G::ExactlyOnce, false, Some("dlq.app"));
+        assert!(m.contains("dead-letter topic dlq.app"), "{m}");
+        assert!(!m.contains("ACCEPT was lost"), "{m}");
+        let m = crash_on_last_delivery(G::ExactlyOnce, true, Some("dlq.app"));
+        assert!(m.contains("dead-letter topic dlq.app"), "{m}");
+        assert!(m.contains("ACCEPT was lost"), "{m}");
+    }
 
     #[test]
     fn member_ids_are_stable_only_with_an_instance_identity() {
