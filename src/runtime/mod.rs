@@ -480,11 +480,13 @@ impl RuntimeBuilder {
         let limit = config
             .delivery_count_limit
             .unwrap_or(group_limits.delivery_count_limit);
-        log_crash_on_last_delivery(
-            guarantee,
-            ledger.is_some(),
+        let cover = dead_letter_cover(
+            &config,
+            &connection,
             group_limits.dead_letter_topic.as_deref(),
-        );
+        )
+        .await;
+        log_crash_on_last_delivery(guarantee, ledger.is_some(), &cover);
         let last_delivery = Arc::new(worker::LastDelivery {
             limit,
             dead_letter_topic: config.delivery_limit_dead_letter_topic.clone(),
@@ -774,46 +776,162 @@ async fn share_group_limits(
     }
 }
 
+/// Where the broker puts a record that runs out of deliveries with nobody
+/// having decided anything (its holders crashed or paused past the lock
+/// each time): KIP-1191 writes it to the group's dead-letter topic only
+/// if the topic exists (or the broker creates it) and has
+/// `errors.deadletterqueue.group.enable=true`; otherwise it is archived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum DeadLetterCover {
+    /// No `errors.deadletterqueue.topic.name` on the group.
+    None,
+    /// The topic exists and takes the group's dead letters.
+    Ready(String),
+    /// The topic does not exist; the broker creates it on first use.
+    AutoCreated(String),
+    /// The topic does not exist and the broker will not create it.
+    Missing(String),
+    /// The topic exists without `errors.deadletterqueue.group.enable=true`.
+    NotEnabled(String),
+    /// The topic's configs could not be read.
+    Unknown(String, String),
+}
+
+/// The topic config a KIP-1191 dead-letter topic must have.
+const TOPIC_DEAD_LETTER_ENABLE_CONFIG: &str = "errors.deadletterqueue.group.enable";
+/// The broker config that lets the broker create a missing dead-letter topic.
+const BROKER_DEAD_LETTER_AUTO_CREATE_CONFIG: &str =
+    "errors.deadletterqueue.auto.create.topics.enable";
+
+/// Reads what [`DeadLetterCover`] holds for the group's dead-letter topic.
+async fn dead_letter_cover(
+    config: &RuntimeConfig,
+    connection: &ConnectionConfig,
+    topic: Option<&str>,
+) -> DeadLetterCover {
+    let Some(topic) = topic else {
+        return DeadLetterCover::None;
+    };
+    let admin = AdminClient::new(config.source_servers().to_vec(), connection.clone());
+    let topic_configs = admin
+        .describe_configs(crate::client::admin::RESOURCE_TYPE_TOPIC, topic)
+        .await;
+    let missing = matches!(
+        &topic_configs,
+        Err(ClientError::Broker {
+            code: crate::protocol::ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            ..
+        })
+    );
+    let auto_create = if missing {
+        admin.describe_broker_configs().await.ok().map(|(_, c)| {
+            c.get(BROKER_DEAD_LETTER_AUTO_CREATE_CONFIG)
+                .and_then(|v| v.as_deref())
+                == Some("true")
+        })
+    } else {
+        None
+    };
+    classify_dead_letter_cover(topic, topic_configs, auto_create)
+}
+
+/// The decision of [`dead_letter_cover`], apart from its requests.
+fn classify_dead_letter_cover(
+    topic: &str,
+    topic_configs: Result<std::collections::BTreeMap<String, Option<String>>, ClientError>,
+    auto_create: Option<bool>,
+) -> DeadLetterCover {
+    let t = topic.to_string();
+    match topic_configs {
+        Ok(c) => {
+            if c.get(TOPIC_DEAD_LETTER_ENABLE_CONFIG)
+                .and_then(|v| v.as_deref())
+                == Some("true")
+            {
+                DeadLetterCover::Ready(t)
+            } else {
+                DeadLetterCover::NotEnabled(t)
+            }
+        }
+        Err(ClientError::Broker {
+            code: crate::protocol::ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            ..
+        }) => match auto_create {
+            Some(true) => DeadLetterCover::AutoCreated(t),
+            Some(false) => DeadLetterCover::Missing(t),
+            None => DeadLetterCover::Unknown(
+                t,
+                format!(
+                    "it does not exist and {BROKER_DEAD_LETTER_AUTO_CREATE_CONFIG} could not be read"
+                ),
+            ),
+        },
+        Err(e) => DeadLetterCover::Unknown(t, e.to_string()),
+    }
+}
+
 /// What becomes of a record whose holders all crash (or pause past the
-/// lock) until its last delivery: the broker archives it with nobody
-/// having processed it, unless the group has a KIP-1191 dead-letter topic
-/// (docs/EXACTLY-ONCE.md section 7). The runtime cannot act after its own
-/// crash, so it says at start-up which of the two holds.
+/// lock) until its last delivery (docs/EXACTLY-ONCE.md section 7). The
+/// runtime cannot act after its own crash, so it says at start-up which
+/// case holds, and how to fix a dead-letter topic the broker would not
+/// write to. `Err`: a misconfiguration (logged as a warning).
 fn crash_on_last_delivery(
     guarantee: ProcessingGuarantee,
     ledger: bool,
-    dead_letter_topic: Option<&str>,
-) -> String {
-    match dead_letter_topic {
-        Some(t) if guarantee == ProcessingGuarantee::ExactlyOnce && ledger => format!(
-            "a record whose holders crash until its last delivery goes to the share group's \
-             dead-letter topic {t} (KIP-1191, the group config {GROUP_DEAD_LETTER_TOPIC_CONFIG}); \
-             through the intent ledger that includes a record whose transaction committed but \
-             whose ACCEPT was lost on that delivery (its output exists: check the ledger before \
-             replaying the dead-letter topic)"
-        ),
-        Some(t) => format!(
-            "a record whose holders crash until its last delivery goes to the share group's \
-             dead-letter topic {t} (KIP-1191, the group config {GROUP_DEAD_LETTER_TOPIC_CONFIG})"
-        ),
-        None => format!(
-            "a record whose holders crash until its last delivery is archived by the broker \
-             without output; set the share group's config {GROUP_DEAD_LETTER_TOPIC_CONFIG} \
+    cover: &DeadLetterCover,
+) -> Result<String, String> {
+    let archived = "a record whose holders crash until its last delivery is archived by the \
+                    broker without output";
+    let ledger_note = if guarantee == ProcessingGuarantee::ExactlyOnce && ledger {
+        "; through the intent ledger that topic can also receive a record whose transaction \
+         committed but whose ACCEPT was lost on that delivery (its output exists: check the \
+         ledger before replaying the dead-letter topic)"
+    } else {
+        ""
+    };
+    match cover {
+        DeadLetterCover::None => Ok(format!(
+            "{archived}; set the share group's config {GROUP_DEAD_LETTER_TOPIC_CONFIG} \
              (KIP-1191, Apache Kafka 4.3+) to keep such records in a dead-letter topic"
-        ),
+        )),
+        DeadLetterCover::Ready(t) => Ok(format!(
+            "a record whose holders crash until its last delivery goes to the share group's \
+             dead-letter topic {t} (KIP-1191, the group config {GROUP_DEAD_LETTER_TOPIC_CONFIG}){ledger_note}"
+        )),
+        DeadLetterCover::AutoCreated(t) => Ok(format!(
+            "a record whose holders crash until its last delivery goes to the share group's \
+             dead-letter topic {t}, which the broker creates on first use \
+             ({BROKER_DEAD_LETTER_AUTO_CREATE_CONFIG}=true){ledger_note}"
+        )),
+        DeadLetterCover::Missing(t) => Err(format!(
+            "{archived}: the share group's dead-letter topic {t} ({GROUP_DEAD_LETTER_TOPIC_CONFIG}) \
+             does not exist and the broker does not create it \
+             ({BROKER_DEAD_LETTER_AUTO_CREATE_CONFIG}=false); create {t} with \
+             {TOPIC_DEAD_LETTER_ENABLE_CONFIG}=true"
+        )),
+        DeadLetterCover::NotEnabled(t) => Err(format!(
+            "{archived}: the share group's dead-letter topic {t} lacks the topic config \
+             {TOPIC_DEAD_LETTER_ENABLE_CONFIG}=true, without which the broker writes nothing \
+             to it; set it (kafka-configs.sh --alter --entity-type topics --entity-name {t} \
+             --add-config {TOPIC_DEAD_LETTER_ENABLE_CONFIG}=true)"
+        )),
+        DeadLetterCover::Unknown(t, e) => Err(format!(
+            "cannot tell whether a record whose holders crash until its last delivery reaches \
+             the share group's dead-letter topic {t} ({e}); it needs the topic config \
+             {TOPIC_DEAD_LETTER_ENABLE_CONFIG}=true"
+        )),
     }
 }
 
 fn log_crash_on_last_delivery(
     guarantee: ProcessingGuarantee,
     ledger: bool,
-    dead_letter_topic: Option<&str>,
+    cover: &DeadLetterCover,
 ) {
-    tracing::info!(
-        group_dead_letter_topic = dead_letter_topic.unwrap_or(""),
-        "{}",
-        crash_on_last_delivery(guarantee, ledger, dead_letter_topic)
-    );
+    match crash_on_last_delivery(guarantee, ledger, cover) {
+        Ok(m) => tracing::info!("{m}"),
+        Err(m) => tracing::warn!("{m}"),
+    }
 }
 
 /// The broker setting saying where aborted records go (D25).
@@ -1125,7 +1243,7 @@ mod tests {
 
     #[test]
     fn start_up_says_where_a_crash_on_the_last_delivery_leaves_the_record() {
-        use super::{ProcessingGuarantee as G, crash_on_last_delivery};
+        use super::{DeadLetterCover as C, ProcessingGuarantee as G, crash_on_last_delivery};
         // No KIP-1191 dead-letter topic: archived, and the message names
         // the group config that would keep the record.
         for (g, ledger) in [
@@ -1133,19 +1251,89 @@ mod tests {
             (G::ExactlyOnce, false),
             (G::ExactlyOnce, true),
         ] {
-            let m = crash_on_last_delivery(g, ledger, None);
+            let m = crash_on_last_delivery(g, ledger, &C::None).unwrap();
             assert!(m.contains("archived by the broker without output"), "{m}");
             assert!(m.contains("errors.deadletterqueue.topic.name"), "{m}");
         }
-        // With one: the topic is named; through the ledger the message
+        // A topic that takes them: named; through the ledger the message
         // also says that a committed record whose ACCEPT was lost may be
         // there (its output exists).
-        let m = crash_on_last_delivery(G::ExactlyOnce, false, Some("dlq.app"));
+        let ready = C::Ready("dlq.app".into());
+        let m = crash_on_last_delivery(G::ExactlyOnce, false, &ready).unwrap();
         assert!(m.contains("dead-letter topic dlq.app"), "{m}");
         assert!(!m.contains("ACCEPT was lost"), "{m}");
-        let m = crash_on_last_delivery(G::ExactlyOnce, true, Some("dlq.app"));
-        assert!(m.contains("dead-letter topic dlq.app"), "{m}");
+        let m = crash_on_last_delivery(G::ExactlyOnce, true, &ready).unwrap();
         assert!(m.contains("ACCEPT was lost"), "{m}");
+        let m = crash_on_last_delivery(G::AtLeastOnce, true, &C::AutoCreated("dlq.app".into()))
+            .unwrap();
+        assert!(m.contains("creates on first use"), "{m}");
+        // Topics the broker would not write to: warnings that name the
+        // setting and the fix.
+        let e = crash_on_last_delivery(G::ExactlyOnce, true, &C::Missing("dlq.app".into()))
+            .unwrap_err();
+        assert!(e.contains("does not exist"), "{e}");
+        assert!(
+            e.contains("errors.deadletterqueue.auto.create.topics.enable=false"),
+            "{e}"
+        );
+        assert!(
+            e.contains("errors.deadletterqueue.group.enable=true"),
+            "{e}"
+        );
+        let e = crash_on_last_delivery(G::ExactlyOnce, true, &C::NotEnabled("dlq.app".into()))
+            .unwrap_err();
+        assert!(
+            e.contains(
+                "--entity-name dlq.app --add-config errors.deadletterqueue.group.enable=true"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_dead_letter_topic_counts_only_when_the_broker_would_write_to_it() {
+        use super::{ClientError, DeadLetterCover as C, classify_dead_letter_cover as classify};
+        use crate::protocol::ErrorCode;
+        let configs = |v: Option<&str>| {
+            Ok(std::collections::BTreeMap::from([(
+                "errors.deadletterqueue.group.enable".to_string(),
+                v.map(str::to_string),
+            )]))
+        };
+        let unknown = || {
+            Err(ClientError::Broker {
+                api: "DescribeConfigs",
+                code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                message: None,
+            })
+        };
+        assert_eq!(
+            classify("d", configs(Some("true")), None),
+            C::Ready("d".into())
+        );
+        assert_eq!(
+            classify("d", configs(Some("false")), None),
+            C::NotEnabled("d".into())
+        );
+        assert_eq!(
+            classify("d", configs(None), None),
+            C::NotEnabled("d".into())
+        );
+        assert_eq!(
+            classify("d", unknown(), Some(true)),
+            C::AutoCreated("d".into())
+        );
+        assert_eq!(
+            classify("d", unknown(), Some(false)),
+            C::Missing("d".into())
+        );
+        assert!(matches!(classify("d", unknown(), None), C::Unknown(..)));
+        let denied = Err(ClientError::Broker {
+            api: "DescribeConfigs",
+            code: ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+            message: None,
+        });
+        assert!(matches!(classify("d", denied, Some(true)), C::Unknown(..)));
     }
 
     #[test]
