@@ -871,7 +871,7 @@ fn classify_dead_letter_cover(
 }
 
 /// What becomes of a record whose holders all crash (or pause past the
-/// lock) until its last delivery (docs/EXACTLY-ONCE.md section 7). The
+/// lock) until its last delivery (docs/EXACTLY-ONCE.md section 7, D46). The
 /// runtime cannot act after its own crash, so it says at start-up which
 /// case holds, and how to fix a dead-letter topic the broker would not
 /// write to. `Err`: a misconfiguration (logged as a warning).
