@@ -371,6 +371,13 @@ struct Inner {
     /// Whether the coordinator answers DescribeTransactions for our id
     /// (cleared for good at the first refusal).
     completion_probe: AtomicBool,
+    /// Whether the first probe after EndTxn goes at once: true until a
+    /// first probe finds the transaction still `Prepare*` (Apache Kafka,
+    /// which answers EndTxn before its markers), then it waits
+    /// [`FIRST_PROBE_DELAY`]. A coordinator that completes before it
+    /// answers (ours) keeps the immediate probe, so its producers never
+    /// wait the delay.
+    first_probe_at_once: AtomicBool,
     /// The topic `send` last looked up, with the metadata generation it
     /// was read at: most applications send to one topic at a time, and the
     /// cache's lookup (a hash of the name under a shared read lock) was a
@@ -417,6 +424,11 @@ const COORDINATOR_TYPE_TRANSACTION: i8 = 1;
 /// requests go out and the broker and the sender's retries take over.
 pub const COMPLETION_WAIT_MAX: Duration = Duration::from_millis(100);
 
+/// How long after EndTxn's answer the producer first asks whether the
+/// coordinator has completed the transaction (its markers take about a
+/// millisecond on Kafka 4.4); see `hold_until_transaction_complete`.
+pub const FIRST_PROBE_DELAY: Duration = Duration::from_millis(1);
+
 /// Acknowledgements bound for one leader.
 type StagedAcks = Vec<(TopicIdPartition, Vec<AcknowledgementBatch>)>;
 
@@ -460,6 +472,7 @@ impl Producer {
                 metrics: ProducerMetrics::new(memory.clone()),
                 memory,
                 completion_probe: AtomicBool::new(true),
+                first_probe_at_once: AtomicBool::new(true),
                 last_topic: Mutex::new(None),
             }),
         };
@@ -1090,9 +1103,16 @@ impl Producer {
     ///
     /// So, after EndTxn, the sender holds its Produce requests (records
     /// are still taken and batched) while a task asks the coordinator for
-    /// the transaction's state with DescribeTransactions: at once, again
-    /// after each answer that is still `Prepare*` (pauses of 0, 1, 2, 4 and
-    /// then 8 ms), and never past [`COMPLETION_WAIT_MAX`]. Any other state,
+    /// the transaction's state with DescribeTransactions: at once until a
+    /// first probe has found the transaction still `Prepare*`, after
+    /// [`FIRST_PROBE_DELAY`] from then on; again after each answer that is
+    /// still `Prepare*` (pauses of 1, 2, 4 and then 8 ms), and never past
+    /// [`COMPLETION_WAIT_MAX`]. (On Apache Kafka a probe sent at once is
+    /// answered `Prepare*` nearly every time, since EndTxn is answered
+    /// before the markers are written: that made 2.1 probes per
+    /// transaction on Kafka 4.4, each a request its network threads pay
+    /// for; docs/BENCHMARKS.md, session 25.)
+    /// Any other state,
     /// an error or the limit ends the hold; a refusal (authorization, no
     /// such API) also turns the probe off for this producer. The hold only
     /// delays sending, so nothing here bears on what is written.
@@ -1108,6 +1128,12 @@ impl Producer {
         tokio::spawn(async move {
             let started = Instant::now();
             let mut attempt = 0u32;
+            let at_once = weak
+                .upgrade()
+                .is_some_and(|i| i.first_probe_at_once.load(Ordering::Relaxed));
+            if !at_once {
+                tokio::time::sleep(FIRST_PROBE_DELAY).await;
+            }
             loop {
                 let Some(inner) = weak.upgrade() else { break };
                 let p = Producer { inner };
@@ -1119,7 +1145,11 @@ impl Producer {
                         .await
                         .unwrap_or(Err(false));
                 match state {
-                    Ok(state) if state == "PrepareCommit" || state == "PrepareAbort" => {}
+                    Ok(state) if state == "PrepareCommit" || state == "PrepareAbort" => {
+                        if attempt == 0 && at_once {
+                            p.inner.first_probe_at_once.store(false, Ordering::Relaxed);
+                        }
+                    }
                     Ok(_) => break,
                     Err(refused) => {
                         if refused {
@@ -1129,17 +1159,12 @@ impl Producer {
                     }
                 }
                 drop(p);
-                let pause = match attempt {
-                    0 => Duration::ZERO,
-                    n => Duration::from_millis(1 << (n - 1).min(3)),
-                };
+                let pause = Duration::from_millis(1 << attempt.min(3));
                 attempt += 1;
                 if started.elapsed() + pause >= COMPLETION_WAIT_MAX {
                     break;
                 }
-                if !pause.is_zero() {
-                    tokio::time::sleep(pause).await;
-                }
+                tokio::time::sleep(pause).await;
             }
             let _ = done.send(());
         });

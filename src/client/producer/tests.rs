@@ -1009,6 +1009,44 @@ async fn the_next_transaction_is_sent_once_the_coordinator_completed_the_last() 
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn the_first_probe_waits_only_for_a_coordinator_that_answered_before_completing() {
+    use super::FIRST_PROBE_DELAY;
+    // A coordinator that completes before it answers EndTxn (ours): the
+    // probe goes at once, and the next transaction is not held.
+    let script = Arc::new(Mutex::new(Script::default()));
+    let held = held_after_a_commit(&script).await;
+    assert!(held < FIRST_PROBE_DELAY, "held for {held:?}");
+    assert_eq!(log_of(&script, 65)[..1], ["CompleteCommit"]);
+
+    // One that answers first (Apache Kafka): after a first probe found
+    // the transaction still prepared, later first probes wait the delay,
+    // so that they are not all spent on an answer known in advance.
+    let script = Arc::new(Mutex::new(Script {
+        describe: vec![(0, "PrepareCommit")],
+        ..Script::default()
+    }));
+    let p = initialised(&script).await;
+    for value in ["first", "second"] {
+        p.begin_transaction().unwrap();
+        let out = p.send(ProducerRecord::new("in", value)).await;
+        p.commit_transaction().await.unwrap();
+        out.await.unwrap();
+    }
+    let ended = Instant::now();
+    p.begin_transaction().unwrap();
+    p.send(ProducerRecord::new("in", "third"))
+        .await
+        .await
+        .unwrap();
+    let held = ended.elapsed();
+    assert!(held >= FIRST_PROBE_DELAY, "held for {held:?}");
+    assert_eq!(
+        log_of(&script, 65)[..3],
+        ["PrepareCommit", "CompleteCommit", "CompleteCommit"]
+    );
+}
+
 #[tokio::test]
 async fn a_coordinator_that_will_not_describe_is_not_asked_again() {
     let script = Arc::new(Mutex::new(Script {
@@ -1032,7 +1070,7 @@ async fn a_transaction_that_stays_prepared_holds_the_next_for_a_bounded_time() {
         held >= COMPLETION_WAIT_MAX - Duration::from_millis(10) && held <= COMPLETION_WAIT_MAX,
         "held for {held:?}"
     );
-    // 0, 1, 2, 4, then 8 ms pauses: bounded probes, not a request storm.
+    // 1 ms, then 1, 2, 4 and 8 ms pauses: bounded probes, not a request storm.
     let probes = log_of(&script, 65).len();
     assert!((10..=20).contains(&probes), "{probes} probes");
 }
