@@ -477,9 +477,7 @@ impl RuntimeBuilder {
         let aborted_records_return = kip1289 && aborted_records_return(&config, &connection).await;
         let group_limits =
             share_group_limits(&config, &connection, self.topology.share_group()).await;
-        let limit = config
-            .delivery_count_limit
-            .unwrap_or(group_limits.delivery_count_limit);
+        let limit = group_limits.delivery_count_limit;
         let cover = dead_letter_cover(
             &config,
             &connection,
@@ -734,7 +732,9 @@ struct ShareGroupLimits {
 /// The group config naming the share group's dead-letter topic (KIP-1191).
 const GROUP_DEAD_LETTER_TOPIC_CONFIG: &str = "errors.deadletterqueue.topic.name";
 
-/// Reads [`ShareGroupLimits`] from the group's configs and the broker's.
+/// Reads [`ShareGroupLimits`] from the runtime's `share.delivery.count.limit`
+/// where set, the group's configs and the broker's (the broker's only when
+/// neither of the others sets the limit).
 async fn share_group_limits(
     config: &RuntimeConfig,
     connection: &ConnectionConfig,
@@ -754,10 +754,13 @@ async fn share_group_limits(
         .and_then(|v| v.as_deref())
         .filter(|v| !v.is_empty())
         .map(str::to_string);
-    if let Some(n) = group_config
-        .as_ref()
-        .and_then(|c| parse(c.get("share.delivery.count.limit")))
-    {
+    // `share.delivery.count.limit` set on the runtime wins; then the
+    // group's config, then the broker's.
+    if let Some(n) = config.delivery_count_limit.or_else(|| {
+        group_config
+            .as_ref()
+            .and_then(|c| parse(c.get("share.delivery.count.limit")))
+    }) {
         return ShareGroupLimits {
             delivery_count_limit: n,
             dead_letter_topic,
