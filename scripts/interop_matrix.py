@@ -412,6 +412,13 @@ feature):
   the test's 15 s after producing 29 records to a topic that already
   existed. Alone (`--tests 0086`) it passed 3 times of 3. The cause is
   not found yet: this is why the suite is not in CI.
+
+With 0081 in the run again (after the fixes above), three whole runs on
+2026-12-05 (two in one session, one in the next; the last two with the
+broker's per-request debug log, `RUST_LOG=sharestream_broker::server=debug`):
+79 passed, 0 failed, each time. 0086 did not fail again, and its one
+failure is still unexplained, so the suite stays out of CI (it would also
+add about 9-10 minutes to it).
 """
 
 USAGE = """\
