@@ -819,14 +819,7 @@ async fn dead_letter_cover(
     let topic_configs = admin
         .describe_configs(crate::client::admin::RESOURCE_TYPE_TOPIC, topic)
         .await;
-    let missing = matches!(
-        &topic_configs,
-        Err(ClientError::Broker {
-            code: crate::protocol::ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-            ..
-        })
-    );
-    let auto_create = if missing {
+    let auto_create = if is_unknown_topic(&topic_configs) {
         admin.describe_broker_configs().await.ok().map(|(_, c)| {
             c.get(BROKER_DEAD_LETTER_AUTO_CREATE_CONFIG)
                 .and_then(|v| v.as_deref())
@@ -836,6 +829,17 @@ async fn dead_letter_cover(
         None
     };
     classify_dead_letter_cover(topic, topic_configs, auto_create)
+}
+
+/// Whether a DescribeConfigs of a topic found no such topic.
+fn is_unknown_topic<T>(r: &Result<T, ClientError>) -> bool {
+    matches!(
+        r,
+        Err(ClientError::Broker {
+            code: crate::protocol::ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            ..
+        })
+    )
 }
 
 /// The decision of [`dead_letter_cover`], apart from its requests.
@@ -856,10 +860,7 @@ fn classify_dead_letter_cover(
                 DeadLetterCover::NotEnabled(t)
             }
         }
-        Err(ClientError::Broker {
-            code: crate::protocol::ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-            ..
-        }) => match auto_create {
+        Err(_) if is_unknown_topic(&topic_configs) => match auto_create {
             Some(true) => DeadLetterCover::AutoCreated(t),
             Some(false) => DeadLetterCover::Missing(t),
             None => DeadLetterCover::Unknown(

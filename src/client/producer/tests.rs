@@ -1026,13 +1026,7 @@ async fn the_first_probe_waits_only_for_a_coordinator_that_answered_before_compl
         describe: vec![(0, "PrepareCommit")],
         ..Script::default()
     }));
-    let p = initialised(&script).await;
-    for value in ["first", "second"] {
-        p.begin_transaction().unwrap();
-        let out = p.send(ProducerRecord::new("in", value)).await;
-        p.commit_transaction().await.unwrap();
-        out.await.unwrap();
-    }
+    let p = two_transactions(&script).await;
     let ended = Instant::now();
     p.begin_transaction().unwrap();
     p.send(ProducerRecord::new("in", "third"))
