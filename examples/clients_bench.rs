@@ -21,7 +21,13 @@
 //! - produce, 100 B and 1 KiB, one partition; acks=all, idempotence,
 //!   linger 5 ms, batch 16 KiB (`produce_perf` against `krafka_perf
 //!   produce`);
-//! - transactions of 1000 records of 100 B, committed one after the other.
+//! - transactions of 1000 records of 100 B, committed one after the other;
+//! - replay (phase `replay`): no client at all but a load generator for
+//!   comparing the brokers (issue #20, item 4), `produce_perf --replay`:
+//!   one pre-encoded 16 KiB batch of 100 B or 1 KiB records sent again and
+//!   again (acks=all, 5 requests in flight), `--replay-factor` times the
+//!   produce phase's records. It spends a small fraction of a broker's CPU
+//!   per record, so its records/s are the broker's, not the load's.
 //!
 //! Each phase runs `--reps` rounds; within a round the two clients run one
 //! after the other, the order alternating between rounds. Per run: the
@@ -30,7 +36,10 @@
 //! whole child run (utime + stime from /proc/<pid>/stat, 10 ms ticks)
 //! divided by the records. The table holds medians and the ratio
 //! sharestream / krafka; the load average is printed before and after each
-//! phase. The table goes to stdout and, with `--out FILE`, to FILE.
+//! phase. When both brokers ran, a second table puts them side by side:
+//! for each phase and load, our broker's records/s and broker CPU per
+//! record against Kafka's, and the ratios. The tables go to stdout and,
+//! with `--out FILE`, to FILE.
 
 // The bench leaves transparent huge pages as the kernel has them: the
 // setting is inherited, and the Kafka it starts must run as it would alone
@@ -77,9 +86,13 @@ struct Args {
     /// batch_optimized.
     #[arg(long, default_value = "record_limit")]
     acquire_mode: String,
-    /// Phases to run (comma separated: share, produce, txn).
-    #[arg(long, default_value = "share,produce,txn")]
+    /// Phases to run (comma separated: share, produce, txn, replay).
+    #[arg(long, default_value = "share,produce,txn,replay")]
     phases: String,
+    /// The replay phase sends this many times the produce phase's records
+    /// (its runs are otherwise a few hundred milliseconds long).
+    #[arg(long, default_value_t = 5)]
+    replay_factor: u64,
     /// Keep the embedded broker's data in memory instead of a temporary
     /// `--data-dir` with `--fsync never`.
     #[arg(long)]
@@ -94,7 +107,34 @@ struct Args {
     /// Write the markdown table here too.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Before each producing run, write dirty pages back and drop the page cache
+    /// (`sync; echo 3 > /proc/sys/vm/drop_caches`, needs root; host-wide).
+    /// On a virtual machine whose page cache keeps growing into memory the
+    /// guest never touched, every write of a broker's log then costs a
+    /// first touch of that memory (the kernel's copy into the page cache
+    /// took 40-55 % of our broker's CPU at 1 KiB, 4-5x its CPU per record
+    /// when the cache was dropped); dropping the cache before each run
+    /// gives both brokers memory that is already backed.
+    #[arg(long)]
+    drop_caches: bool,
 }
+
+/// `--drop-caches` before one run; says so once if it cannot.
+fn drop_caches() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    let _ = Command::new("sync").status();
+    if let Err(e) = std::fs::write("/proc/sys/vm/drop_caches", "3\n")
+        && !WARNED.swap(true, Ordering::Relaxed)
+    {
+        eprintln!(
+            "--drop-caches: cannot write /proc/sys/vm/drop_caches ({e}); runs go on without it"
+        );
+    }
+}
+
+/// The embedded broker's name in the tables.
+const EMBEDDED: &str = "sharestream broker";
 
 /// A broker under test.
 struct Broker {
@@ -137,7 +177,7 @@ impl Broker {
             .unwrap_or_else(|| panic!("unexpected first line from the broker: {line:?}"))
             .to_string();
         Self {
-            name: "sharestream broker",
+            name: EMBEDDED,
             bootstrap: addr,
             pid: child.id(),
             child: Some(child),
@@ -318,16 +358,20 @@ async fn load_topic(bootstrap: &str, topic: &str, partitions: i32, n: u64, size:
 struct Row {
     broker: &'static str,
     phase: String,
+    clients: &'static [&'static str],
     runs: BTreeMap<&'static str, Vec<Run>>,
     load: String,
 }
 
-const CLIENTS: [&str; 2] = ["sharestream", "krafka"];
+const CLIENTS: &[&str] = &["sharestream", "krafka"];
+/// The replay phase's only load (not a client).
+const REPLAY: &[&str] = &["replay"];
 
 fn run_phase(
     args: &Args,
     broker: &Broker,
     phase: String,
+    clients: &'static [&'static str],
     mut command: impl FnMut(&'static str, usize) -> (PathBuf, Vec<String>),
 ) -> Row {
     let load_before = loadavg();
@@ -335,12 +379,17 @@ fn run_phase(
     let mut runs: BTreeMap<&'static str, Vec<Run>> = BTreeMap::new();
     for rep in 0..args.reps {
         let order: Vec<&'static str> = if rep % 2 == 0 {
-            CLIENTS.to_vec()
+            clients.to_vec()
         } else {
-            CLIENTS.iter().rev().copied().collect()
+            clients.iter().rev().copied().collect()
         };
         for client in order {
             let (bin, cargs) = command(client, rep);
+            // The share phases read what was loaded before them: their
+            // cache is kept.
+            if args.drop_caches && !phase.starts_with("share") {
+                drop_caches();
+            }
             if let Some(r) = run_child(broker, &bin, &cargs) {
                 eprintln!(
                     "  {client:<11} {:>10.0} rec/s  {:>6.2} us/rec  {:>6.1} MiB  broker {:>6.2} us/rec",
@@ -356,6 +405,7 @@ fn run_phase(
     Row {
         broker: broker.name,
         phase,
+        clients,
         runs,
         load: format!("{load_before} → {}", loadavg()),
     }
@@ -375,7 +425,7 @@ fn table(rows: &[Row]) -> String {
                     .map_or(Vec::new(), |v| v.iter().map(f).collect()),
             )
         };
-        for c in CLIENTS {
+        for &c in row.clients {
             let n = row.runs.get(c).map_or(0, Vec::len);
             s.push_str(&format!(
                 "| {} | {} | {c} | {:.0} | {:.2} | {:.1} | {:.2} | {n} | {} |\n",
@@ -388,6 +438,9 @@ fn table(rows: &[Row]) -> String {
                 row.load
             ));
         }
+        if row.clients != CLIENTS {
+            continue;
+        }
         let ratio = |f: fn(&Run) -> f64| med("sharestream", f) / med("krafka", f);
         s.push_str(&format!(
             "| {} | {} | **ratio sharestream / krafka** | **{:.2}** | **{:.2}** | **{:.2}** | {:.2} | | |\n",
@@ -398,6 +451,54 @@ fn table(rows: &[Row]) -> String {
             ratio(|r| r.peak_rss_mib),
             ratio(|r| r.broker_cpu_us_per_record),
         ));
+    }
+    s
+}
+
+/// Our broker beside Kafka: for each phase both ran and each load, the
+/// records/s and the broker's CPU per record, and their ratios (records/s
+/// ours / Kafka's; Kafka's CPU per record / ours, so that above 1 means ours
+/// costs less). Empty when only one broker ran.
+fn broker_table(rows: &[Row]) -> String {
+    let mut s = String::new();
+    for ours in rows.iter().filter(|r| r.broker == EMBEDDED) {
+        let Some(kafka) = rows
+            .iter()
+            .find(|r| r.broker != EMBEDDED && r.phase == ours.phase)
+        else {
+            continue;
+        };
+        if s.is_empty() {
+            s.push_str(
+                "| phase | load | records/s ours | records/s Kafka | **ours / Kafka** | broker CPU µs/record ours | Kafka | **Kafka / ours** | load CPU µs/record ours / Kafka |\n\
+                 |---|---|---|---|---|---|---|---|---|\n",
+            );
+        }
+        for &c in ours.clients {
+            let med = |row: &Row, f: fn(&Run) -> f64| {
+                median(
+                    row.runs
+                        .get(c)
+                        .map_or(Vec::new(), |v| v.iter().map(f).collect()),
+                )
+            };
+            let (ro, rk) = (
+                med(ours, |r| r.records_per_s),
+                med(kafka, |r| r.records_per_s),
+            );
+            let (co, ck) = (
+                med(ours, |r| r.broker_cpu_us_per_record),
+                med(kafka, |r| r.broker_cpu_us_per_record),
+            );
+            s.push_str(&format!(
+                "| {} | {c} | {ro:.0} | {rk:.0} | **{:.2}** | {co:.2} | {ck:.2} | **{:.2}** | {:.2} / {:.2} |\n",
+                ours.phase,
+                ro / rk,
+                ck / co,
+                med(ours, |r| r.cpu_us_per_record),
+                med(kafka, |r| r.cpu_us_per_record),
+            ));
+        }
     }
     s
 }
@@ -419,7 +520,7 @@ fn bench_broker(args: &Args, broker: &Broker, rt: &tokio::runtime::Runtime) -> V
                 eprintln!("loading {n} x {label} into {topic} ({parts} partitions)");
                 rt.block_on(load_topic(&bs, &topic, parts, n, size));
                 let phase = format!("share consume {label}, {parts} partition(s), {n} records");
-                rows.push(run_phase(args, broker, phase, |client, rep| {
+                rows.push(run_phase(args, broker, phase, CLIENTS, |client, rep| {
                     let group = format!("g-{client}-{topic}-{rep}");
                     let common = [
                         "--bootstrap-server".to_string(),
@@ -503,7 +604,7 @@ fn bench_broker(args: &Args, broker: &Broker, rt: &tokio::runtime::Runtime) -> V
     if phases.contains(&"produce") {
         for (size, n, label) in sizes {
             let phase = format!("produce {label}, 1 partition, {n} records");
-            rows.push(run_phase(args, broker, phase, |client, rep| {
+            rows.push(run_phase(args, broker, phase, CLIENTS, |client, rep| {
                 produce(
                     client,
                     format!("produce-{size}-{client}-{rep}-{tag}"),
@@ -520,7 +621,7 @@ fn bench_broker(args: &Args, broker: &Broker, rt: &tokio::runtime::Runtime) -> V
             "transactions of 1000 x 100 B, {} transactions",
             args.transactions
         );
-        rows.push(run_phase(args, broker, phase, |client, rep| {
+        rows.push(run_phase(args, broker, phase, CLIENTS, |client, rep| {
             let id = format!("tx-{client}-{rep}-{tag}");
             produce(
                 client,
@@ -530,6 +631,27 @@ fn bench_broker(args: &Args, broker: &Broker, rt: &tokio::runtime::Runtime) -> V
                 Some(id),
             )
         }));
+    }
+    if phases.contains(&"replay") {
+        for (size, n, label) in sizes {
+            let n = n * args.replay_factor;
+            let phase =
+                format!("produce {label}, 1 partition, replayed 16 KiB batches, {n} records");
+            rows.push(run_phase(args, broker, phase, REPLAY, |_, rep| {
+                let a = vec![
+                    "--bootstrap-server".to_string(),
+                    bs.clone(),
+                    "--topic".into(),
+                    format!("replay-{size}-{rep}-{tag}"),
+                    "--num-records".into(),
+                    n.to_string(),
+                    "--record-size".into(),
+                    size.to_string(),
+                    "--replay".into(),
+                ];
+                (bin("produce_perf"), a)
+            }));
+        }
     }
     eprintln!(
         "{}: RSS now {:.1} MiB, peak {:.1} MiB",
@@ -566,12 +688,17 @@ fn main() {
         std::thread::sleep(Duration::from_secs(2));
         rows.extend(bench_broker(&args, &broker, &rt));
     }
-    let md = format!(
+    let mut md = format!(
         "{started}; at the end: {}; `nproc` = {}\n\n{}",
         loadavg(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         table(&rows)
     );
+    let brokers = broker_table(&rows);
+    if !brokers.is_empty() {
+        md.push_str("\nOur broker against Kafka, the same load on each:\n\n");
+        md.push_str(&brokers);
+    }
     println!("{md}");
     if let Some(path) = &args.out {
         std::fs::write(path, &md).expect("write --out");

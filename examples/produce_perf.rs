@@ -20,6 +20,15 @@
 //! transactional.id=..`) the records go in transactions of K records each:
 //! begin, K sends, commit (which waits for every delivery), N / K times.
 //!
+//! With `--replay` it is not a producer client but a load generator for
+//! measuring brokers (issue #20, item 4): it encodes one record batch of
+//! `--replay-batch-bytes` (16 KiB: the batch the producers above fill) once,
+//! without a producer id, and sends that same batch again and again to the
+//! leader of partition 0 in Produce requests (acks=all) through one
+//! connection, 5 requests in flight, until N records (rounded up to whole
+//! batches) are acknowledged. Its own CPU per record is a small fraction of
+//! any broker's, so the records/s it reaches are the broker's.
+//!
 //! It prints the RESULT line of `perf_common.rs`.
 
 #[global_allocator]
@@ -63,11 +72,30 @@ struct Args {
     /// A producer setting, `name=value` (repeatable).
     #[arg(long = "producer-prop")]
     producer_props: Vec<String>,
+    /// Replay one pre-encoded batch instead of producing (see above).
+    #[arg(long)]
+    replay: bool,
+    /// The replayed batch's size in bytes, records included.
+    #[arg(long, default_value_t = 16384)]
+    replay_batch_bytes: usize,
 }
 
-#[tokio::main(flavor = "multi_thread")]
-async fn main() {
+fn main() {
     let args = Args::parse();
+    // The replay load runs on one thread: its few tasks hand each request
+    // to one another, and a second thread would only add wake-ups.
+    let rt = if args.replay {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    }
+    .enable_all()
+    .build()
+    .expect("tokio runtime");
+    rt.block_on(run(args));
+}
+
+async fn run(args: Args) {
     let admin = AdminClient::new(
         vec![args.bootstrap_server.clone()],
         ConnectionConfig::default(),
@@ -77,6 +105,10 @@ async fn main() {
     let _ = admin
         .create_topic(NewTopic::new(&args.topic, args.partitions))
         .await;
+    if args.replay {
+        replay(&args).await;
+        return;
+    }
     let mut props = vec![(
         "bootstrap.servers".to_string(),
         args.bootstrap_server.clone(),
@@ -145,4 +177,93 @@ async fn main() {
     let n = args.num_records as u64;
     clock.report(n, n * args.record_size as u64);
     producer.close().await;
+}
+
+/// `--replay`: the same batch, sent until `num_records` are acknowledged.
+async fn replay(args: &Args) {
+    use kafka_protocol::messages::{
+        ProduceRequest, ProduceResponse, TopicName, produce_request::PartitionProduceData,
+        produce_request::TopicProduceData,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    use sharestream::client::Metadata;
+    use sharestream::client::connection::PendingResponse;
+    use sharestream::protocol::records::{BatchSpec, Record, encode_batch};
+    use std::collections::VecDeque;
+    use std::time::Duration;
+
+    const IN_FLIGHT: usize = 5;
+    let metadata = Metadata::new(
+        vec![args.bootstrap_server.clone()],
+        ConnectionConfig::default(),
+    );
+    let topic = metadata
+        .wait_for_topic(&args.topic, Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| perf_common::fail(&format!("metadata: {e}")));
+    let leader = metadata
+        .leader(&args.topic, 0)
+        .unwrap_or_else(|| perf_common::fail("no leader for partition 0"));
+    let conn = leader
+        .connection()
+        .await
+        .unwrap_or_else(|e| perf_common::fail(&format!("connect: {e}")));
+    // Record overhead in a batch: attributes, deltas, lengths, no key, no
+    // headers; about 8 bytes at these sizes. The batch header is 61 bytes.
+    let per_batch = ((args.replay_batch_bytes.saturating_sub(61)) / (args.record_size + 8)).max(1);
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let value = perf_common::payload(args.record_size);
+    let records: Vec<Record> = (0..per_batch)
+        .map(|i| Record::new(i as i32, now_ms, None, Some(value.clone())))
+        .collect();
+    let batch = encode_batch(&BatchSpec::default(), &records).expect("encode the batch");
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(30_000)
+        .with_topic_data(vec![
+            TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_string(args.topic.clone())))
+                .with_topic_id(topic.topic_id)
+                .with_partition_data(vec![
+                    PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(batch)),
+                ]),
+        ]);
+    let batches = args.num_records.div_ceil(per_batch);
+    let check = |resp: ProduceResponse| {
+        for t in &resp.responses {
+            for p in &t.partition_responses {
+                if p.error_code != 0 {
+                    perf_common::fail(&format!("Produce error code {}", p.error_code));
+                }
+            }
+        }
+    };
+    let clock = perf_common::Clock::start();
+    let mut pending: VecDeque<PendingResponse<ProduceResponse>> = VecDeque::new();
+    for _ in 0..batches {
+        if pending.len() >= IN_FLIGHT {
+            let r = pending.pop_front().expect("a pending request");
+            check(
+                r.await
+                    .unwrap_or_else(|e| perf_common::fail(&format!("{e}"))),
+            );
+        }
+        let p = conn
+            .enqueue(&request)
+            .await
+            .unwrap_or_else(|e| perf_common::fail(&format!("{e}")));
+        pending.push_back(p);
+    }
+    for r in pending {
+        check(
+            r.await
+                .unwrap_or_else(|e| perf_common::fail(&format!("{e}"))),
+        );
+    }
+    let n = (batches * per_batch) as u64;
+    clock.report(n, n * args.record_size as u64);
 }
