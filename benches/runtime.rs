@@ -217,9 +217,9 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
         source.as_deref().unwrap_or("-")
     );
     println!(
-        "| value | clusters | guarantee | records | records/s from start | steady records/s | % of at_least_once (steady) | commit p50 | commit p99 | CPU % (bench process) | broker CPU µs/record |"
+        "| value | clusters | guarantee | records | records/s from start | steady records/s | % of at_least_once (steady) | commit p50 | commit p99 | CPU % (bench process) | bench process CPU µs/record | broker CPU µs/record |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let layouts: Vec<(&str, String)> = std::iter::once(("one", target.clone()))
         .chain(source.clone().map(|s| ("two", s)))
         .collect();
@@ -267,9 +267,10 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                     let r = run_until(forward(&tag, &input, &output), cfg, n as u64).await;
                     // The workers' time by phase (stderr, beside the table).
                     eprintln!(
-                        "{size} B {layout} {} overlap={overlap}: steady {:.0}/s; broker CPU {} µs/record; {}",
+                        "{size} B {layout} {} overlap={overlap}: steady {:.0}/s; bench CPU {:.1} µs/record; broker CPU {} µs/record; {}",
                         g.name(),
                         r.steady,
+                        r.cpu_us,
                         r.broker_us.map_or("-".into(), |u| format!("{u:.1}")),
                         r.phases
                     );
@@ -293,12 +294,13 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                     format!("{:.1}", median(broker))
                 };
                 println!(
-                    "| {size} B | {layout} | {name} | {n} | {:.0} | {steady:.0} | {:.0}% | {:.1} ms | {:.1} ms | {:.0}% | {broker} |",
+                    "| {size} B | {layout} | {name} | {n} | {:.0} | {steady:.0} | {:.0}% | {:.1} ms | {:.1} ms | {:.0}% | {:.1} | {broker} |",
                     median(runs[i].iter().map(|r| r.rate).collect()),
                     100.0 * steady / alos,
                     median(runs[i].iter().map(|r| r.p50).collect()),
                     median(runs[i].iter().map(|r| r.p99).collect()),
                     median(runs[i].iter().map(|r| r.cpu).collect()),
+                    median(runs[i].iter().map(|r| r.cpu_us).collect()),
                 );
             }
         }
@@ -319,6 +321,8 @@ struct Run {
     p99: f64,
     /// CPU of the whole process (runtime + broker + bench), % of one core.
     cpu: f64,
+    /// The same over the whole run, µs per record.
+    cpu_us: f64,
     /// CPU of the external brokers (`SHARESTREAM_BENCH_BROKER_PIDS`) over
     /// the whole run, µs per record.
     broker_us: Option<f64>,
@@ -382,6 +386,7 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
     }
     let secs = start.elapsed().as_secs_f64();
     let cpu = 100.0 * (cpu_seconds() - cpu0) / secs;
+    let cpu_us = (cpu_seconds() - cpu0) * 1e6 / n.max(1) as f64;
     let broker_us = broker0
         .zip(broker_cpu_seconds())
         .map(|(a, b)| (b - a) * 1e6 / n.max(1) as f64);
@@ -412,6 +417,7 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
         p50,
         p99,
         cpu,
+        cpu_us,
         broker_us,
         phases: phases.join(", "),
     }
