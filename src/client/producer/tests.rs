@@ -962,9 +962,15 @@ async fn held_after_a_commit(script: &Arc<Mutex<Script>>) -> Duration {
         .await
         .unwrap();
     p.commit_transaction().await.unwrap();
+    next_transaction_held(&p, "second").await
+}
+
+/// Begins the next transaction at once and sends `value` in it: how long
+/// until that record was delivered.
+async fn next_transaction_held(p: &Producer, value: &'static str) -> Duration {
     let ended = Instant::now();
     p.begin_transaction().unwrap();
-    p.send(ProducerRecord::new("in", "second"))
+    p.send(ProducerRecord::new("in", value))
         .await
         .await
         .unwrap();
@@ -1027,13 +1033,7 @@ async fn the_first_probe_waits_only_for_a_coordinator_that_answered_before_compl
         ..Script::default()
     }));
     let p = two_transactions(&script).await;
-    let ended = Instant::now();
-    p.begin_transaction().unwrap();
-    p.send(ProducerRecord::new("in", "third"))
-        .await
-        .await
-        .unwrap();
-    let held = ended.elapsed();
+    let held = next_transaction_held(&p, "third").await;
     assert!(held >= FIRST_PROBE_DELAY, "held for {held:?}");
     assert_eq!(
         log_of(&script, 65)[..3],
