@@ -1177,7 +1177,9 @@ impl Worker {
     /// of which failed, so that it comes back. Every `commit.interval.ms` or
     /// `max.records.per.transaction` records the loop waits for the sets
     /// still in flight and commits the acknowledgements (`commit_sync`).
-    /// No record is acknowledged before all its outputs are written.
+    /// No record is acknowledged before all its outputs are written. While
+    /// sets are in flight a poll takes only what is ready, and otherwise
+    /// the loop waits for the next set's deliveries (D47).
     async fn run_at_least_once(&mut self) -> Result<(), RuntimeError> {
         let interval = self.config.commit_interval;
         let max = self.config.max_records_per_transaction;
@@ -1215,7 +1217,26 @@ impl Worker {
                     return Ok(());
                 }
             }
-            let records = self.poll(IDLE_POLL.min(interval)).await?;
+            let records = if in_flight.is_empty() {
+                self.poll(IDLE_POLL.min(interval)).await?
+            } else {
+                // Sets in flight hold acknowledgements about to be sent. A
+                // poll that waited for records now could wait on those very
+                // records: at the share partition's record-lock cap the
+                // leader acquires nothing more until they are acknowledged,
+                // and they ride on the next fetch, after that poll. So take
+                // only what is ready, and otherwise wait for the deliveries
+                // (D47).
+                let records = self.poll(Duration::ZERO).await?;
+                if records.is_empty() {
+                    if let Some(done) = in_flight.next().await {
+                        let b = open.as_mut().expect("a set in flight has its window");
+                        self.settle_sent(done, b).await?;
+                    }
+                    continue;
+                }
+                records
+            };
             if records.is_empty() {
                 continue;
             }

@@ -7,6 +7,7 @@
 use crate::rt;
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use rt::*;
 use sharestream::runtime::{ProcessingGuarantee, Runtime, RuntimeConfig, RuntimeError};
@@ -424,6 +425,58 @@ async fn records_in_a_slow_map_keep_their_locks_by_renewal() {
         (0, 0),
         "locks expired or records were delivered again"
     );
+    b.shutdown().await;
+}
+
+/// at_least_once does not wait for records while its own acknowledgements
+/// are about to go out (D47). With the share partition's record-lock cap
+/// at one poll's worth, the leader acquires nothing more until the
+/// previous poll's records are acknowledged, and under at_least_once
+/// their acknowledgements wait for the outputs' deliveries. A poll that
+/// waited for records meanwhile waited out its whole timeout (100 ms) on
+/// every poll batch. On the paused clock the 900 records after the first
+/// poll batch must be acknowledged in far less than 9 such waits.
+#[tokio::test(start_paused = true)]
+async fn at_least_once_does_not_wait_on_its_own_record_locks() {
+    let b = broker_with_locks(3, 100).await;
+    let ids = setup(&b, "g-alo-locks", &[("in", 1), ("out", 1)]).await;
+    produce_inputs(&b, "in", 1, 1_000).await;
+    let sb = StreamsBuilder::new("g-alo-locks");
+    sb.stream::<String, String>("in", Serdes::string(), Serdes::string())
+        .to("out", Serdes::string(), Serdes::string());
+    let mut cfg = config(&b, "app-alo-locks");
+    cfg.processing_guarantee = ProcessingGuarantee::AtLeastOnce;
+    cfg.num_workers = 1;
+    cfg.max_poll_records = 100;
+    // No window ends while the records flow: their acknowledgements go out
+    // on the fetches only.
+    cfg.commit_interval = Duration::from_secs(60);
+    cfg.max_records_per_transaction = 1_000_000;
+    let h = Runtime::builder(sb.build().unwrap())
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    let shares = b.core().shares();
+    let tid = ids[0];
+    let acked = |n: i64| {
+        move || {
+            shares
+                .partition_offsets("g-alo-locks", tid, 0)
+                .is_some_and(|(start, _)| start >= n)
+        }
+    };
+    wait_until(30, "the first poll batch acknowledged", acked(100)).await;
+    let t0 = tokio::time::Instant::now();
+    wait_until(30, "every record acknowledged", acked(1_000)).await;
+    let took = t0.elapsed();
+    h.stop().await.unwrap();
+    assert!(
+        took < Duration::from_millis(450),
+        "900 records took {took:?} of the paused clock: the loop waited on its own locks"
+    );
+    let counts = value_counts(&committed(&b, "out").await);
+    assert_eq!(counts.len(), 1_000, "every input forwarded");
     b.shutdown().await;
 }
 
