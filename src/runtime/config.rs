@@ -168,7 +168,7 @@ pub struct RuntimeConfig {
     /// `max.records.per.transaction` (default 1000): a transaction ends
     /// once it holds this many source records. Under exactly_once the
     /// runtime lowers it at start-up when this process's workers could
-    /// otherwise hold more than half of the source partitions' record
+    /// otherwise hold more than a third of the source partitions' record
     /// locks (the broker's `group.share.partition.max.record.locks`, read
     /// with DescribeConfigs; a transaction's records stay locked until it
     /// commits), and logs it; the handle's config shows the value used.

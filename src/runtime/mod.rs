@@ -652,19 +652,20 @@ async fn auto_acquire_mode(
 /// until the transaction commits, and a share partition lets at most
 /// `group.share.partition.max.record.locks` records be in flight (Kafka's
 /// default 2000). When this process's workers could together hold more
-/// than half of what the source partitions allow, they would run out of
+/// than a third of what the source partitions allow, they would run out of
 /// locks and wait for each other's commits (measured: 4 workers of 2000
-/// records on 4 partitions ran at 63% of at_least_once; of 1000, 119%).
-/// So the transaction size is lowered to fit half the budget, and the
-/// start-up log says so.
+/// records on 4 partitions ran at 63% of at_least_once). So the
+/// transaction size is lowered to fit a third of the budget
+/// ([`LOCK_BUDGET_SHARE`]), and the start-up log says so.
 ///
-/// Through the ledger the share is a third. There a record's lock lasts
-/// longer (the worker polls nothing while it commits, since records must
-/// be checked before they are processed, and the ACCEPT follows the
-/// commit), and half was not enough: at 100 000 records/s on 4 partitions
-/// of 2000 locks, 4 workers with transactions of 1000 reached an
-/// end-to-end p99 of 164-202 ms, of 700 84 ms, of 500 68-82 ms (KIP-1289
-/// with 1000: 111-117 ms; docs/BENCHMARKS.md, session 11). The cap is the group's
+/// A third rather than a half: each worker also holds the poll it fetched
+/// ahead (or, through the ledger, keeps its records locked until the ACCEPT
+/// after the commit), and the records do not spread evenly over the
+/// partitions. At 100 000 records/s on 4 partitions of 2000 locks with 4
+/// workers, transactions of 1000 (a half) gave an end-to-end p99 of
+/// 99-125 ms under KIP-1289 and 164-202 ms through the ledger; of 666 (a
+/// third) 83-88 ms and 84 ms (D36, D48; docs/BENCHMARKS.md, sessions 11
+/// and 27). The cap is the group's
 /// `share.partition.max.record.locks` (KIP-1240) when set, else the
 /// broker's setting (DescribeConfigs); when it cannot be read (no
 /// permission, an older broker) nothing changes.
@@ -695,7 +696,7 @@ async fn fit_lock_budget(
     };
     let Some(cap) = cap else { return };
     let partitions: u64 = partition_counts.iter().map(|&n| n as u64).sum();
-    let share = lock_budget_share(config.exactly_once_mechanism);
+    let share = LOCK_BUDGET_SHARE;
     if let Some(fit) = lock_budget_fit(
         config.num_workers,
         config.max_records_per_transaction,
@@ -986,14 +987,12 @@ const RECORD_LOCKS_CONFIG: &str = "group.share.partition.max.record.locks";
 const GROUP_RECORD_LOCKS_CONFIG: &str = "share.partition.max.record.locks";
 
 /// The share of the source partitions' record locks that a process's open
-/// transactions may take: half under KIP-1289, a third through the ledger
-/// (see [`fit_lock_budget`]).
-fn lock_budget_share(mechanism: ExactlyOnceMechanism) -> u64 {
-    match mechanism {
-        ExactlyOnceMechanism::Ledger => 3,
-        _ => 2,
-    }
-}
+/// transactions may take, under either mechanism (see [`fit_lock_budget`]).
+/// A third: each worker also holds the poll it fetched ahead, and records
+/// do not spread evenly over partitions; with half, transactions under
+/// KIP-1289 met the cap of a busy partition and waited for their deadline
+/// (D48).
+const LOCK_BUDGET_SHARE: u64 = 3;
 
 /// The transaction size that keeps `workers` transactions within
 /// `1/share` of `partitions` x `cap` record locks, when `max_records` does
@@ -1243,7 +1242,7 @@ impl RuntimeHandle {
 
 #[cfg(test)]
 mod tests {
-    use super::{ExactlyOnceMechanism, lock_budget_fit, lock_budget_share};
+    use super::{LOCK_BUDGET_SHARE, lock_budget_fit};
 
     #[test]
     fn start_up_says_where_a_crash_on_the_last_delivery_leaves_the_record() {
@@ -1363,24 +1362,20 @@ mod tests {
 
     #[test]
     fn transactions_are_sized_to_a_share_of_the_record_locks() {
-        let kip = lock_budget_share(ExactlyOnceMechanism::Kip1289);
-        let ledger = lock_budget_share(ExactlyOnceMechanism::Ledger);
-        assert_eq!((kip, ledger), (2, 3));
-        // 4 workers of 1000 on 4 partitions of 2000 locks: exactly half,
-        // kept under KIP-1289; through the ledger, a third: 666.
-        assert_eq!(lock_budget_fit(4, 1000, 4, 2000, kip), None);
-        assert_eq!(lock_budget_fit(4, 1000, 4, 2000, ledger), Some(666));
-        // 4 workers of 2000 would hold every lock: lowered to 1000.
-        assert_eq!(lock_budget_fit(4, 2000, 4, 2000, kip), Some(1000));
-        // 32 workers sharing one partition: 1000 locks / 32.
-        assert_eq!(lock_budget_fit(32, 1000, 1, 2000, kip), Some(31));
+        let share = LOCK_BUDGET_SHARE;
+        assert_eq!(share, 3);
+        // 4 workers of 1000 on 4 partitions of 2000 locks: a third, 666.
+        assert_eq!(lock_budget_fit(4, 1000, 4, 2000, share), Some(666));
+        assert_eq!(lock_budget_fit(4, 2000, 4, 2000, share), Some(666));
+        // 32 workers sharing one partition: 666 locks / 32.
+        assert_eq!(lock_budget_fit(32, 1000, 1, 2000, share), Some(20));
         // Already small enough, or a large cap: kept.
-        assert_eq!(lock_budget_fit(32, 20, 1, 2000, kip), None);
-        assert_eq!(lock_budget_fit(4, 1000, 1, 10_000, kip), None);
-        assert_eq!(lock_budget_fit(4, 1000, 4, 4000, ledger), None);
+        assert_eq!(lock_budget_fit(32, 20, 1, 2000, share), None);
+        assert_eq!(lock_budget_fit(4, 1000, 1, 20_000, share), None);
+        assert_eq!(lock_budget_fit(4, 1000, 4, 4000, share), None);
         // Never below one record, whatever the numbers.
-        assert_eq!(lock_budget_fit(5000, 1000, 1, 100, kip), Some(1));
-        assert_eq!(lock_budget_fit(0, 1000, 0, 0, kip), Some(1));
+        assert_eq!(lock_budget_fit(5000, 1000, 1, 100, share), Some(1));
+        assert_eq!(lock_budget_fit(0, 1000, 0, 0, share), Some(1));
         assert_eq!(lock_budget_fit(1, 1000, 1, 1, 0), Some(1));
     }
 }
