@@ -29,6 +29,8 @@
 //! `SHARESTREAM_BENCH_PROPS=name=value+...` (runtime properties for every
 //! run), `SHARESTREAM_BENCH_RECORD_LOCKS=2000` (the broker's
 //! `group.share.partition.max.record.locks`),
+//! `SHARESTREAM_BENCH_GROUP_RECORD_LOCKS=4000` (the groups'
+//! `share.partition.max.record.locks`, e.g. on Apache Kafka),
 //! `SHARESTREAM_BENCH_BROKER_THREADS=2` (the broker on a tokio runtime of
 //! its own with that many threads; default 0, the bench's runtime).
 //! `SHARESTREAM_BENCH_LATENCY_TARGET=host:port` runs section 3 on that
@@ -80,15 +82,19 @@ async fn setup(b: &impl Bootstrap, group: &str, input: &str, output: &str, parti
     a.create_topic(NewTopic::new(output, partitions))
         .await
         .unwrap();
-    a.incremental_alter_group_config(
-        group,
-        &[(
-            "share.auto.offset.reset",
-            AlterConfigOp::Set("earliest".into()),
-        )],
-    )
-    .await
-    .unwrap();
+    let mut configs = vec![(
+        "share.auto.offset.reset",
+        AlterConfigOp::Set("earliest".into()),
+    )];
+    // SHARESTREAM_BENCH_GROUP_RECORD_LOCKS=N: the group's
+    // share.partition.max.record.locks (KIP-1240), for clusters whose
+    // broker setting cannot be changed without a restart (Kafka's).
+    if let Ok(n) = std::env::var("SHARESTREAM_BENCH_GROUP_RECORD_LOCKS") {
+        configs.push(("share.partition.max.record.locks", AlterConfigOp::Set(n)));
+    }
+    a.incremental_alter_group_config(group, &configs)
+        .await
+        .unwrap();
 }
 
 async fn producer_batching(b: &impl Bootstrap, batch_size: usize) -> Producer {
