@@ -29,7 +29,15 @@
 //!   produce phase's records. It spends a small fraction of a broker's CPU
 //!   per record, so its records/s are the broker's, not the load's.
 //!
-//! Each phase runs `--reps` rounds; within a round the two clients run one
+//! With `--java`, the share consume and produce phases also run Apache
+//! Kafka's own Java tools (`ShareConsumerPerformance` at its defaults,
+//! `ProducerPerformance` with the settings above) through
+//! scripts/java_perf.sh; their CPU per record and peak RSS cover the whole
+//! JVM, start-up included, and the table adds the ratio sharestream / java.
+//! The transactions phase has no Java row (ProducerPerformance commits by
+//! time, not by a record count).
+//!
+//! Each phase runs `--reps` rounds; within a round the clients run one
 //! after the other, the order alternating between rounds. Per run: the
 //! child's RESULT line (records/s, its CPU per record over the measured part
 //! from getrusage, its peak RSS from VmHWM) and the broker's CPU over the
@@ -117,6 +125,14 @@ struct Args {
     /// gives both brokers memory that is already backed.
     #[arg(long)]
     drop_caches: bool,
+    /// Also run Apache Kafka's own Java tools in the share consume and
+    /// produce phases (ShareConsumerPerformance, ProducerPerformance),
+    /// through `--java-script`; their CPU and peak RSS cover the whole JVM.
+    #[arg(long)]
+    java: bool,
+    /// The wrapper that runs a Java tool and prints a RESULT line.
+    #[arg(long, default_value = "scripts/java_perf.sh")]
+    java_script: PathBuf,
 }
 
 /// `--drop-caches` before one run; says so once if it cannot.
@@ -364,6 +380,8 @@ struct Row {
 }
 
 const CLIENTS: &[&str] = &["sharestream", "krafka"];
+/// The same with Kafka's Java tool (`--java`), where one applies.
+const CLIENTS_JAVA: &[&str] = &["sharestream", "krafka", "java"];
 /// The replay phase's only load (not a client).
 const REPLAY: &[&str] = &["replay"];
 
@@ -438,19 +456,21 @@ fn table(rows: &[Row]) -> String {
                 row.load
             ));
         }
-        if row.clients != CLIENTS {
+        if !row.clients.contains(&"krafka") {
             continue;
         }
-        let ratio = |f: fn(&Run) -> f64| med("sharestream", f) / med("krafka", f);
-        s.push_str(&format!(
-            "| {} | {} | **ratio sharestream / krafka** | **{:.2}** | **{:.2}** | **{:.2}** | {:.2} | | |\n",
-            row.broker,
-            row.phase,
-            ratio(|r| r.records_per_s),
-            ratio(|r| r.cpu_us_per_record),
-            ratio(|r| r.peak_rss_mib),
-            ratio(|r| r.broker_cpu_us_per_record),
-        ));
+        for other in row.clients.iter().filter(|c| **c != "sharestream") {
+            let ratio = |f: fn(&Run) -> f64| med("sharestream", f) / med(other, f);
+            s.push_str(&format!(
+                "| {} | {} | **ratio sharestream / {other}** | **{:.2}** | **{:.2}** | **{:.2}** | {:.2} | | |\n",
+                row.broker,
+                row.phase,
+                ratio(|r| r.records_per_s),
+                ratio(|r| r.cpu_us_per_record),
+                ratio(|r| r.peak_rss_mib),
+                ratio(|r| r.broker_cpu_us_per_record),
+            ));
+        }
     }
     s
 }
@@ -509,6 +529,7 @@ fn bench_broker(args: &Args, broker: &Broker, rt: &tokio::runtime::Runtime) -> V
     let tag = std::process::id();
     let bs = broker.bootstrap.clone();
     let mut rows = Vec::new();
+    let clients = if args.java { CLIENTS_JAVA } else { CLIENTS };
     let sizes = [
         (100usize, args.records_100, "100 B"),
         (1024, args.records_1k, "1 KiB"),
@@ -520,7 +541,7 @@ fn bench_broker(args: &Args, broker: &Broker, rt: &tokio::runtime::Runtime) -> V
                 eprintln!("loading {n} x {label} into {topic} ({parts} partitions)");
                 rt.block_on(load_topic(&bs, &topic, parts, n, size));
                 let phase = format!("share consume {label}, {parts} partition(s), {n} records");
-                rows.push(run_phase(args, broker, phase, CLIENTS, |client, rep| {
+                rows.push(run_phase(args, broker, phase, clients, |client, rep| {
                     let group = format!("g-{client}-{topic}-{rep}");
                     let common = [
                         "--bootstrap-server".to_string(),
@@ -541,6 +562,14 @@ fn bench_broker(args: &Args, broker: &Broker, rt: &tokio::runtime::Runtime) -> V
                             a.push("--consumer-prop".into());
                             a.push(format!("share.acquire.mode={}", args.acquire_mode));
                             (bin("share_perf"), a)
+                        }
+                        "java" => {
+                            // Kafka's tool at its defaults (implicit
+                            // acknowledgement, max.poll.records 500).
+                            let mut a = vec!["share".to_string()];
+                            a.extend(common[..8].iter().cloned());
+                            a.extend(["--record-size".into(), size.to_string()]);
+                            (args.java_script.clone(), a)
                         }
                         _ => {
                             let mut a = vec!["share-consume".to_string()];
@@ -586,6 +615,11 @@ fn bench_broker(args: &Args, broker: &Broker, rt: &tokio::runtime::Runtime) -> V
                 }
                 (bin("produce_perf"), a)
             }
+            "java" => {
+                let mut j = vec!["produce".to_string()];
+                j.extend(a);
+                (args.java_script.clone(), j)
+            }
             _ => {
                 let mut k = vec!["produce".to_string()];
                 k.extend(a);
@@ -604,7 +638,7 @@ fn bench_broker(args: &Args, broker: &Broker, rt: &tokio::runtime::Runtime) -> V
     if phases.contains(&"produce") {
         for (size, n, label) in sizes {
             let phase = format!("produce {label}, 1 partition, {n} records");
-            rows.push(run_phase(args, broker, phase, CLIENTS, |client, rep| {
+            rows.push(run_phase(args, broker, phase, clients, |client, rep| {
                 produce(
                     client,
                     format!("produce-{size}-{client}-{rep}-{tag}"),
