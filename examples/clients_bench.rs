@@ -262,8 +262,12 @@ impl Drop for Broker {
             let _ = c.kill();
             let _ = c.wait();
         }
+        // --clean: the node's data (gigabytes after a run) goes with it.
         if let Some(dir) = &self.kafka_dir {
-            let _ = Command::new("scripts/kafka/stop.sh").arg(dir).status();
+            let _ = Command::new("scripts/kafka/stop.sh")
+                .arg(dir)
+                .arg("--clean")
+                .status();
         }
     }
 }
