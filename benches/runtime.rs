@@ -223,9 +223,9 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
         source.as_deref().unwrap_or("-")
     );
     println!(
-        "| value | clusters | guarantee | records | records/s from start | steady records/s | % of at_least_once (steady) | commit p50 | commit p99 | CPU % (bench process) | bench process CPU µs/record | broker CPU µs/record |"
+        "| value | clusters | guarantee | records | records/s from start | steady records/s | % of at_least_once (steady) | commit p50 | commit p99 | CPU % (bench process) | bench process CPU µs/record | broker CPU µs/record | bench process CPU µs/record, steady | broker CPU µs/record, steady |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let layouts: Vec<(&str, String)> = std::iter::once(("one", target.clone()))
         .chain(source.clone().map(|s| ("two", s)))
         .collect();
@@ -273,11 +273,13 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                     let r = run_until(forward(&tag, &input, &output), cfg, n as u64).await;
                     // The workers' time by phase (stderr, beside the table).
                     eprintln!(
-                        "{size} B {layout} {} overlap={overlap}: steady {:.0}/s; bench CPU {:.1} µs/record; broker CPU {} µs/record; {}",
+                        "{size} B {layout} {} overlap={overlap}: steady {:.0}/s; bench CPU {:.1} µs/record ({:.1} steady); broker CPU {} µs/record ({} steady); {}",
                         g.name(),
                         r.steady,
                         r.cpu_us,
+                        r.steady_cpu_us,
                         r.broker_us.map_or("-".into(), |u| format!("{u:.1}")),
+                        r.steady_broker_us.map_or("-".into(), |u| format!("{u:.1}")),
                         r.phases
                     );
                     runs[i].push(r);
@@ -293,20 +295,25 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                     _ => "at_least_once",
                 };
                 let steady = median(runs[i].iter().map(|r| r.steady).collect());
-                let broker: Vec<f64> = runs[i].iter().filter_map(|r| r.broker_us).collect();
-                let broker = if broker.is_empty() {
-                    "-".to_string()
-                } else {
-                    format!("{:.1}", median(broker))
+                let of = |f: fn(&Run) -> Option<f64>| {
+                    let v: Vec<f64> = runs[i].iter().filter_map(f).collect();
+                    if v.is_empty() {
+                        "-".to_string()
+                    } else {
+                        format!("{:.1}", median(v))
+                    }
                 };
+                let broker = of(|r| r.broker_us);
+                let steady_broker = of(|r| r.steady_broker_us);
                 println!(
-                    "| {size} B | {layout} | {name} | {n} | {:.0} | {steady:.0} | {:.0}% | {:.1} ms | {:.1} ms | {:.0}% | {:.1} | {broker} |",
+                    "| {size} B | {layout} | {name} | {n} | {:.0} | {steady:.0} | {:.0}% | {:.1} ms | {:.1} ms | {:.0}% | {:.1} | {broker} | {:.1} | {steady_broker} |",
                     median(runs[i].iter().map(|r| r.rate).collect()),
                     100.0 * steady / alos,
                     median(runs[i].iter().map(|r| r.p50).collect()),
                     median(runs[i].iter().map(|r| r.p99).collect()),
                     median(runs[i].iter().map(|r| r.cpu).collect()),
                     median(runs[i].iter().map(|r| r.cpu_us).collect()),
+                    median(runs[i].iter().map(|r| r.steady_cpu_us).collect()),
                 );
             }
         }
@@ -332,6 +339,11 @@ struct Run {
     /// CPU of the external brokers (`SHARESTREAM_BENCH_BROKER_PIDS`) over
     /// the whole run, µs per record.
     broker_us: Option<f64>,
+    /// This process's CPU between 10% and 90% of the records committed,
+    /// µs per record committed in that window.
+    steady_cpu_us: f64,
+    /// The external brokers' CPU over the same window.
+    steady_broker_us: Option<f64>,
     /// Worker time by phase, seconds summed over workers.
     phases: String,
 }
@@ -379,11 +391,13 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
     let (mut t10, mut t90) = (None, None);
     loop {
         let c = m.records_committed.load(Ordering::Relaxed);
+        // The CPU of this process and of the brokers at both ends of the
+        // steady window too: set-up and join left out.
         if t10.is_none() && c >= n / 10 {
-            t10 = Some((Instant::now(), c));
+            t10 = Some((Instant::now(), c, cpu_seconds(), broker_cpu_seconds()));
         }
         if t90.is_none() && c >= n * 9 / 10 {
-            t90 = Some((Instant::now(), c));
+            t90 = Some((Instant::now(), c, cpu_seconds(), broker_cpu_seconds()));
         }
         if c >= n {
             break;
@@ -396,8 +410,11 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
     let broker_us = broker0
         .zip(broker_cpu_seconds())
         .map(|(a, b)| (b - a) * 1e6 / n.max(1) as f64);
-    let ((a, ca), (b, cb)) = (t10.unwrap(), t90.unwrap());
+    let ((a, ca, pa, ba), (b, cb, pb, bb)) = (t10.unwrap(), t90.unwrap());
     let steady = (cb - ca) as f64 / b.duration_since(a).as_secs_f64().max(1e-3);
+    let window = (cb - ca).max(1) as f64;
+    let steady_cpu_us = (pb - pa) * 1e6 / window;
+    let steady_broker_us = ba.zip(bb).map(|(x, y)| (y - x) * 1e6 / window);
     let p50 = m.commit_latency_quantile(0.5).as_secs_f64() * 1e3;
     let p99 = m.commit_latency_quantile(0.99).as_secs_f64() * 1e3;
     let wt = &m.worker_time;
@@ -425,6 +442,8 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
         cpu,
         cpu_us,
         broker_us,
+        steady_cpu_us,
+        steady_broker_us,
         phases: phases.join(", "),
     }
 }
