@@ -802,7 +802,9 @@ impl ShareConsumer {
                 self.check_membership()?;
             }
         }
-        if out.len() >= max {
+        let full = out.len() >= max;
+        self.end_at_an_acquired_range(&mut out);
+        if full {
             // A full poll: the partitions likely hold more. The next poll's
             // fetch starts now, carrying the pending acknowledgements, and
             // runs while the application works on these records (its
@@ -815,7 +817,10 @@ impl ShareConsumer {
                 false
             });
             if !started && self.acks.has_pending() {
-                self.flush_acknowledgements(false).await;
+                // The buffer holds the next poll: the acknowledgements go
+                // now, those of a range only partly handed out excepted
+                // (D39, D49).
+                self.flush_acknowledgements_of(false, true).await;
             }
         }
         let dropped = self.acks.drop_redelivered(&mut out);
@@ -832,6 +837,49 @@ impl ShareConsumer {
         self.inner.metrics.on_records_polled(out.len());
         self.fire_callbacks();
         Ok(ShareRecords::new(out))
+    }
+
+    /// A full poll ends where an acquired range ends (D49): when its last
+    /// record's range goes on beyond it, the records of that range go back
+    /// to the buffer, to lead the next poll, unless the range began the
+    /// poll (a range longer than `max.poll.records` is cut, as it must
+    /// be). Whatever the application then acknowledges at once (a commit
+    /// after a poll, a transaction of whole polls) covers whole ranges,
+    /// which Kafka's broker keeps as one in-flight batch each; a range
+    /// acknowledged in part it tracks offset by offset, and writes one
+    /// share-state batch per offset.
+    fn end_at_an_acquired_range(&mut self, out: &mut Vec<ShareRecord>) {
+        let Some(last) = out.last() else { return };
+        let tp = TopicIdPartition {
+            topic_id: last.topic_id,
+            topic: last.topic.clone(),
+            partition: last.partition,
+        };
+        let Some((first, end)) = self.acks.acquired_span_of(&tp, last.offset) else {
+            return;
+        };
+        let goes_on = self
+            .buffered
+            .iter()
+            .any(|r| r.topic_id == tp.topic_id && r.partition == tp.partition && r.offset <= end);
+        if !goes_on {
+            return;
+        }
+        let in_span = |r: &ShareRecord| {
+            r.topic_id == tp.topic_id
+                && r.partition == tp.partition
+                && first <= r.offset
+                && r.offset <= end
+        };
+        let Some(start) = out.iter().position(in_span) else {
+            return;
+        };
+        if start == 0 {
+            return;
+        }
+        for r in out.drain(start..).rev() {
+            self.buffered.push_front(r);
+        }
     }
 
     async fn refresh_cluster(&mut self, ids: &[Uuid]) -> Result<(), ConsumerError> {
@@ -1088,7 +1136,17 @@ impl ShareConsumer {
     /// Sends every pending acknowledgement with ShareAcknowledge (closing
     /// the sessions when `close`); results go to the completed list.
     async fn flush_acknowledgements(&mut self, close: bool) -> Vec<AcknowledgementCommit> {
-        let by_leader = self.pending_by_leader(false);
+        self.flush_acknowledgements_of(close, false).await
+    }
+
+    /// [`Self::flush_acknowledgements`]; `as_a_fetch` holds back those of
+    /// a range only partly acknowledged, once, as a fetch would (D39).
+    async fn flush_acknowledgements_of(
+        &mut self,
+        close: bool,
+        as_a_fetch: bool,
+    ) -> Vec<AcknowledgementCommit> {
+        let by_leader = self.pending_by_leader(as_a_fetch);
         let mut leaders: BTreeMap<i32, (BrokerAddress, Vec<(TopicIdPartition, Acknowledgements)>)> =
             by_leader;
         if close {

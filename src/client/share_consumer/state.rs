@@ -817,6 +817,16 @@ impl AcknowledgementState {
         }
     }
 
+    /// The acquired range (first, last offset, inclusive) of `tp` that
+    /// holds `offset`, if it is remembered.
+    pub fn acquired_span_of(&self, tp: &TopicIdPartition, offset: i64) -> Option<(i64, i64)> {
+        self.acquired
+            .get(tp)?
+            .iter()
+            .find(|s| s.first <= offset && offset <= s.last)
+            .map(|s| (s.first, s.last))
+    }
+
     /// Takes the pending acknowledgements that are to ride on a fetch
     /// (D39): all but those of an acquired range that is only partly
     /// acknowledged and was not left out before, which stay pending for

@@ -783,6 +783,63 @@ async fn share_fetch_asks_for_max_partition_fetch_bytes_per_partition() {
 /// D39 on the wire, implicit mode: a fetch carries the acceptance of an
 /// acquired range only once the whole range was handed out, so Kafka's
 /// broker never splits it into per-offset states.
+/// D49: a full poll whose last records begin an acquired range that goes
+/// on in the buffer leaves that range to the next poll, so that what the
+/// application acknowledges after each poll covers whole ranges. Without
+/// it the first poll hands out 0..=3 and its acceptance covers a part of
+/// 3..=5.
+#[tokio::test]
+async fn a_full_poll_ends_where_an_acquired_range_ends() {
+    let (_cl, mut broker, pool) = cluster(vec![0]);
+    let config = ShareConsumerConfig::builder("g")
+        .max_poll_records(4)
+        .build()
+        .unwrap();
+    let mut c = ShareConsumer::with_parts(config, pool, Arc::new(FakeLookup)).unwrap();
+    c.subscribe(["in"]).unwrap();
+    let task = tokio::spawn(async move {
+        let first = offsets(&c.poll(Duration::from_secs(10)).await.unwrap());
+        let second = offsets(&c.poll(Duration::from_secs(10)).await.unwrap());
+        let third = offsets(&c.poll(Duration::ZERO).await.unwrap());
+        (first, second, third, c)
+    });
+    // The first fetch acquires two ranges, 0..=2 and 3..=5.
+    let r = broker.recv().await.unwrap();
+    r.answer_fetch(fetch_answer(
+        0,
+        Some(batch(0, 6)),
+        &[(0, 2, 1), (3, 5, 1)],
+        0,
+    ));
+    // Poll 1 (full before it ended at 2) prefetches, nothing acknowledged
+    // yet; poll 2 takes 3..=5
+    // from its buffer, and its fetch for more carries the acceptance of
+    // 0..=2, whole; poll 3's carries 3..=5, whole.
+    let mut acks = Vec::new();
+    for _ in 0..3 {
+        let r = broker.recv().await.unwrap();
+        acks.push(fetch_acks(r.fetch()));
+        r.answer_fetch(fetch_answer(0, None, &[], 0));
+    }
+    let (first, second, third, _c) = task.await.unwrap();
+    assert_eq!(
+        first,
+        [0, 1, 2],
+        "the range 3..=5 is left whole to the next poll"
+    );
+    assert_eq!(second, [3, 4, 5]);
+    assert_eq!(third, Vec::<i64>::new());
+    assert_eq!(
+        acks,
+        [
+            vec![],
+            (0..=2).map(|o| (0, o, 1)).collect::<Vec<_>>(),
+            (3..=5).map(|o| (0, o, 1)).collect::<Vec<_>>(),
+        ],
+        "each poll's acceptances went whole, in order"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn implicit_acceptances_ride_on_a_fetch_by_whole_acquired_ranges() {
     let (_cl, mut broker, pool) = cluster(vec![0]);
@@ -807,24 +864,27 @@ async fn implicit_acceptances_ride_on_a_fetch_by_whole_acquired_ranges() {
     let r = broker.recv().await.unwrap();
     assert!(fetch_acks(r.fetch()).is_empty());
     r.answer_fetch(fetch_answer(0, Some(batch(5, 3)), &[(5, 7, 1)], 0));
-    // Poll 2 accepts 0..=2, hands out 3..=5: 3 and 4 are not accepted
-    // yet, so the acceptance of 0..=2 waits.
-    let r = broker.recv().await.unwrap();
-    assert_eq!(
-        fetch_acks(r.fetch()),
-        [],
-        "0..=2 wait for the rest of their range"
-    );
-    r.answer_fetch(fetch_answer(0, Some(batch(8, 1)), &[(8, 8, 1)], 0));
-    // Poll 3 accepts 3..=5: the range 0..=4 goes whole; 5 waits for 6, 7.
+    // Poll 2 accepts 0..=2 and hands out 3 and 4 only: 5 would begin the
+    // range 5..=7, which goes to poll 3 whole (D49). Its buffer holds a
+    // poll, so it fetches nothing, and 0..=2 wait for the rest of their
+    // range (D39): no request. Poll 3 accepts 3 and 4, hands out 5..=7,
+    // and its prefetch carries the range 0..=4, whole.
     let r = broker.recv().await.unwrap();
     assert_eq!(
         fetch_acks(r.fetch()),
         (0..=4).map(|o| (0, o, 1)).collect::<Vec<_>>()
     );
+    r.answer_fetch(fetch_answer(0, Some(batch(8, 1)), &[(8, 8, 1)], 0));
+    // Poll 4 hands out 8 and, not full, asks for more at once, carrying
+    // 5..=7, whole.
+    let r = broker.recv().await.unwrap();
+    assert_eq!(
+        fetch_acks(r.fetch()),
+        (5..=7).map(|o| (0, o, 1)).collect::<Vec<_>>()
+    );
     r.answer_fetch(fetch_answer(0, None, &[], 0));
     assert_eq!(
         task.await.unwrap(),
-        [vec![0, 1, 2], vec![3, 4, 5], vec![6, 7, 8], vec![]]
+        [vec![0, 1, 2], vec![3, 4], vec![5, 6, 7], vec![8]]
     );
 }
