@@ -273,13 +273,15 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                     let r = run_until(forward(&tag, &input, &output), cfg, n as u64).await;
                     // The workers' time by phase (stderr, beside the table).
                     eprintln!(
-                        "{size} B {layout} {} overlap={overlap}: steady {:.0}/s; bench CPU {:.1} µs/record ({:.1} steady); broker CPU {} µs/record ({} steady); {}",
+                        "{size} B {layout} {} overlap={overlap}: steady {:.0}/s; bench CPU {:.1} µs/record ({:.1} steady); broker CPU {} µs/record ({} steady); steady window {:.3}-{:.3} (Unix s); {}",
                         g.name(),
                         r.steady,
                         r.cpu_us,
                         r.steady_cpu_us,
                         r.broker_us.map_or("-".into(), |u| format!("{u:.1}")),
                         r.steady_broker_us.map_or("-".into(), |u| format!("{u:.1}")),
+                        r.window.0,
+                        r.window.1,
                         r.phases
                     );
                     runs[i].push(r);
@@ -346,6 +348,9 @@ struct Run {
     steady_broker_us: Option<f64>,
     /// Worker time by phase, seconds summed over workers.
     phases: String,
+    /// The steady window in wall-clock time, seconds since the Unix epoch
+    /// (to line a profile of the brokers up with it).
+    window: (f64, f64),
 }
 
 /// CPU time (user + system) of this process, seconds.
@@ -411,6 +416,14 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
         .zip(broker_cpu_seconds())
         .map(|(a, b)| (b - a) * 1e6 / n.max(1) as f64);
     let ((a, ca, pa, ba), (b, cb, pb, bb)) = (t10.unwrap(), t90.unwrap());
+    let wall = |t: Instant| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+            - t.elapsed().as_secs_f64()
+    };
+    let wall_window = (wall(a), wall(b));
     let steady = (cb - ca) as f64 / b.duration_since(a).as_secs_f64().max(1e-3);
     let window = (cb - ca).max(1) as f64;
     let steady_cpu_us = (pb - pa) * 1e6 / window;
@@ -445,6 +458,7 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
         steady_cpu_us,
         steady_broker_us,
         phases: phases.join(", "),
+        window: wall_window,
     }
 }
 
