@@ -399,6 +399,7 @@ impl RuntimeBuilder {
             )
             .await;
         }
+        fit_batch_size(&mut config, &connection, &self.topology.output_topics()).await?;
         let config = Arc::new(config);
         let ledger = if config.processing_guarantee == ProcessingGuarantee::ExactlyOnce
             && config.exactly_once_mechanism == ExactlyOnceMechanism::Ledger
@@ -807,6 +808,70 @@ const TOPIC_DEAD_LETTER_ENABLE_CONFIG: &str = "errors.deadletterqueue.group.enab
 const BROKER_DEAD_LETTER_AUTO_CREATE_CONFIG: &str =
     "errors.deadletterqueue.auto.create.topics.enable";
 
+/// Sets the workers' `batch.size` (D50): the one set, or
+/// [`config::DEFAULT_BATCH_SIZE`], within the smallest `max.message.bytes`
+/// of the topology's output topics on the target cluster (Kafka refuses a
+/// larger batch with MESSAGE_TOO_LARGE, and the producer does not split
+/// batches). A topic whose configs cannot be read (absent, to be created
+/// on first use, or no permission) counts as the broker's default of
+/// about 1 MiB, above the default batch size.
+async fn fit_batch_size(
+    config: &mut RuntimeConfig,
+    connection: &ConnectionConfig,
+    outputs: &[&str],
+) -> Result<(), RuntimeError> {
+    let admin = AdminClient::new(config.bootstrap_servers.clone(), connection.clone());
+    let mut smallest: Option<(u64, String)> = None;
+    for &topic in outputs {
+        let limit = admin
+            .describe_configs(crate::client::admin::RESOURCE_TYPE_TOPIC, topic)
+            .await
+            .ok()
+            .and_then(|c| c.get("max.message.bytes").cloned().flatten())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if let Some(n) = limit
+            && smallest.as_ref().is_none_or(|(s, _)| n < *s)
+        {
+            smallest = Some((n, topic.to_string()));
+        }
+    }
+    let chosen = choose_batch_size(config.batch_size, smallest.as_ref())?;
+    if config.batch_size.is_none() && chosen < config::DEFAULT_BATCH_SIZE {
+        tracing::info!(
+            batch_size = chosen,
+            topic = smallest.as_ref().map_or("", |(_, t)| t.as_str()),
+            "batch.size lowered from its default to the output topic's max.message.bytes"
+        );
+    }
+    config.batch_size = Some(chosen);
+    Ok(())
+}
+
+/// The decision of [`fit_batch_size`]: the `batch.size` set, or the
+/// default, against the smallest `max.message.bytes` of the outputs (and
+/// its topic), if known.
+fn choose_batch_size(
+    set: Option<u64>,
+    smallest: Option<&(u64, String)>,
+) -> Result<u64, RuntimeError> {
+    match (set, smallest) {
+        (Some(b), Some((limit, topic))) if b > *limit => {
+            Err(RuntimeError::Config(RuntimeConfigError::new(
+                "batch.size",
+                format!(
+                    "invalid configuration batch.size: {b} bytes is more than the \
+                     max.message.bytes of output topic {topic} ({limit}), which would refuse \
+                     such a batch; set batch.size to {limit} or less, or raise the topic's \
+                     max.message.bytes"
+                ),
+            )))
+        }
+        (Some(b), _) => Ok(b),
+        (None, Some((limit, _))) => Ok(config::DEFAULT_BATCH_SIZE.min(*limit).max(1)),
+        (None, None) => Ok(config::DEFAULT_BATCH_SIZE),
+    }
+}
+
 /// Reads what [`DeadLetterCover`] holds for the group's dead-letter topic.
 async fn dead_letter_cover(
     config: &RuntimeConfig,
@@ -1149,6 +1214,9 @@ async fn start_producer(
     if let Some(bytes) = config.buffer_memory {
         b = b.buffer_memory(bytes);
     }
+    if let Some(bytes) = config.batch_size {
+        b = b.batch_size(bytes as usize);
+    }
     if let Some(t) = config.max_block {
         b = b.max_block(t);
     }
@@ -1243,6 +1311,33 @@ impl RuntimeHandle {
 #[cfg(test)]
 mod tests {
     use super::{LOCK_BUDGET_SHARE, lock_budget_fit};
+
+    #[test]
+    fn batch_size_is_the_default_or_the_setting_within_the_outputs_limit() {
+        use super::choose_batch_size;
+        use crate::runtime::config::DEFAULT_BATCH_SIZE as D;
+        let big = (1_048_588, "out".to_string());
+        let small = (20_000, "narrow".to_string());
+        assert_eq!(choose_batch_size(None, None).unwrap(), D);
+        assert_eq!(choose_batch_size(None, Some(&big)).unwrap(), D);
+        assert_eq!(choose_batch_size(None, Some(&small)).unwrap(), 20_000);
+        assert_eq!(
+            choose_batch_size(Some(16_384), Some(&small)).unwrap(),
+            16_384
+        );
+        assert_eq!(
+            choose_batch_size(Some(20_000), Some(&small)).unwrap(),
+            20_000
+        );
+        assert_eq!(choose_batch_size(Some(1 << 20), None).unwrap(), 1 << 20);
+        let e = choose_batch_size(Some(20_001), Some(&small))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("batch.size") && e.contains("narrow") && e.contains("20000"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn start_up_says_where_a_crash_on_the_last_delivery_leaves_the_record() {

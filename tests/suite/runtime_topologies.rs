@@ -538,3 +538,63 @@ async fn at_least_once_releases_a_record_whose_output_failed() {
     assert_eq!(counts.len(), 9, "{counts:?}");
     b.shutdown().await;
 }
+
+/// The workers' `batch.size` (D50): 128 KiB by default, lowered to an
+/// output topic's smaller `max.message.bytes` (a larger batch would be
+/// refused); a value set above it is refused at start-up with the setting
+/// named; outputs flow with the lowered size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_size_fits_the_output_topics_max_message_bytes() {
+    use sharestream::client::ConnectionConfig;
+    use sharestream::client::admin::{AdminClient, AlterConfigOp, RESOURCE_TYPE_TOPIC};
+    let b = broker().await;
+    setup(&b, "g-bs", &[("in", 1), ("out", 1)]).await;
+    // Without a smaller limit, the default.
+    let h = Runtime::builder(map_values_topology("g-bs"))
+        .config(config(&b, "app-bs"))
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(
+        h.config().batch_size,
+        Some(sharestream::runtime::config::DEFAULT_BATCH_SIZE)
+    );
+    h.stop().await.unwrap();
+    AdminClient::new(vec![b.bootstrap_servers()], ConnectionConfig::default())
+        .incremental_alter_configs(
+            RESOURCE_TYPE_TOPIC,
+            "out",
+            &[("max.message.bytes", AlterConfigOp::Set("20000".into()))],
+        )
+        .await
+        .unwrap();
+    let mut set = config(&b, "app-bs");
+    set.batch_size = Some(65536);
+    let err = Runtime::builder(map_values_topology("g-bs"))
+        .config(set)
+        .start()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RuntimeError::Config(_)), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("batch.size") && msg.contains("out") && msg.contains("20000"),
+        "{msg}"
+    );
+    produce_inputs(&b, "in", 1, 300).await;
+    let h = Runtime::builder(map_values_topology("g-bs"))
+        .config(config(&b, "app-bs"))
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(h.config().batch_size, Some(20000));
+    wait_committed(&h, 300).await;
+    h.stop().await.unwrap();
+    let counts = value_counts(&committed(&b, "out").await);
+    assert_eq!(
+        counts.len(),
+        300,
+        "every output written within the topic's limit"
+    );
+    b.shutdown().await;
+}

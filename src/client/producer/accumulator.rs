@@ -110,11 +110,13 @@ pub struct ProducerBatch<D> {
 /// Batch header overhead counted against `batch.size`.
 const BATCH_OVERHEAD: usize = 61;
 
-/// The most records a new batch makes room for at once (a 16 KiB batch
-/// holds at most 780 records, each counted at 21 bytes or more); a batch
-/// beyond it grows as it fills. Java's producer, likewise, takes
-/// `batch.size` bytes for a batch when it opens it.
-const MAX_PRESIZED: usize = 1024;
+/// The most records a new batch makes room for at once; a batch beyond
+/// it grows as it fills. Java's producer, likewise, takes `batch.size`
+/// bytes for a batch when it opens it. 256 entries of about 100 bytes: a
+/// runtime's 128 KiB batches (D50) of small records would otherwise take
+/// 100 KiB of list per open batch, per partition and worker, before any
+/// record is in it.
+const MAX_PRESIZED: usize = 256;
 
 /// Per-partition batch queues.
 #[derive(Debug)]
