@@ -330,6 +330,46 @@ impl AdminClient {
         configs_of(&resp)
     }
 
+    /// One config of several topics, in one DescribeConfigs request: each
+    /// topic's value of `key` (`None` where the topic does not have it),
+    /// or the error the broker gave for that topic (e.g. no such topic,
+    /// no permission). An error of the request itself is returned as is.
+    pub async fn describe_topics_config(
+        &self,
+        topics: &[&str],
+        key: &str,
+    ) -> Result<BTreeMap<String, Result<Option<String>, ClientError>>, ClientError> {
+        let resources = topics
+            .iter()
+            .map(|t| {
+                DescribeConfigsResource::default()
+                    .with_resource_type(RESOURCE_TYPE_TOPIC)
+                    .with_resource_name(StrBytes::from_string(t.to_string()))
+                    .with_configuration_keys(Some(vec![StrBytes::from_string(key.to_string())]))
+            })
+            .collect();
+        let req = DescribeConfigsRequest::default().with_resources(resources);
+        let resp = self.metadata.controller().await?.send(&req).await?;
+        Ok(resp
+            .results
+            .iter()
+            .map(|r| {
+                let value = ClientError::check(
+                    "DescribeConfigs",
+                    r.error_code,
+                    r.error_message.as_ref().map(|m| m.to_string()),
+                )
+                .map(|()| {
+                    r.configs
+                        .iter()
+                        .find(|c| c.name.as_str() == key)
+                        .and_then(|c| c.value.as_ref().map(|v| v.to_string()))
+                });
+                (r.resource_name.to_string(), value)
+            })
+            .collect())
+    }
+
     /// The configs of one broker of the cluster (any): its node id and
     /// name → value. Asked of that broker itself, as Kafka answers a
     /// broker resource only on the broker it names.

@@ -822,17 +822,24 @@ async fn fit_batch_size(
 ) -> Result<(), RuntimeError> {
     let admin = AdminClient::new(config.bootstrap_servers.clone(), connection.clone());
     let mut smallest: Option<(u64, String)> = None;
-    for &topic in outputs {
-        let limit = admin
-            .describe_configs(crate::client::admin::RESOURCE_TYPE_TOPIC, topic)
+    // One request for all the output topics (a mirror may have many).
+    let limits = if outputs.is_empty() {
+        std::collections::BTreeMap::new()
+    } else {
+        admin
+            .describe_topics_config(outputs, "max.message.bytes")
             .await
+            .unwrap_or_default()
+    };
+    for (topic, value) in limits {
+        let limit = value
             .ok()
-            .and_then(|c| c.get("max.message.bytes").cloned().flatten())
+            .flatten()
             .and_then(|v| v.trim().parse::<u64>().ok());
         if let Some(n) = limit
             && smallest.as_ref().is_none_or(|(s, _)| n < *s)
         {
-            smallest = Some((n, topic.to_string()));
+            smallest = Some((n, topic));
         }
     }
     let chosen = choose_batch_size(config.batch_size, smallest.as_ref())?;

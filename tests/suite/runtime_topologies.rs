@@ -544,6 +544,39 @@ async fn at_least_once_releases_a_record_whose_output_failed() {
 /// refused); a value set above it is refused at start-up with the setting
 /// named; outputs flow with the lowered size.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_describe_configs_reads_a_config_of_several_topics() {
+    use sharestream::client::ConnectionConfig;
+    use sharestream::client::admin::{AdminClient, AlterConfigOp, RESOURCE_TYPE_TOPIC};
+    let b = broker().await;
+    setup(&b, "g-dc", &[("dc-a", 1), ("dc-b", 1)]).await;
+    let admin = AdminClient::new(vec![b.bootstrap_servers()], ConnectionConfig::default());
+    admin
+        .incremental_alter_configs(
+            RESOURCE_TYPE_TOPIC,
+            "dc-a",
+            &[("max.message.bytes", AlterConfigOp::Set("30000".into()))],
+        )
+        .await
+        .unwrap();
+    let got = admin
+        .describe_topics_config(&["dc-a", "dc-b", "dc-missing"], "max.message.bytes")
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert_eq!(got["dc-a"].as_ref().unwrap().as_deref(), Some("30000"));
+    let other: u64 = got["dc-b"]
+        .as_ref()
+        .unwrap()
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(other > 30000, "the default of the other topic: {other}");
+    assert!(got["dc-missing"].is_err(), "{got:?}");
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_size_fits_the_output_topics_max_message_bytes() {
     use sharestream::client::ConnectionConfig;
     use sharestream::client::admin::{AdminClient, AlterConfigOp, RESOURCE_TYPE_TOPIC};
