@@ -1,7 +1,8 @@
 //! The intent ledger's I/O (docs/EXACTLY-ONCE.md, sections 3 and 5): the
 //! ledger topic on the target cluster, the process's index of it (one
-//! tailing task per ledger partition, read_uncommitted, control batches
-//! kept), and fencing. The decisions are in
+//! tailing task, one long-polling Fetch per leader broker for every
+//! ledger partition it leads, read_uncommitted, control batches kept),
+//! and fencing. The decisions are in
 //! [`eos::ledger`](crate::eos::ledger); the worker's steps in
 //! `worker.rs` (`ledger_check`, `ledger_commit`).
 
@@ -9,6 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{FetchRequest, TopicName};
@@ -23,7 +27,7 @@ use super::metrics::RuntimeMetrics;
 use crate::client::admin::{AdminClient, NewTopic};
 use crate::client::config::ProducerConfig;
 use crate::client::producer::{Producer, ProducerRecord};
-use crate::client::{ClientError, ConnectionConfig, Metadata};
+use crate::client::{BrokerConnection, ClientError, ConnectionConfig, Metadata};
 use crate::eos::ledger::{
     IntentStatus, LedgerPartitionIndex, LedgerRecord, Look, SourcePartition, TrimSchedule, encode,
     ledger_key, ledger_partition, notice_partition,
@@ -39,11 +43,6 @@ const TAIL_BACKOFF: Duration = Duration::from_millis(100);
 
 struct Slot {
     index: Mutex<LedgerPartitionIndex>,
-    /// The tailing task's own metadata and connections: a broker answers
-    /// the requests of one connection in order, so a long-polling Fetch
-    /// would hold back every other request sent on it (another
-    /// partition's Fetch, a worker's ListOffsets) for its whole wait.
-    metadata: Arc<Metadata>,
     /// The index position, published after each applied fetch.
     position: watch::Sender<i64>,
     /// High watermark minus position at the last fetch.
@@ -238,10 +237,6 @@ impl Ledger {
             slots: (0..partitions)
                 .map(|_| Slot {
                     index: Mutex::new(LedgerPartitionIndex::new(0)),
-                    metadata: Arc::new(Metadata::new(
-                        config.bootstrap_servers.clone(),
-                        connection.clone(),
-                    )),
                     position: watch::channel(0).0,
                     lag: Default::default(),
                     entries: Default::default(),
@@ -265,9 +260,15 @@ impl Ledger {
             metrics,
             failed: Mutex::new(None),
         });
-        for p in 0..partitions {
-            tokio::spawn(tail(ledger.clone(), p, shutdown.clone()));
-        }
+        // The tail's own metadata and connections: a broker answers the
+        // requests of one connection in order, so a long-polling Fetch
+        // would hold back every other request sent on it (a worker's
+        // ListOffsets) for its whole wait.
+        let tail_metadata = Arc::new(Metadata::new(
+            ledger.config.bootstrap_servers.clone(),
+            ledger.connection.clone(),
+        ));
+        tokio::spawn(tail(ledger.clone(), tail_metadata, shutdown.clone()));
         if let Some(every) = ledger.config.ledger_trim_interval {
             tokio::spawn(trim(ledger.clone(), every, shutdown.clone()));
         }
@@ -593,89 +594,203 @@ impl Ledger {
     }
 }
 
-/// Tails ledger partition `p` into its index until shutdown.
-async fn tail(ledger: Arc<Ledger>, p: i32, mut shutdown: watch::Receiver<bool>) {
-    let slot = &ledger.slots[p as usize];
+/// A leader broker and the ledger partitions to ask it for, each from its
+/// index position.
+type TailFetch = (Arc<BrokerConnection>, Vec<(i32, i64)>);
+
+/// Tails every ledger partition into its index until shutdown: one
+/// long-polling Fetch per leader broker, naming every partition that
+/// broker leads (D51). A transaction's intents and markers land on
+/// several ledger partitions at once, and one answer carries them all;
+/// a Fetch per partition woke once per partition. A broker's Fetch is
+/// sent again as soon as it is answered, whatever the others do.
+async fn tail(ledger: Arc<Ledger>, metadata: Arc<Metadata>, mut shutdown: watch::Receiver<bool>) {
     let topic = ledger.topic.clone();
+    let mut in_flight = FuturesUnordered::new();
+    // Partitions named by a Fetch in flight, and the brokers it went to.
+    let mut busy: BTreeSet<i32> = BTreeSet::new();
+    let mut busy_leaders: BTreeSet<i32> = BTreeSet::new();
+    // Partitions whose last fetch failed wait until then.
+    let mut resume: BTreeMap<i32, Instant> = BTreeMap::new();
     loop {
         if *shutdown.borrow() {
             return;
         }
-        let position = slot.index.lock().position();
-        let fetched = tokio::select! {
-            r = fetch(&slot.metadata, &topic, p, position) => r,
+        let now = Instant::now();
+        resume.retain(|_, at| *at > now);
+        let mut by_leader: BTreeMap<i32, TailFetch> = BTreeMap::new();
+        let mut leaderless = Vec::new();
+        for p in 0..ledger.partitions {
+            if busy.contains(&p) || resume.contains_key(&p) {
+                continue;
+            }
+            let Some(leader) = metadata.leader(&topic, p) else {
+                leaderless.push(p);
+                continue;
+            };
+            if busy_leaders.contains(&leader.node_id()) {
+                // Named in the next Fetch to that broker.
+                continue;
+            }
+            let position = ledger.slots[p as usize].index.lock().position();
+            by_leader
+                .entry(leader.node_id())
+                .or_insert_with(|| (leader.clone(), Vec::new()))
+                .1
+                .push((p, position));
+        }
+        if !leaderless.is_empty() {
+            let topics = [topic.as_str()];
+            let refreshed = tokio::select! {
+                r = metadata.refresh(&topics) => r,
+                _ = shutdown.changed() => return,
+            };
+            let known = refreshed.is_ok()
+                && leaderless
+                    .iter()
+                    .all(|&p| metadata.leader(&topic, p).is_some());
+            if !known {
+                for p in leaderless {
+                    tracing::debug!(topic = %topic, partition = p, "no leader for a ledger partition; retrying");
+                    *ledger.slots[p as usize].answered.lock() = None;
+                    resume.insert(p, now + TAIL_BACKOFF);
+                }
+            }
+            continue;
+        }
+        for (node, (leader, parts)) in by_leader {
+            busy_leaders.insert(node);
+            busy.extend(parts.iter().map(|&(p, _)| p));
+            let topic = topic.clone();
+            in_flight.push(async move {
+                let r = fetch(&leader, &topic, &parts).await;
+                (node, parts, r)
+            });
+        }
+        let next_resume = resume.values().min().copied();
+        let (node, parts, fetched) = tokio::select! {
+            Some(done) = in_flight.next(), if !in_flight.is_empty() => done,
+            _ = tokio::time::sleep_until(next_resume.unwrap_or(now)), if next_resume.is_some() => continue,
             _ = shutdown.changed() => return,
         };
-        // A failed fetch makes the index stale at once (the check then
-        // reads the end offsets, which fail the same way, and holds).
-        *slot.answered.lock() = fetched.is_ok().then(Instant::now);
+        busy_leaders.remove(&node);
+        for &(p, _) in &parts {
+            busy.remove(&p);
+        }
+        let answers: Vec<(i32, Result<Fetched, ClientError>)> = match fetched {
+            Ok(answers) => answers,
+            Err(e) => {
+                // The whole request failed (connection, timeout): every
+                // partition it named is stale at once (the check then
+                // reads the end offsets, which fail the same way, and
+                // holds).
+                tracing::debug!(topic = %topic, broker = node, error = %e, "ledger fetch failed; retrying");
+                parts.iter().map(|&(p, _)| (p, Err(e.clone()))).collect()
+            }
+        };
+        // An answered partition is fresh from now on, even before its
+        // answer is applied (the index is then read as it stands).
+        let answered = Instant::now();
+        for (p, answer) in &answers {
+            *ledger.slots[*p as usize].answered.lock() = answer.is_ok().then_some(answered);
+        }
         failpoints::pause("runtime.ledger.tail_apply").await;
-        match fetched {
-            Ok(Fetched::Data {
-                batches,
-                high_watermark,
-            }) => {
-                let mut ix = slot.index.lock();
-                for b in &batches {
-                    if let Err(e) = ix.apply(b, ledger.partitions) {
-                        tracing::error!(topic = %topic, partition = p, error = %e, "the exactly-once ledger cannot be read; workers stop");
-                        *ledger.failed.lock() = Some(e.to_string());
-                        drop(ix);
-                        slot.position.send_modify(|_| {});
+        let mut refresh = false;
+        for (p, answer) in answers {
+            let Some(&(_, position)) = parts.iter().find(|&&(q, _)| q == p) else {
+                continue;
+            };
+            let slot = &ledger.slots[p as usize];
+            match answer {
+                Ok(Fetched::Data {
+                    batches,
+                    high_watermark,
+                }) => {
+                    if !ledger.apply_fetched(p, position, &batches, high_watermark) {
                         return;
                     }
                 }
-                let pos = ix.position().max(position);
-                slot.entries.store(ix.len() as i64, Ordering::Relaxed);
-                drop(ix);
-                slot.lag
-                    .store((high_watermark - pos).max(0), Ordering::Relaxed);
-                slot.position.send_replace(pos);
-                let m = &ledger.metrics.ledger;
-                m.index_entries.store(ledger.entries(), Ordering::Relaxed);
-                m.index_lag.store(
-                    ledger
-                        .slots
-                        .iter()
-                        .map(|s| s.lag.load(Ordering::Relaxed))
-                        .sum(),
-                    Ordering::Relaxed,
-                );
-            }
-            Ok(Fetched::OutOfRange) => {
-                // The log start moved past the index (a trim): Kafka does
-                // not say where it is in the Fetch answer, ListOffsets does.
-                let asked = [(topic.clone(), p)];
-                let start = match ledger.admin.list_start_offsets(&asked).await {
-                    Ok(mut m) => m.remove(&asked[0]).and_then(|r| r.ok()),
-                    Err(_) => None,
-                };
-                match start {
-                    Some(start) if start > position => {
-                        tracing::info!(
-                            topic = %topic,
-                            partition = p,
-                            position,
-                            log_start = start,
-                            "the ledger's log start moved past the index (trimmed); reading on from it"
-                        );
-                        slot.index.lock().prune(start);
-                        slot.position.send_replace(start);
-                    }
-                    other => {
-                        tracing::debug!(topic = %topic, partition = p, position, log_start = ?other, "ledger fetch out of range; retrying");
-                        slot.metadata.invalidate(&topic);
-                        tokio::time::sleep(TAIL_BACKOFF).await;
+                Ok(Fetched::OutOfRange) => {
+                    // The log start moved past the index (a trim): Kafka
+                    // does not say where it is in the Fetch answer,
+                    // ListOffsets does.
+                    let asked = [(topic.clone(), p)];
+                    let start = match ledger.admin.list_start_offsets(&asked).await {
+                        Ok(mut m) => m.remove(&asked[0]).and_then(|r| r.ok()),
+                        Err(_) => None,
+                    };
+                    match start {
+                        Some(start) if start > position => {
+                            tracing::info!(
+                                topic = %topic,
+                                partition = p,
+                                position,
+                                log_start = start,
+                                "the ledger's log start moved past the index (trimmed); reading on from it"
+                            );
+                            slot.index.lock().prune(start);
+                            slot.position.send_replace(start);
+                        }
+                        other => {
+                            tracing::debug!(topic = %topic, partition = p, position, log_start = ?other, "ledger fetch out of range; retrying");
+                            refresh = true;
+                            resume.insert(p, Instant::now() + TAIL_BACKOFF);
+                        }
                     }
                 }
-            }
-            Err(e) => {
-                tracing::debug!(topic = %topic, partition = p, error = %e, "ledger fetch failed; retrying");
-                slot.metadata.invalidate(&topic);
-                let _ = slot.metadata.refresh(&[topic.as_str()]).await;
-                tokio::time::sleep(TAIL_BACKOFF).await;
+                Err(e) => {
+                    tracing::debug!(topic = %topic, partition = p, error = %e, "ledger fetch failed; retrying");
+                    refresh = true;
+                    resume.insert(p, Instant::now() + TAIL_BACKOFF);
+                }
             }
         }
+        if refresh {
+            metadata.invalidate(&topic);
+            let _ = metadata.refresh(&[topic.as_str()]).await;
+        }
+    }
+}
+
+impl Ledger {
+    /// Applies one fetched answer of ledger partition `p` (asked from
+    /// `position`) to its index. `false` when the ledger cannot be read
+    /// (a foreign record, a changed partition count): the index stops and
+    /// the workers with it.
+    fn apply_fetched(
+        &self,
+        p: i32,
+        position: i64,
+        batches: &[RecordBatchView],
+        high_watermark: i64,
+    ) -> bool {
+        let slot = &self.slots[p as usize];
+        let mut ix = slot.index.lock();
+        for b in batches {
+            if let Err(e) = ix.apply(b, self.partitions) {
+                tracing::error!(topic = %self.topic, partition = p, error = %e, "the exactly-once ledger cannot be read; workers stop");
+                *self.failed.lock() = Some(e.to_string());
+                drop(ix);
+                slot.position.send_modify(|_| {});
+                return false;
+            }
+        }
+        let pos = ix.position().max(position);
+        slot.entries.store(ix.len() as i64, Ordering::Relaxed);
+        drop(ix);
+        slot.lag
+            .store((high_watermark - pos).max(0), Ordering::Relaxed);
+        slot.position.send_replace(pos);
+        let m = &self.metrics.ledger;
+        m.index_entries.store(self.entries(), Ordering::Relaxed);
+        m.index_lag.store(
+            self.slots
+                .iter()
+                .map(|s| s.lag.load(Ordering::Relaxed))
+                .sum(),
+            Ordering::Relaxed,
+        );
+        true
     }
 }
 
@@ -780,23 +895,14 @@ enum Fetched {
     OutOfRange,
 }
 
-/// One read_uncommitted Fetch of ledger partition `p` from `offset`,
-/// control batches kept.
+/// One read_uncommitted Fetch of the ledger partitions `parts` (each
+/// from its offset) from their leader, control batches kept: each named
+/// partition's answer (an error for one the broker left out).
 async fn fetch(
-    metadata: &Metadata,
+    leader: &BrokerConnection,
     topic: &str,
-    p: i32,
-    offset: i64,
-) -> Result<Fetched, ClientError> {
-    let leader = match metadata.leader(topic, p) {
-        Some(l) => l,
-        None => {
-            metadata.refresh(&[topic]).await?;
-            metadata
-                .leader(topic, p)
-                .ok_or_else(|| ClientError::Poisoned(format!("no leader for {topic}-{p}")))?
-        }
-    };
+    parts: &[(i32, i64)],
+) -> Result<Vec<(i32, Result<Fetched, ClientError>)>, ClientError> {
     let req = FetchRequest::default()
         .with_max_wait_ms(TAIL_MAX_WAIT_MS)
         .with_min_bytes(1)
@@ -806,33 +912,55 @@ async fn fetch(
         .with_topics(vec![
             FetchTopic::default()
                 .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
-                .with_partitions(vec![
-                    FetchPartition::default()
-                        .with_partition(p)
-                        .with_fetch_offset(offset)
-                        .with_partition_max_bytes(8 << 20),
-                ]),
+                .with_partitions(
+                    parts
+                        .iter()
+                        .map(|&(p, offset)| {
+                            FetchPartition::default()
+                                .with_partition(p)
+                                .with_fetch_offset(offset)
+                                .with_partition_max_bytes(8 << 20)
+                        })
+                        .collect(),
+                ),
         ]);
-    let mut resp = leader
+    let resp = leader
         .connection()
         .await?
         .send_with_version(&req, 12)
         .await?;
-    let part = resp
-        .responses
-        .pop()
-        .and_then(|mut t| t.partitions.pop())
-        .ok_or_else(|| ClientError::Poisoned("empty fetch answer".into()))?;
-    if part.error_code == ErrorCode::OFFSET_OUT_OF_RANGE.0 {
-        return Ok(Fetched::OutOfRange);
+    ClientError::check("Fetch", resp.error_code, None)?;
+    let mut out: Vec<(i32, Result<Fetched, ClientError>)> = Vec::with_capacity(parts.len());
+    for part in resp.responses.into_iter().flat_map(|t| t.partitions) {
+        let p = part.partition_index;
+        if !parts.iter().any(|&(q, _)| q == p) || out.iter().any(|(q, _)| *q == p) {
+            continue;
+        }
+        let answer = if part.error_code == ErrorCode::OFFSET_OUT_OF_RANGE.0 {
+            Ok(Fetched::OutOfRange)
+        } else {
+            ClientError::check("Fetch", part.error_code, None).and_then(|()| {
+                RecordBatchView::parse_all(part.records.unwrap_or_default())
+                    .map(|batches| Fetched::Data {
+                        batches,
+                        high_watermark: part.high_watermark,
+                    })
+                    .map_err(|e| ClientError::Poisoned(format!("bad fetch data: {e}")))
+            })
+        };
+        out.push((p, answer));
     }
-    ClientError::check("Fetch", part.error_code, None)?;
-    let batches = RecordBatchView::parse_all(part.records.unwrap_or_default())
-        .map_err(|e| ClientError::Poisoned(format!("bad fetch data: {e}")))?;
-    Ok(Fetched::Data {
-        batches,
-        high_watermark: part.high_watermark,
-    })
+    for &(p, _) in parts {
+        if !out.iter().any(|(q, _)| *q == p) {
+            out.push((
+                p,
+                Err(ClientError::Poisoned(format!(
+                    "the Fetch answer left out {topic}-{p}"
+                ))),
+            ));
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -486,3 +486,49 @@ async fn a_short_target_outage_spends_no_delivery() {
     target.shutdown().await;
     source.shutdown().await;
 }
+
+/// The index tails every ledger partition with one long-polling Fetch per
+/// leader broker (docs/DESIGN.md D51): on one broker, a 4-partition
+/// ledger costs one Fetch per long poll (250 ms) while idle, where a Fetch
+/// per partition cost four; and the index still serves exactly-once.
+/// The count is the broker's, over a wall-clock window: a slow machine
+/// sends fewer, never more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_index_reads_every_ledger_partition_in_one_fetch() {
+    let b = broker_with(2).await;
+    let ids = setup(&b, "g-tail", &[("in", 4), ("out", 4)]).await;
+    produce_inputs(&b, "in", 4, 200).await;
+    let mut cfg = config(&b, "app-tail");
+    cfg.num_workers = 2;
+    cfg.ledger_partitions = Some(4);
+    cfg.ledger_trim_interval = None;
+    let h = Runtime::builder(map_values_topology("g-tail"))
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(
+        h.config().exactly_once_mechanism,
+        ExactlyOnceMechanism::Ledger
+    );
+    wait_committed(&h, 200).await;
+    // Idle: no input, so only the index's long polls reach the broker as
+    // Fetch requests (the workers use ShareFetch).
+    const FETCH: i16 = 1;
+    let fetches = || b.core().metrics().api(FETCH).map_or(0, |s| s.count);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = fetches();
+    let window = Duration::from_secs(3);
+    tokio::time::sleep(window).await;
+    let idle = fetches() - before;
+    let long_polls = (window.as_millis() / 250) as u64;
+    assert!(
+        idle <= long_polls + 2,
+        "{idle} Fetch requests in {window:?} of idle index: more than one per long poll ({long_polls})"
+    );
+    assert!(idle > 0, "the index stopped tailing the ledger");
+    h.stop().await.unwrap();
+    assert_exactly_once(&committed(&b, "out").await, 200, |i| format!("out-v{i}"));
+    assert_group_drained(&b, "g-tail", ids[0], 4);
+    b.shutdown().await;
+}
