@@ -27,7 +27,8 @@
 //! `SHARESTREAM_BENCH_LATENCY_VARIANTS=default,commit.aligned=false`
 //! (section 3 once per variant, `name=value` joined by `+`),
 //! `SHARESTREAM_BENCH_PROPS=name=value+...` (runtime properties for every
-//! run), `SHARESTREAM_BENCH_RECORD_LOCKS=2000` (the broker's
+//! run; `SHARESTREAM_BENCH_LEDGER_PROPS` for section 4's exactly_once
+//! runs only), `SHARESTREAM_BENCH_RECORD_LOCKS=2000` (the broker's
 //! `group.share.partition.max.record.locks`),
 //! `SHARESTREAM_BENCH_GROUP_RECORD_LOCKS=4000` (the groups'
 //! `share.partition.max.record.locks`, e.g. on Apache Kafka),
@@ -36,6 +37,8 @@
 //! `SHARESTREAM_BENCH_LATENCY_TARGET=host:port` runs section 3 on that
 //! cluster instead of the embedded broker. `SHARESTREAM_BENCH_EXT_SIZES=1024`
 //! runs section 4 at that value size only.
+//! `SHARESTREAM_BENCH_WARMUP=1` (section 4's rounds run first and not
+//! counted; default 1 on an external target, else 0),
 //! `SHARESTREAM_BENCH_BROKER_PIDS=PID[,PID]` (the external brokers' process
 //! ids, e.g. Kafka's JVMs) adds their CPU per record to section 4's rows.
 //! Section 3 also prints the input producer's send -> acknowledged
@@ -213,13 +216,22 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
             Some(addr)
         }
     };
+    // A fresh external cluster's JVM runs its first round well below the
+    // later ones (session 31: at_least_once at 0.5-0.8 of its median), so
+    // one round there warms it up and is not counted
+    // (`SHARESTREAM_BENCH_WARMUP=N` rounds; default 1 on an external
+    // target, 0 on the embedded broker).
+    let warmup: usize = std::env::var("SHARESTREAM_BENCH_WARMUP")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(usize::from(target.is_some()));
     let target = target.unwrap_or_else(|| embedded.bootstrap_servers());
     let counts: Vec<usize> = std::env::var("SHARESTREAM_BENCH_EXT_RECORDS")
         .ok()
         .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![200_000, 50_000]);
     println!(
-        "\n## 4. exactly_once through the intent ledger beside at_least_once (target {target}, source {})\n",
+        "\n## 4. exactly_once through the intent ledger beside at_least_once (target {target}, source {}; {REPS} counted rounds after {warmup} warm-up round(s), medians)\n",
         source.as_deref().unwrap_or("-")
     );
     println!(
@@ -252,7 +264,8 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                 (ProcessingGuarantee::ExactlyOnce, true),
             ];
             let mut runs: Vec<Vec<Run>> = configs.iter().map(|_| Vec::new()).collect();
-            for rep in 0..REPS {
+            for rep in 0..warmup + REPS {
+                let counted = rep >= warmup;
                 for (i, &(g, overlap)) in configs.iter().enumerate() {
                     let tag = format!("x{stamp}-{layout}-{}-{overlap}-{size}-{rep}", g.name());
                     let (input, output) = (format!("in-{tag}"), format!("out-{tag}"));
@@ -267,13 +280,25 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                     let mut cfg = config(&target, &tag, 4, g);
                     cfg.exactly_once_mechanism = M::Ledger;
                     cfg.poll_during_commit = overlap;
+                    // SHARESTREAM_BENCH_LEDGER_PROPS=name=value+...: runtime
+                    // properties for the exactly_once runs only, at_least_once
+                    // kept as the reference.
+                    if g == ProcessingGuarantee::ExactlyOnce
+                        && let Ok(props) = std::env::var("SHARESTREAM_BENCH_LEDGER_PROPS")
+                    {
+                        for kv in props.split('+').filter(|s| !s.is_empty()) {
+                            let (k, v) = kv.split_once('=').expect("name=value");
+                            cfg.set(k, v).unwrap();
+                        }
+                    }
                     if src != &target {
                         cfg.source_bootstrap_servers = Some(vec![src.clone()]);
                     }
                     let r = run_until(forward(&tag, &input, &output), cfg, n as u64).await;
                     // The workers' time by phase (stderr, beside the table).
                     eprintln!(
-                        "{size} B {layout} {} overlap={overlap}: steady {:.0}/s; bench CPU {:.1} µs/record ({:.1} steady); broker CPU {} µs/record ({} steady); steady window {:.3}-{:.3} (Unix s); {}",
+                        "{}{size} B {layout} {} overlap={overlap}: steady {:.0}/s; bench CPU {:.1} µs/record ({:.1} steady); broker CPU {} µs/record ({} steady); steady window {:.3}-{:.3} (Unix s); {}",
+                        if counted { "" } else { "warm-up, not counted: " },
                         g.name(),
                         r.steady,
                         r.cpu_us,
@@ -284,7 +309,9 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                         r.window.1,
                         r.phases
                     );
-                    runs[i].push(r);
+                    if counted {
+                        runs[i].push(r);
+                    }
                 }
             }
             let alos = median(runs[0].iter().map(|r| r.steady).collect());
