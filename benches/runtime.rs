@@ -298,7 +298,11 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                     // The workers' time by phase (stderr, beside the table).
                     eprintln!(
                         "{}{size} B {layout} {} overlap={overlap}: steady {:.0}/s; bench CPU {:.1} µs/record ({:.1} steady); broker CPU {} µs/record ({} steady); steady window {:.3}-{:.3} (Unix s); {}",
-                        if counted { "" } else { "warm-up, not counted: " },
+                        if counted {
+                            ""
+                        } else {
+                            "warm-up, not counted: "
+                        },
                         g.name(),
                         r.steady,
                         r.cpu_us,
