@@ -51,6 +51,13 @@ fn configs_of(
         code: ErrorCode::UNKNOWN_SERVER_ERROR,
         message: Some("empty response".into()),
     })?;
+    resource_configs(r)
+}
+
+/// One resource's answer to DescribeConfigs: name → value, or its error.
+fn resource_configs(
+    r: &kafka_protocol::messages::describe_configs_response::DescribeConfigsResult,
+) -> Result<BTreeMap<String, Option<String>>, ClientError> {
     ClientError::check(
         "DescribeConfigs",
         r.error_code,
@@ -333,12 +340,16 @@ impl AdminClient {
     /// One config of several topics, in one DescribeConfigs request: each
     /// topic's value of `key` (`None` where the topic does not have it),
     /// or the error the broker gave for that topic (e.g. no such topic,
-    /// no permission). An error of the request itself is returned as is.
+    /// no permission). An error of the request itself is returned as is;
+    /// no topic, no request.
     pub async fn describe_topics_config(
         &self,
         topics: &[&str],
         key: &str,
     ) -> Result<BTreeMap<String, Result<Option<String>, ClientError>>, ClientError> {
+        if topics.is_empty() {
+            return Ok(BTreeMap::new());
+        }
         let resources = topics
             .iter()
             .map(|t| {
@@ -354,17 +365,7 @@ impl AdminClient {
             .results
             .iter()
             .map(|r| {
-                let value = ClientError::check(
-                    "DescribeConfigs",
-                    r.error_code,
-                    r.error_message.as_ref().map(|m| m.to_string()),
-                )
-                .map(|()| {
-                    r.configs
-                        .iter()
-                        .find(|c| c.name.as_str() == key)
-                        .and_then(|c| c.value.as_ref().map(|v| v.to_string()))
-                });
+                let value = resource_configs(r).map(|mut c| c.remove(key).flatten());
                 (r.resource_name.to_string(), value)
             })
             .collect())

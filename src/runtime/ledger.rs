@@ -677,29 +677,36 @@ async fn tail(ledger: Arc<Ledger>, metadata: Arc<Metadata>, mut shutdown: watch:
         for &(p, _) in &parts {
             busy.remove(&p);
         }
-        let answers: Vec<(i32, Result<Fetched, ClientError>)> = match fetched {
-            Ok(answers) => answers,
-            Err(e) => {
-                // The whole request failed (connection, timeout): every
-                // partition it named is stale at once (the check then
-                // reads the end offsets, which fail the same way, and
-                // holds).
-                tracing::debug!(topic = %topic, broker = node, error = %e, "ledger fetch failed; retrying");
-                parts.iter().map(|&(p, _)| (p, Err(e.clone()))).collect()
-            }
-        };
+        // Each named partition's answer; a failed request (connection,
+        // timeout) fails every partition it named, and one the broker left
+        // out fails alone. A failed partition is stale at once (the check
+        // then reads the end offsets, which fail the same way, and holds).
+        let mut fetched = fetched.inspect_err(|e| {
+            tracing::debug!(topic = %topic, broker = node, error = %e, "ledger fetch failed; retrying");
+        });
+        let answers: Vec<(i32, i64, Result<Fetched, ClientError>)> = parts
+            .iter()
+            .map(|&(p, position)| {
+                let answer = match &mut fetched {
+                    Ok(answers) => answers.remove(&p).unwrap_or_else(|| {
+                        Err(ClientError::Poisoned(format!(
+                            "the Fetch answer left out {topic}-{p}"
+                        )))
+                    }),
+                    Err(e) => Err(e.clone()),
+                };
+                (p, position, answer)
+            })
+            .collect();
         // An answered partition is fresh from now on, even before its
         // answer is applied (the index is then read as it stands).
         let answered = Instant::now();
-        for (p, answer) in &answers {
+        for (p, _, answer) in &answers {
             *ledger.slots[*p as usize].answered.lock() = answer.is_ok().then_some(answered);
         }
         failpoints::pause("runtime.ledger.tail_apply").await;
         let mut refresh = false;
-        for (p, answer) in answers {
-            let Some(&(_, position)) = parts.iter().find(|&&(q, _)| q == p) else {
-                continue;
-            };
+        for (p, position, answer) in answers {
             let slot = &ledger.slots[p as usize];
             match answer {
                 Ok(Fetched::Data {
@@ -896,13 +903,13 @@ enum Fetched {
 }
 
 /// One read_uncommitted Fetch of the ledger partitions `parts` (each
-/// from its offset) from their leader, control batches kept: each named
-/// partition's answer (an error for one the broker left out).
+/// from its offset) from their leader, control batches kept: the answer
+/// of each partition the broker answered for.
 async fn fetch(
     leader: &BrokerConnection,
     topic: &str,
     parts: &[(i32, i64)],
-) -> Result<Vec<(i32, Result<Fetched, ClientError>)>, ClientError> {
+) -> Result<BTreeMap<i32, Result<Fetched, ClientError>>, ClientError> {
     let req = FetchRequest::default()
         .with_max_wait_ms(TAIL_MAX_WAIT_MS)
         .with_min_bytes(1)
@@ -930,12 +937,8 @@ async fn fetch(
         .send_with_version(&req, 12)
         .await?;
     ClientError::check("Fetch", resp.error_code, None)?;
-    let mut out: Vec<(i32, Result<Fetched, ClientError>)> = Vec::with_capacity(parts.len());
+    let mut out = BTreeMap::new();
     for part in resp.responses.into_iter().flat_map(|t| t.partitions) {
-        let p = part.partition_index;
-        if !parts.iter().any(|&(q, _)| q == p) || out.iter().any(|(q, _)| *q == p) {
-            continue;
-        }
         let answer = if part.error_code == ErrorCode::OFFSET_OUT_OF_RANGE.0 {
             Ok(Fetched::OutOfRange)
         } else {
@@ -948,17 +951,7 @@ async fn fetch(
                     .map_err(|e| ClientError::Poisoned(format!("bad fetch data: {e}")))
             })
         };
-        out.push((p, answer));
-    }
-    for &(p, _) in parts {
-        if !out.iter().any(|(q, _)| *q == p) {
-            out.push((
-                p,
-                Err(ClientError::Poisoned(format!(
-                    "the Fetch answer left out {topic}-{p}"
-                ))),
-            ));
-        }
+        out.entry(part.partition_index).or_insert(answer);
     }
     Ok(out)
 }

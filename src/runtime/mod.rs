@@ -821,27 +821,18 @@ async fn fit_batch_size(
     outputs: &[&str],
 ) -> Result<(), RuntimeError> {
     let admin = AdminClient::new(config.bootstrap_servers.clone(), connection.clone());
-    let mut smallest: Option<(u64, String)> = None;
-    // One request for all the output topics (a mirror may have many).
-    let limits = if outputs.is_empty() {
-        std::collections::BTreeMap::new()
-    } else {
-        admin
-            .describe_topics_config(outputs, "max.message.bytes")
-            .await
-            .unwrap_or_default()
-    };
-    for (topic, value) in limits {
-        let limit = value
-            .ok()
-            .flatten()
-            .and_then(|v| v.trim().parse::<u64>().ok());
-        if let Some(n) = limit
-            && smallest.as_ref().is_none_or(|(s, _)| n < *s)
-        {
-            smallest = Some((n, topic));
-        }
-    }
+    // One request for all the output topics (a mirror may have many); a
+    // topic whose limit cannot be read counts as Kafka's default.
+    let smallest: Option<(u64, String)> = admin
+        .describe_topics_config(outputs, "max.message.bytes")
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(topic, value)| {
+            let limit = value.ok().flatten()?.trim().parse::<u64>().ok()?;
+            Some((limit, topic))
+        })
+        .min();
     let chosen = choose_batch_size(config.batch_size, smallest.as_ref())?;
     if config.batch_size.is_none() && chosen < config::DEFAULT_BATCH_SIZE {
         tracing::info!(
