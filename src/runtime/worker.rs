@@ -1382,9 +1382,11 @@ impl Worker {
     /// back) rather than process them unchecked.
     async fn ledger_check(&mut self, records: ShareRecords) -> Result<ShareRecords, RuntimeError> {
         let ledger = self.ledger.clone().expect("ledger mode");
-        let parts: std::collections::BTreeSet<i32> = records
-            .iter()
-            .map(|r| ledger.partition_of((r.topic_id, r.partition)))
+        let sources: std::collections::BTreeSet<_> =
+            records.iter().map(|r| (r.topic_id, r.partition)).collect();
+        let parts: std::collections::BTreeSet<i32> = sources
+            .into_iter()
+            .map(|s| ledger.partition_of(s))
             .collect();
         let hold_until = records.iter().map(|r| r.acquired_at).min().map(|t| {
             let lock = self
@@ -1472,13 +1474,40 @@ impl Worker {
             };
             let mut keep = Vec::with_capacity(records.len());
             let mut done = Vec::new();
-            for r in records.iter() {
-                let source = (r.topic_id, r.partition);
+            // Each run of consecutive offsets of one source partition is
+            // looked at whole first: no intent covering any of it (the
+            // common case) frees every record of the run at once. Otherwise
+            // each record of the run is settled on its own.
+            let all = records.as_slice();
+            let mut i = 0;
+            while i < all.len() {
+                let source = (all[i].topic_id, all[i].partition);
+                let mut j = i + 1;
+                while j < all.len()
+                    && (all[j].topic_id, all[j].partition) == source
+                    && all[j].offset == all[j - 1].offset + 1
+                {
+                    j += 1;
+                }
+                let run = &all[i..j];
+                i = j;
                 let p = ledger.partition_of(source);
                 let end = ends.get(&p).copied().unwrap_or(0);
-                match ledger.settle(source, r.offset, r.offset, end, &me).await? {
-                    None => keep.push(r.clone()),
-                    Some(_) => done.push(r.clone()),
+                let (first, last) = (run[0].offset, run[run.len() - 1].offset);
+                if run.len() > 1
+                    && matches!(
+                        ledger.look(source, first, last, end),
+                        crate::eos::ledger::Look::Free
+                    )
+                {
+                    keep.extend_from_slice(run);
+                    continue;
+                }
+                for r in run {
+                    match ledger.settle(source, r.offset, r.offset, end, &me).await? {
+                        None => keep.push(r.clone()),
+                        Some(_) => done.push(r.clone()),
+                    }
                 }
             }
             Ok::<_, RuntimeError>((keep, done))

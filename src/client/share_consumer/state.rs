@@ -337,38 +337,46 @@ impl AcknowledgementState {
             return 0;
         }
         let key = |r: &ShareRecord| (r.topic_id, r.partition, r.offset);
-        if self.open_transaction.is_empty() && self.sealed.is_empty() {
-            // The usual case: nothing in a transaction, and every offset
-            // once (each partition's records in increasing offset order).
-            let increasing = records.windows(2).all(|w| {
-                (w[0].topic_id, w[0].partition) != (w[1].topic_id, w[1].partition)
-                    || w[0].offset < w[1].offset
+        // Every offset once: each partition's records in one run, in
+        // increasing offset order (the usual case).
+        let increasing = records.windows(2).all(|w| {
+            (w[0].topic_id, w[0].partition) != (w[1].topic_id, w[1].partition)
+                || w[0].offset < w[1].offset
+        });
+        // Each partition's run and its offset bounds.
+        let mut bounds: Vec<((Uuid, i32), i64, i64)> = Vec::new();
+        let mut unique = true;
+        for w in records.chunk_by(|a, b| (a.topic_id, a.partition) == (b.topic_id, b.partition)) {
+            let p = (w[0].topic_id, w[0].partition);
+            let (lo, hi) = w.iter().fold((i64::MAX, i64::MIN), |(lo, hi), r| {
+                (lo.min(r.offset), hi.max(r.offset))
             });
-            if increasing {
-                let mut parts: Vec<(Uuid, i32)> = Vec::new();
-                let mut unique = true;
-                for w in
-                    records.chunk_by(|a, b| (a.topic_id, a.partition) == (b.topic_id, b.partition))
-                {
-                    let p = (w[0].topic_id, w[0].partition);
-                    if parts.contains(&p) {
-                        unique = false;
-                        break;
-                    }
-                    parts.push(p);
-                }
-                if unique {
-                    return 0;
-                }
+            if let Some(b) = bounds.iter_mut().find(|b| b.0 == p) {
+                unique = false;
+                b.1 = b.1.min(lo);
+                b.2 = b.2.max(hi);
+            } else {
+                bounds.push((p, lo, hi));
             }
         }
+        // Only the records of the open and sealed sets within this poll's
+        // bounds can be delivered again here (usually none: a poll brings
+        // later offsets than those already taken).
         let mut seen: std::collections::HashSet<(Uuid, i32, i64)> = self
             .open_transaction
             .iter()
             .map(|(r, _)| r)
             .chain(self.sealed.values().flatten())
+            .filter(|r| {
+                bounds.iter().any(|(p, lo, hi)| {
+                    *p == (r.topic_id, r.partition) && (*lo..=*hi).contains(&r.offset)
+                })
+            })
             .map(key)
             .collect();
+        if seen.is_empty() && increasing && unique {
+            return 0;
+        }
         let before = records.len();
         records.retain(|r| seen.insert(key(r)));
         before - records.len()
@@ -1391,6 +1399,55 @@ mod tests {
         let mut polled = vec![rec(0, 4), rec(0, 5)];
         st.drop_redelivered(&mut polled);
         assert_eq!(polled, [rec(0, 5)]);
+    }
+
+    proptest::proptest! {
+        /// `drop_redelivered` keeps exactly what the plain definition
+        /// keeps: the first copy of each offset not in the open or a sealed
+        /// transaction set, in order (its shortcuts change nothing).
+        #[test]
+        fn dropping_redeliveries_matches_its_definition(
+            staged in proptest::collection::vec((0i32..2, 0i64..12), 0..8),
+            open in proptest::collection::vec((0i32..2, 0i64..12), 0..8),
+            polled in proptest::collection::vec((0i32..2, 0i64..12), 0..12),
+            sorted in proptest::bool::ANY,
+        ) {
+            let mut st = AcknowledgementState::new(AcknowledgementMode::Explicit);
+            let uniq = |v: &[(i32, i64)]| {
+                let mut v = v.to_vec();
+                v.sort();
+                v.dedup();
+                v
+            };
+            let staged = uniq(&staged);
+            let open: Vec<(i32, i64)> =
+                uniq(&open).into_iter().filter(|x| !staged.contains(x)).collect();
+            let staged_recs: Vec<ShareRecord> = staged.iter().map(|&(p, o)| rec(p, o)).collect();
+            st.deliver(&staged_recs);
+            for r in &staged_recs {
+                st.acknowledge_in_transaction(r, AcknowledgeType::Accept).unwrap();
+            }
+            let _sealed = st.take_transaction();
+            st.begin_poll().unwrap();
+            let open_recs: Vec<ShareRecord> = open.iter().map(|&(p, o)| rec(p, o)).collect();
+            st.deliver(&open_recs);
+            for r in &open_recs {
+                st.acknowledge_in_transaction(r, AcknowledgeType::Accept).unwrap();
+            }
+            let mut polled = polled;
+            if sorted {
+                polled.sort();
+            }
+            let mut seen: std::collections::HashSet<(i32, i64)> =
+                staged.iter().chain(&open).copied().collect();
+            let expected: Vec<(i32, i64)> =
+                polled.iter().copied().filter(|x| seen.insert(*x)).collect();
+            let mut records: Vec<ShareRecord> = polled.iter().map(|&(p, o)| rec(p, o)).collect();
+            let dropped = st.drop_redelivered(&mut records);
+            let kept: Vec<(i32, i64)> = records.iter().map(|r| (r.partition, r.offset)).collect();
+            proptest::prop_assert_eq!(&kept, &expected);
+            proptest::prop_assert_eq!(dropped, polled.len() - expected.len());
+        }
     }
 
     #[test]
