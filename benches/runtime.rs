@@ -37,8 +37,11 @@
 //! `SHARESTREAM_BENCH_LATENCY_TARGET=host:port` runs section 3 on that
 //! cluster instead of the embedded broker. `SHARESTREAM_BENCH_EXT_SIZES=1024`
 //! runs section 4 at that value size only.
-//! `SHARESTREAM_BENCH_WARMUP=1` (section 4's rounds run first and not
-//! counted; default 1 on an external target, else 0),
+//! `SHARESTREAM_BENCH_WARMUP=3` (section 4's rounds run first and not
+//! counted; default 3 on an external target, else 0: a fresh Kafka JVM
+//! still spends a fifth of its CPU in its JIT compiler in the second round
+//! of a million records, and the exactly_once runs take code paths the
+//! at_least_once runs do not warm; docs/BENCHMARKS.md, session 32),
 //! `SHARESTREAM_BENCH_BROKER_PIDS=PID[,PID]` (the external brokers' process
 //! ids, e.g. Kafka's JVMs) adds their CPU per record to section 4's rows.
 //! Section 3 also prints the input producer's send -> acknowledged
@@ -184,15 +187,6 @@ fn base_config(
     }
 }
 
-/// Section 4: at_least_once beside exactly_once through the intent
-/// ledger, on one cluster and across two. The clusters:
-/// `SHARESTREAM_BENCH_TARGET=host:port` (outputs and ledger; default the
-/// bench's embedded broker) and `SHARESTREAM_BENCH_SOURCE=host:port` (input
-/// and share group for the two-cluster rows; default a second embedded
-/// broker in this process when the target is the embedded one, else no
-/// two-cluster rows). `SHARESTREAM_BENCH_EXT_RECORDS=100B,1KiB` record
-/// counts (default 200000,50000). 4 partitions, 4 workers, interleaved,
-/// medians of 3.
 /// Seconds since the Unix epoch: names topics uniquely per invocation, as
 /// an external cluster keeps them.
 fn unix_secs() -> u64 {
@@ -202,6 +196,16 @@ fn unix_secs() -> u64 {
         .as_secs()
 }
 
+/// Section 4: at_least_once beside exactly_once through the intent
+/// ledger, on one cluster and across two. The clusters:
+/// `SHARESTREAM_BENCH_TARGET=host:port` (outputs and ledger; default the
+/// bench's embedded broker) and `SHARESTREAM_BENCH_SOURCE=host:port` (input
+/// and share group for the two-cluster rows; default a second embedded
+/// broker in this process when the target is the embedded one, else no
+/// two-cluster rows). `SHARESTREAM_BENCH_EXT_RECORDS=100B,1KiB` record
+/// counts (default 200000,50000 on the embedded broker, 1000000,1000000 on an
+/// external target). 4 partitions, 4 workers, interleaved,
+/// medians of 3.
 async fn ledger_on_clusters(embedded: &BrokerHandle) {
     use sharestream::runtime::ExactlyOnceMechanism as M;
     let target = std::env::var("SHARESTREAM_BENCH_TARGET").ok();
@@ -224,12 +228,20 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
     let warmup: usize = std::env::var("SHARESTREAM_BENCH_WARMUP")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(usize::from(target.is_some()));
+        .unwrap_or(if target.is_some() { 3 } else { 0 });
     let target = target.unwrap_or_else(|| embedded.bootstrap_servers());
     let counts: Vec<usize> = std::env::var("SHARESTREAM_BENCH_EXT_RECORDS")
         .ok()
         .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![200_000, 50_000]);
+        // On an external cluster a run of 300 000 records at 1 KiB lasts
+        // about a second and a half: too short for a steady window.
+        .unwrap_or_else(|| {
+            if std::env::var("SHARESTREAM_BENCH_TARGET").is_ok() {
+                vec![1_000_000, 1_000_000]
+            } else {
+                vec![200_000, 50_000]
+            }
+        });
     println!(
         "\n## 4. exactly_once through the intent ledger beside at_least_once (target {target}, source {}; {REPS} counted rounds after {warmup} warm-up round(s), medians)\n",
         source.as_deref().unwrap_or("-")

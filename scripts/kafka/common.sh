@@ -14,6 +14,12 @@ kafka_java_args() {
   KAFKA_JAVA_ARGS=(-Xms64m -Xmx"${KAFKA_HEAP:-512m}" -XX:+UseSerialGC
     -Dlog4j2.configurationFile="${KAFKA_SCRIPTS}/log4j2.properties"
     -cp "${KAFKA_LIB}/*")
+  # KAFKA_EXTRA_JAVA_OPTS: more JVM options, split on spaces (e.g. a Java
+  # Flight Recorder recording while a benchmark runs).
+  if [ -n "${KAFKA_EXTRA_JAVA_OPTS:-}" ]; then
+    read -r -a extra <<<"$KAFKA_EXTRA_JAVA_OPTS"
+    KAFKA_JAVA_ARGS=("${extra[@]}" "${KAFKA_JAVA_ARGS[@]}")
+  fi
 }
 kafka_java() {
   kafka_java_args

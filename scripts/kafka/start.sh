@@ -17,7 +17,8 @@
 # KAFKA_HEAP (default 512m), KAFKA_SHARE_VERSION (default: the release's
 # latest production level), KAFKA_BROKER_LOG_LEVEL (default INFO),
 # KAFKA_EXTRA_PROPERTIES (lines appended to server.properties, e.g.
-# "group.share.min.session.timeout.ms=1000").
+# "group.share.min.session.timeout.ms=1000"), KAFKA_EXTRA_JAVA_OPTS (JVM
+# options, e.g. a Flight Recorder recording).
 #
 # On success it prints shell assignments (also written to DIR/env):
 #   KAFKA_DIR=... KAFKA_BOOTSTRAP=127.0.0.1:PORT KAFKA_PID=...
