@@ -39,7 +39,7 @@
 //! runs section 4 at that value size only.
 //! `SHARESTREAM_BENCH_WARMUP=3` (section 4's rounds run first and not
 //! counted; default 3 on an external target, else 0: a fresh Kafka JVM
-//! still spends a fifth of its CPU in its JIT compiler in the second round
+//! still spends 27-37 % of its CPU in its JIT compiler in the second round
 //! of a million records, and the exactly_once runs take code paths the
 //! at_least_once runs do not warm; docs/BENCHMARKS.md, session 32),
 //! `SHARESTREAM_BENCH_BROKER_PIDS=PID[,PID]` (the external brokers' process
