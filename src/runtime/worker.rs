@@ -1478,19 +1478,11 @@ impl Worker {
             // looked at whole first: no intent covering any of it (the
             // common case) frees every record of the run at once. Otherwise
             // each record of the run is settled on its own.
-            let all = records.as_slice();
-            let mut i = 0;
-            while i < all.len() {
-                let source = (all[i].topic_id, all[i].partition);
-                let mut j = i + 1;
-                while j < all.len()
-                    && (all[j].topic_id, all[j].partition) == source
-                    && all[j].offset == all[j - 1].offset + 1
-                {
-                    j += 1;
-                }
-                let run = &all[i..j];
-                i = j;
+            let runs = records.as_slice().chunk_by(|a, b| {
+                (a.topic_id, a.partition) == (b.topic_id, b.partition) && b.offset == a.offset + 1
+            });
+            for run in runs {
+                let source = (run[0].topic_id, run[0].partition);
                 let p = ledger.partition_of(source);
                 let end = ends.get(&p).copied().unwrap_or(0);
                 let (first, last) = (run[0].offset, run[run.len() - 1].offset);
