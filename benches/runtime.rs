@@ -44,6 +44,10 @@
 //! at_least_once runs do not warm; docs/BENCHMARKS.md, session 32),
 //! `SHARESTREAM_BENCH_BROKER_PIDS=PID[,PID]` (the external brokers' process
 //! ids, e.g. Kafka's JVMs) adds their CPU per record to section 4's rows.
+//! `SHARESTREAM_BENCH_FLOOR=1`, in a build with `--features failpoints`,
+//! adds section 4's floor row: the ledger mode without intents or
+//! arbitration (not exactly-once; the price of Kafka's transactions
+//! alone, docs/DESIGN.md D53).
 //! Section 3 also prints the input producer's send -> acknowledged
 //! latency (every 64th record) and, on stderr, the broker's handling time
 //! per API.
@@ -270,16 +274,29 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
         for (layout, src) in &layouts {
             // The ledger waiting for each commit (the default), and
             // polling during it (D37).
-            let configs = [
-                (ProcessingGuarantee::AtLeastOnce, false),
-                (ProcessingGuarantee::ExactlyOnce, false),
-                (ProcessingGuarantee::ExactlyOnce, true),
+            // With SHARESTREAM_BENCH_FLOOR=1 in a build with the
+            // `failpoints` feature, a fourth row: transactions of outputs
+            // with no intent and no arbitration (failpoint
+            // `runtime.ledger_floor`; not exactly-once), the price of
+            // Kafka's transactions alone.
+            let floor = cfg!(feature = "failpoints")
+                && std::env::var("SHARESTREAM_BENCH_FLOOR").is_ok_and(|v| v == "1");
+            let mut configs = vec![
+                (ProcessingGuarantee::AtLeastOnce, false, false),
+                (ProcessingGuarantee::ExactlyOnce, false, false),
+                (ProcessingGuarantee::ExactlyOnce, true, false),
             ];
+            if floor {
+                configs.push((ProcessingGuarantee::ExactlyOnce, false, true));
+            }
             let mut runs: Vec<Vec<Run>> = configs.iter().map(|_| Vec::new()).collect();
             for rep in 0..warmup + REPS {
                 let counted = rep >= warmup;
-                for (i, &(g, overlap)) in configs.iter().enumerate() {
-                    let tag = format!("x{stamp}-{layout}-{}-{overlap}-{size}-{rep}", g.name());
+                for (i, &(g, overlap, floor)) in configs.iter().enumerate() {
+                    let tag = format!(
+                        "x{stamp}-{layout}-{}-{overlap}-{floor}-{size}-{rep}",
+                        g.name()
+                    );
                     let (input, output) = (format!("in-{tag}"), format!("out-{tag}"));
                     setup(src, &tag, &input, &output, 4).await;
                     if src != &target {
@@ -306,16 +323,21 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                     if src != &target {
                         cfg.source_bootstrap_servers = Some(vec![src.clone()]);
                     }
+                    if floor {
+                        sharestream::failpoints::arm("runtime.ledger_floor", None);
+                    }
                     let r = run_until(forward(&tag, &input, &output), cfg, n as u64).await;
+                    sharestream::failpoints::disarm("runtime.ledger_floor");
                     // The workers' time by phase (stderr, beside the table).
                     eprintln!(
-                        "{}{size} B {layout} {} overlap={overlap}: steady {:.0}/s; bench CPU {:.1} µs/record ({:.1} steady); broker CPU {} µs/record ({} steady); steady window {:.3}-{:.3} (Unix s); {}",
+                        "{}{size} B {layout} {}{} overlap={overlap}: steady {:.0}/s; bench CPU {:.1} µs/record ({:.1} steady); broker CPU {} µs/record ({} steady); steady window {:.3}-{:.3} (Unix s); {}",
                         if counted {
                             ""
                         } else {
                             "warm-up, not counted: "
                         },
                         g.name(),
+                        if floor { " floor" } else { "" },
                         r.steady,
                         r.cpu_us,
                         r.steady_cpu_us,
@@ -331,10 +353,13 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                 }
             }
             let alos = median(runs[0].iter().map(|r| r.steady).collect());
-            for (i, (g, overlap)) in configs.iter().enumerate() {
-                let name = match (g, overlap) {
-                    (ProcessingGuarantee::ExactlyOnce, false) => "exactly_once, intent ledger",
-                    (ProcessingGuarantee::ExactlyOnce, true) => {
+            for (i, (g, overlap, floor)) in configs.iter().enumerate() {
+                let name = match (g, overlap, floor) {
+                    (_, _, true) => {
+                        "floor: transactions without intents (failpoint; not exactly-once)"
+                    }
+                    (ProcessingGuarantee::ExactlyOnce, false, _) => "exactly_once, intent ledger",
+                    (ProcessingGuarantee::ExactlyOnce, true, _) => {
                         "exactly_once, intent ledger, poll.during.commit=true"
                     }
                     _ => "at_least_once",

@@ -133,7 +133,9 @@
 //! `runtime.stale_member_epoch` (acknowledgements are staged with the
 //! previous member epoch, as after a racing rebalance),
 //! `runtime.crash_before_commit` (the worker drops its clients between
-//! sending and committing, like a killed process); the pause points
+//! sending and committing, like a killed process),
+//! `runtime.ledger_floor` (measurement only: a ledger commit without its
+//! intent and arbitration, the runtime bench's floor row); the pause points
 //! `runtime.window_sent` and `runtime.window_staged` (see
 //! [`failpoints`](crate::failpoints)) hold a worker in the kill windows of
 //! the copier chaos test.

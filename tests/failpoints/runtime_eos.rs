@@ -723,3 +723,33 @@ async fn a_commit_without_an_answer_reinitializes_and_keeps_exactly_once() {
         }
     }
 }
+
+/// The runtime bench's floor row (`runtime.ledger_floor`) prices what it
+/// says: transactions of outputs with no intent in the ledger. The outputs
+/// still commit once each when nothing fails, and the ledger stays empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bench_floor_commits_outputs_without_intents() {
+    let _serial = SERIAL.lock().await;
+    let b = broker_with(2).await;
+    let ids = setup(&b, "g-floor", &[("in", 2), ("out", 2)]).await;
+    produce_inputs(&b, "in", 2, 200).await;
+    let mut cfg = config(&b, "app-floor");
+    cfg.num_workers = 2;
+    cfg.exactly_once_mechanism = ExactlyOnceMechanism::Ledger;
+    sharestream::failpoints::arm("runtime.ledger_floor", None);
+    let h = Runtime::builder(map_values_topology("g-floor"))
+        .config(cfg)
+        .start()
+        .await
+        .unwrap();
+    wait_committed(&h, 200).await;
+    let m = h.metrics().clone();
+    h.stop().await.unwrap();
+    sharestream::failpoints::disarm("runtime.ledger_floor");
+    let out = committed(&b, "out").await;
+    assert_exactly_once(&out, 200, |i| format!("out-v{i}"));
+    assert_group_drained(&b, "g-floor", ids[0], 2);
+    assert_eq!(m.ledger.intents.load(Ordering::Relaxed), 0);
+    assert!(committed(&b, "app-floor-eos-ledger").await.is_empty());
+    b.shutdown().await;
+}

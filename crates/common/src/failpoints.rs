@@ -20,6 +20,10 @@
 //! - `runtime.abort_mid_batch`, `runtime.abort_after_stage`,
 //!   `runtime.stale_member_epoch`,
 //!   `runtime.crash_before_commit`: see the runtime's module docs.
+//! - `runtime.ledger_floor`: measurement only, never in a test of safety:
+//!   a commit through the ledger writes no intent and skips the
+//!   arbitration (so it is not exactly-once), for the runtime bench's
+//!   floor row, which prices Kafka's transactions apart from the ledger.
 //!
 //! - `dead_letters.hold`: the broker's dead-letter writer leaves an
 //!   ARCHIVING run for a later pass (KIP-1191; a kill then finds it
