@@ -267,6 +267,19 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
         .ok()
         .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![100, 1024]);
+    // With SHARESTREAM_BENCH_FLOOR=1 in a build with the
+    // `failpoints` feature, a fourth row: transactions of outputs
+    // with no intent and no arbitration (failpoint
+    // `runtime.ledger_floor`; not exactly-once), the price of
+    // Kafka's transactions alone.
+    let asked = std::env::var("SHARESTREAM_BENCH_FLOOR").is_ok_and(|v| v == "1");
+    let floor = asked && cfg!(feature = "failpoints");
+    if asked && !floor {
+        eprintln!(
+            "SHARESTREAM_BENCH_FLOOR=1 ignored: the floor row needs a bench built with \
+             `--features failpoints` (cargo bench --features failpoints --bench runtime)"
+        );
+    }
     for (&size, &n) in [100usize, 1024].iter().zip(&counts) {
         if !sizes.contains(&size) {
             continue;
@@ -274,13 +287,6 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
         for (layout, src) in &layouts {
             // The ledger waiting for each commit (the default), and
             // polling during it (D37).
-            // With SHARESTREAM_BENCH_FLOOR=1 in a build with the
-            // `failpoints` feature, a fourth row: transactions of outputs
-            // with no intent and no arbitration (failpoint
-            // `runtime.ledger_floor`; not exactly-once), the price of
-            // Kafka's transactions alone.
-            let floor = cfg!(feature = "failpoints")
-                && std::env::var("SHARESTREAM_BENCH_FLOOR").is_ok_and(|v| v == "1");
             let mut configs = vec![
                 (ProcessingGuarantee::AtLeastOnce, false, false),
                 (ProcessingGuarantee::ExactlyOnce, false, false),
@@ -323,10 +329,12 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                     if src != &target {
                         cfg.source_bootstrap_servers = Some(vec![src.clone()]);
                     }
+                    #[cfg(feature = "failpoints")]
                     if floor {
                         sharestream::failpoints::arm("runtime.ledger_floor", None);
                     }
                     let r = run_until(forward(&tag, &input, &output), cfg, n as u64).await;
+                    #[cfg(feature = "failpoints")]
                     sharestream::failpoints::disarm("runtime.ledger_floor");
                     // The workers' time by phase (stderr, beside the table).
                     eprintln!(
