@@ -251,9 +251,9 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
         source.as_deref().unwrap_or("-")
     );
     println!(
-        "| value | clusters | guarantee | records | records/s from start | steady records/s | % of at_least_once (steady) | commit p50 | commit p99 | CPU % (bench process) | bench process CPU µs/record | broker CPU µs/record | bench process CPU µs/record, steady | broker CPU µs/record, steady |"
+        "| value | clusters | guarantee | records | records/s from start | steady records/s | % of at_least_once (steady) | ratio to at_least_once per round, median (range) | commit p50 | commit p99 | CPU % (bench process) | bench process CPU µs/record | broker CPU µs/record | bench process CPU µs/record, steady | broker CPU µs/record, steady |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let layouts: Vec<(&str, String)> = std::iter::once(("one", target.clone()))
         .chain(source.clone().map(|s| ("two", s)))
         .collect();
@@ -333,12 +333,13 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                     if floor {
                         sharestream::failpoints::arm("runtime.ledger_floor", None);
                     }
+                    let probe = host_probe();
                     let r = run_until(forward(&tag, &input, &output), cfg, n as u64).await;
                     #[cfg(feature = "failpoints")]
                     sharestream::failpoints::disarm("runtime.ledger_floor");
                     // The workers' time by phase (stderr, beside the table).
                     eprintln!(
-                        "{}{size} B {layout} {}{} overlap={overlap}: steady {:.0}/s; bench CPU {:.1} µs/record ({:.1} steady); broker CPU {} µs/record ({} steady); steady window {:.3}-{:.3} (Unix s); {}",
+                        "{}{size} B {layout} {}{} overlap={overlap}: host probe {probe:.1} ms; steady {:.0}/s; bench CPU {:.1} µs/record ({:.1} steady); broker CPU {} µs/record ({} steady); context switches per 1000 records, steady: bench {:.0}, broker {}; steady window {:.3}-{:.3} (Unix s); {}",
                         if counted {
                             ""
                         } else {
@@ -351,6 +352,10 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                         r.steady_cpu_us,
                         r.broker_us.map_or("-".into(), |u| format!("{u:.1}")),
                         r.steady_broker_us.map_or("-".into(), |u| format!("{u:.1}")),
+                        r.steady_switches.0,
+                        r.steady_switches
+                            .1
+                            .map_or("-".into(), |u| format!("{u:.0}")),
                         r.window.0,
                         r.window.1,
                         r.phases
@@ -361,6 +366,18 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                 }
             }
             let alos = median(runs[0].iter().map(|r| r.steady).collect());
+            // The rounds are interleaved, so a row's ratio to at_least_once
+            // within each round is paired: the round's own conditions
+            // cancel out. Its median, and the lowest and highest.
+            let paired = |i: usize| {
+                let mut v: Vec<f64> = runs[i]
+                    .iter()
+                    .zip(&runs[0])
+                    .map(|(r, a)| r.steady / a.steady)
+                    .collect();
+                v.sort_by(|a, b| a.total_cmp(b));
+                format!("{:.2} ({:.2}-{:.2})", v[v.len() / 2], v[0], v[v.len() - 1])
+            };
             for (i, (g, overlap, floor)) in configs.iter().enumerate() {
                 let name = match (g, overlap, floor) {
                     (_, _, true) => {
@@ -384,9 +401,10 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                 let broker = of(|r| r.broker_us);
                 let steady_broker = of(|r| r.steady_broker_us);
                 println!(
-                    "| {size} B | {layout} | {name} | {n} | {:.0} | {steady:.0} | {:.0}% | {:.1} ms | {:.1} ms | {:.0}% | {:.1} | {broker} | {:.1} | {steady_broker} |",
+                    "| {size} B | {layout} | {name} | {n} | {:.0} | {steady:.0} | {:.0}% | {} | {:.1} ms | {:.1} ms | {:.0}% | {:.1} | {broker} | {:.1} | {steady_broker} |",
                     median(runs[i].iter().map(|r| r.rate).collect()),
                     100.0 * steady / alos,
+                    paired(i),
                     median(runs[i].iter().map(|r| r.p50).collect()),
                     median(runs[i].iter().map(|r| r.p99).collect()),
                     median(runs[i].iter().map(|r| r.cpu).collect()),
@@ -399,6 +417,35 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
     if let Some(h) = second {
         h.shutdown().await;
     }
+}
+
+/// How long a fixed piece of work takes on this host just before a run,
+/// in ms of wall time (about 60 ms when the host is quiet): arithmetic
+/// and reads scattered over 8 MiB, more than the caches hold. The rounds'
+/// spread in section 4 is large (the same configuration's CPU per record
+/// has varied by half between rounds of one invocation); a slow probe
+/// beside a slow run says the host, not the code, was slower then.
+fn host_probe() -> f64 {
+    let mut buf = vec![0u64; 1 << 20];
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let start = Instant::now();
+    for round in 0..24u64 {
+        for slot in buf.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *slot = slot.wrapping_add(x ^ round);
+        }
+        // Dependent reads at random places: memory latency.
+        let mut at = (x as usize) & (buf.len() - 1);
+        for _ in 0..(1 << 16) {
+            at = (buf[at] as usize ^ at.rotate_left(7)) & (buf.len() - 1);
+        }
+        x = x.wrapping_add(at as u64);
+    }
+    std::hint::black_box(x);
+    std::hint::black_box(&buf);
+    start.elapsed().as_secs_f64() * 1e3
 }
 
 /// What one run measured.
@@ -427,6 +474,42 @@ struct Run {
     /// The steady window in wall-clock time, seconds since the Unix epoch
     /// (to line a profile of the brokers up with it).
     window: (f64, f64),
+    /// Context switches (voluntary and not) per 1000 records committed in
+    /// the steady window: this process's threads, the external brokers'.
+    steady_switches: (f64, Option<f64>),
+}
+
+/// Context switches so far, summed over the threads of this process and
+/// over those of the external brokers (`SHARESTREAM_BENCH_BROKER_PIDS`).
+/// Threads that ended meanwhile are not counted; the runtime's and
+/// Kafka's threads live through a run.
+fn switches() -> (u64, Option<u64>) {
+    fn of(pid: &str) -> u64 {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return 0;
+        };
+        tasks
+            .filter_map(|t| t.ok())
+            .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+            .flat_map(|status| {
+                status
+                    .lines()
+                    .filter(|l| l.contains("ctxt_switches:"))
+                    .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .sum()
+    }
+    let brokers = std::env::var("SHARESTREAM_BENCH_BROKER_PIDS")
+        .ok()
+        .map(|pids| {
+            pids.split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(of)
+                .sum()
+        });
+    (of("self"), brokers)
 }
 
 /// CPU time (user + system) of this process, seconds.
@@ -475,10 +558,22 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
         // The CPU of this process and of the brokers at both ends of the
         // steady window too: set-up and join left out.
         if t10.is_none() && c >= n / 10 {
-            t10 = Some((Instant::now(), c, cpu_seconds(), broker_cpu_seconds()));
+            t10 = Some((
+                Instant::now(),
+                c,
+                cpu_seconds(),
+                broker_cpu_seconds(),
+                switches(),
+            ));
         }
         if t90.is_none() && c >= n * 9 / 10 {
-            t90 = Some((Instant::now(), c, cpu_seconds(), broker_cpu_seconds()));
+            t90 = Some((
+                Instant::now(),
+                c,
+                cpu_seconds(),
+                broker_cpu_seconds(),
+                switches(),
+            ));
         }
         if c >= n {
             break;
@@ -491,7 +586,7 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
     let broker_us = broker0
         .zip(broker_cpu_seconds())
         .map(|(a, b)| (b - a) * 1e6 / n.max(1) as f64);
-    let ((a, ca, pa, ba), (b, cb, pb, bb)) = (t10.unwrap(), t90.unwrap());
+    let ((a, ca, pa, ba, sa), (b, cb, pb, bb, sb)) = (t10.unwrap(), t90.unwrap());
     let wall = |t: Instant| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -504,6 +599,10 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
     let window = (cb - ca).max(1) as f64;
     let steady_cpu_us = (pb - pa) * 1e6 / window;
     let steady_broker_us = ba.zip(bb).map(|(x, y)| (y - x) * 1e6 / window);
+    let steady_switches = (
+        (sb.0 - sa.0) as f64 * 1e3 / window,
+        sa.1.zip(sb.1).map(|(x, y)| (y - x) as f64 * 1e3 / window),
+    );
     let p50 = m.commit_latency_quantile(0.5).as_secs_f64() * 1e3;
     let p99 = m.commit_latency_quantile(0.99).as_secs_f64() * 1e3;
     let wt = &m.worker_time;
@@ -535,6 +634,7 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
         steady_broker_us,
         phases: phases.join(", "),
         window: wall_window,
+        steady_switches,
     }
 }
 
