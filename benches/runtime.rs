@@ -420,7 +420,8 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
 }
 
 /// How long a fixed piece of work takes on this host just before a run,
-/// in ms of wall time (about 60 ms when the host is quiet): arithmetic
+/// in ms of wall time (65-75 ms on the 2-core bench host of
+/// docs/BENCHMARKS.md, Kafka idle between runs): arithmetic
 /// and reads scattered over 8 MiB, more than the caches hold. The rounds'
 /// spread in section 4 is large (the same configuration's CPU per record
 /// has varied by half between rounds of one invocation); a slow probe
@@ -481,7 +482,8 @@ struct Run {
 
 /// Context switches so far, summed over the threads of this process and
 /// over those of the external brokers (`SHARESTREAM_BENCH_BROKER_PIDS`).
-/// Threads that ended meanwhile are not counted; the runtime's and
+/// A thread that ends takes its count with it, so a window's difference
+/// can be low (never negative: it saturates at zero); the runtime's and
 /// Kafka's threads live through a run.
 fn switches() -> (u64, Option<u64>) {
     fn of(pid: &str) -> u64 {
@@ -600,8 +602,11 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
     let steady_cpu_us = (pb - pa) * 1e6 / window;
     let steady_broker_us = ba.zip(bb).map(|(x, y)| (y - x) * 1e6 / window);
     let steady_switches = (
-        (sb.0 - sa.0) as f64 * 1e3 / window,
-        sa.1.zip(sb.1).map(|(x, y)| (y - x) as f64 * 1e3 / window),
+        // Saturating: a thread that ended inside the window takes its
+        // count with it.
+        sb.0.saturating_sub(sa.0) as f64 * 1e3 / window,
+        sa.1.zip(sb.1)
+            .map(|(x, y)| y.saturating_sub(x) as f64 * 1e3 / window),
     );
     let p50 = m.commit_latency_quantile(0.5).as_secs_f64() * 1e3;
     let p99 = m.commit_latency_quantile(0.99).as_secs_f64() * 1e3;
