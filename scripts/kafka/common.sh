@@ -11,8 +11,20 @@ KAFKA_SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 # java with a bounded heap and our log4j2 configuration.
 kafka_java_args() {
-  KAFKA_JAVA_ARGS=(-Xms64m -Xmx"${KAFKA_HEAP:-512m}" -XX:+UseSerialGC
-    -Dlog4j2.configurationFile="${KAFKA_SCRIPTS}/log4j2.properties"
+  # KAFKA_JVM=small (the default): a small heap that grows from 64 MiB and
+  # the serial collector, so that tests can run several nodes on a small
+  # host. KAFKA_JVM=kafka: the heap and collector Kafka's own
+  # kafka-server-start.sh and kafka-run-class.sh give a broker (1 GiB
+  # fixed, G1 with 20 ms pause goals), for benchmarks that compare with
+  # Kafka as it is deployed (docs/BENCHMARKS.md, session 34).
+  case "${KAFKA_JVM:-small}" in
+    small) KAFKA_JAVA_ARGS=(-Xms64m -Xmx"${KAFKA_HEAP:-512m}" -XX:+UseSerialGC) ;;
+    kafka) KAFKA_JAVA_ARGS=(-Xms"${KAFKA_HEAP:-1g}" -Xmx"${KAFKA_HEAP:-1g}" -server -XX:+UseG1GC
+      -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35
+      -XX:+ExplicitGCInvokesConcurrent) ;;
+    *) echo "KAFKA_JVM must be 'small' or 'kafka', not '${KAFKA_JVM}'" >&2; return 2 ;;
+  esac
+  KAFKA_JAVA_ARGS+=(-Dlog4j2.configurationFile="${KAFKA_SCRIPTS}/log4j2.properties"
     -cp "${KAFKA_LIB}/*")
   # KAFKA_EXTRA_JAVA_OPTS: more JVM options, split on spaces (e.g. a Java
   # Flight Recorder recording while a benchmark runs).

@@ -14,7 +14,9 @@
 # --wait        how long to wait for the node to answer (default 90 s)
 #
 # Environment: KAFKA_VERSION, SHARESTREAM_CACHE (see common.sh),
-# KAFKA_HEAP (default 512m), KAFKA_SHARE_VERSION (default: the release's
+# KAFKA_JVM (small, the default: serial collector, heap from 64m to
+# KAFKA_HEAP, default 512m; kafka: Kafka's own broker settings, G1 and a
+# fixed heap of KAFKA_HEAP, default 1g), KAFKA_SHARE_VERSION (default: the release's
 # latest production level), KAFKA_BROKER_LOG_LEVEL (default INFO),
 # KAFKA_EXTRA_PROPERTIES (lines appended to server.properties, e.g.
 # "group.share.min.session.timeout.ms=1000"), KAFKA_EXTRA_JAVA_OPTS (JVM
@@ -38,6 +40,8 @@ while [[ $# -gt 0 ]]; do
     *) echo "start.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
+# Settles the JVM's options now, so that a wrong KAFKA_JVM is reported here.
+kafka_java_args
 
 "${KAFKA_SCRIPTS}/fetch.sh" >/dev/null
 [[ -n "$dir" ]] || dir="$(mktemp -d "${TMPDIR:-/tmp}/sharestream-kafka.XXXXXX")"
