@@ -48,10 +48,16 @@
 //! adds section 4's floor row: the ledger mode without intents or
 //! arbitration (not exactly-once; the price of Kafka's transactions
 //! alone, docs/DESIGN.md D53).
+//! `SHARESTREAM_BENCH_DROP_CACHES=1` (section 4; root on Linux) writes
+//! dirty pages back and empties the page cache before each run's set-up,
+//! so that no run pays for the writeback or the reclaim of the runs before
+//! it; each run's stderr line gives the kernel's page reclaim in its
+//! steady window either way.
 //! Section 3 also prints the input producer's send -> acknowledged
 //! latency (every 64th record) and, on stderr, the broker's handling time
 //! per API.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -272,6 +278,7 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
     // with no intent and no arbitration (failpoint
     // `runtime.ledger_floor`; not exactly-once), the price of
     // Kafka's transactions alone.
+    let drop_caches = std::env::var("SHARESTREAM_BENCH_DROP_CACHES").is_ok_and(|v| v == "1");
     let asked = std::env::var("SHARESTREAM_BENCH_FLOOR").is_ok_and(|v| v == "1");
     let floor = asked && cfg!(feature = "failpoints");
     if asked && !floor {
@@ -304,6 +311,9 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                         g.name()
                     );
                     let (input, output) = (format!("in-{tag}"), format!("out-{tag}"));
+                    if drop_caches {
+                        drop_page_cache();
+                    }
                     setup(src, &tag, &input, &output, 4).await;
                     if src != &target {
                         AdminClient::new(vec![target.clone()], ConnectionConfig::default())
@@ -339,7 +349,7 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                     sharestream::failpoints::disarm("runtime.ledger_floor");
                     // The workers' time by phase (stderr, beside the table).
                     eprintln!(
-                        "{}{size} B {layout} {}{} overlap={overlap}: host probe {probe:.1} ms; steady {:.0}/s; bench CPU {:.1} µs/record ({:.1} steady); broker CPU {} µs/record ({} steady); context switches per 1000 records, steady: bench {:.0}, broker {}; steady window {:.3}-{:.3} (Unix s); {}",
+                        "{}{size} B {layout} {}{} overlap={overlap}: host probe {probe:.1} ms, during the steady window {} CPU ms per round; steady {:.0}/s; bench CPU {:.1} µs/record ({:.1} steady); broker CPU {} µs/record ({} steady); context switches per 1000 records, steady: bench {:.0}, broker {}; CPU migrations per 1000 records, steady: bench {:.1}, broker {}; broker read+write calls per 1000 records, steady: {}; {}; steady window {:.3}-{:.3} (Unix s); {}",
                         if counted {
                             ""
                         } else {
@@ -347,6 +357,7 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                         },
                         g.name(),
                         if floor { " floor" } else { "" },
+                        r.speed.map_or("-".into(), |ms| format!("{ms:.2}")),
                         r.steady,
                         r.cpu_us,
                         r.steady_cpu_us,
@@ -356,6 +367,13 @@ async fn ledger_on_clusters(embedded: &BrokerHandle) {
                         r.steady_switches
                             .1
                             .map_or("-".into(), |u| format!("{u:.0}")),
+                        r.steady_migrations.0,
+                        r.steady_migrations
+                            .1
+                            .map_or("-".into(), |u| format!("{u:.1}")),
+                        r.steady_syscalls
+                            .map_or("-".into(), |(r, w)| format!("{r:.0}+{w:.0}")),
+                        r.reclaim,
                         r.window.0,
                         r.window.1,
                         r.phases
@@ -431,22 +449,86 @@ fn host_probe() -> f64 {
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     let start = Instant::now();
     for round in 0..24u64 {
-        for slot in buf.iter_mut() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            *slot = slot.wrapping_add(x ^ round);
-        }
-        // Dependent reads at random places: memory latency.
-        let mut at = (x as usize) & (buf.len() - 1);
-        for _ in 0..(1 << 16) {
-            at = (buf[at] as usize ^ at.rotate_left(7)) & (buf.len() - 1);
-        }
-        x = x.wrapping_add(at as u64);
+        x = probe_round(&mut buf, x, round);
     }
     std::hint::black_box(x);
     std::hint::black_box(&buf);
     start.elapsed().as_secs_f64() * 1e3
+}
+
+/// One round of the host probe's fixed work: arithmetic over 8 MiB, then
+/// dependent reads at random places (memory latency).
+fn probe_round(buf: &mut [u64], mut x: u64, round: u64) -> u64 {
+    for slot in buf.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *slot = slot.wrapping_add(x ^ round);
+    }
+    let mut at = (x as usize) & (buf.len() - 1);
+    for _ in 0..(1 << 16) {
+        at = (buf[at] as usize ^ at.rotate_left(7)) & (buf.len() - 1);
+    }
+    x.wrapping_add(at as u64)
+}
+
+/// This thread's time on a CPU so far, ns (Linux: /proc/thread-self/schedstat).
+fn thread_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The host's speed *during* a run: a thread of its own does one round of
+/// the probe's fixed work every 100 ms (about 3 % of a core) and keeps the
+/// CPU time each round took, measured on the thread's own clock, so that
+/// waiting for a core does not count, and a slower core does. The rounds
+/// inside the steady window, median, say whether the host ran slower in
+/// that window (a busy SMT sibling, a lower clock) than in another one.
+struct SpeedProbe {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<(Instant, f64)>>,
+}
+
+impl SpeedProbe {
+    fn start() -> SpeedProbe {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut buf = vec![0u64; 1 << 20];
+            let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+            let mut samples = Vec::new();
+            let mut round = 0u64;
+            while !flag.load(Ordering::Relaxed) {
+                let before = thread_cpu_ns();
+                x = probe_round(&mut buf, x, round);
+                if let (Some(a), Some(b)) = (before, thread_cpu_ns()) {
+                    samples.push((Instant::now(), (b.saturating_sub(a)) as f64 / 1e6));
+                }
+                round += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            std::hint::black_box(x);
+            samples
+        });
+        SpeedProbe { stop, thread }
+    }
+
+    /// The median CPU ms of the rounds that ended between `from` and `to`.
+    fn finish(self, from: Instant, to: Instant) -> Option<f64> {
+        self.stop.store(true, Ordering::Relaxed);
+        let samples = self.thread.join().ok()?;
+        let mut inside: Vec<f64> = samples
+            .into_iter()
+            .filter(|(t, _)| *t >= from && *t <= to)
+            .map(|(_, ms)| ms)
+            .collect();
+        inside.sort_by(|a, b| a.total_cmp(b));
+        inside.get(inside.len() / 2).copied()
+    }
 }
 
 /// What one run measured.
@@ -478,6 +560,101 @@ struct Run {
     /// Context switches (voluntary and not) per 1000 records committed in
     /// the steady window: this process's threads, the external brokers'.
     steady_switches: (f64, Option<f64>),
+    /// CPU migrations per 1000 records committed in the steady window, as
+    /// `steady_switches`.
+    steady_migrations: (f64, Option<f64>),
+    /// The kernel's page reclaim in the steady window (see [`Reclaim`]).
+    reclaim: String,
+    /// The external brokers' read and write system calls per 1000 records
+    /// committed in the steady window ([`broker_syscalls`]).
+    steady_syscalls: Option<(f64, f64)>,
+    /// CPU ms of one round of the probe's work inside the steady window,
+    /// median ([`SpeedProbe`]).
+    speed: Option<f64>,
+}
+
+/// The host's page reclaim so far (Linux; zeros elsewhere): pages scanned
+/// for reclaim by kswapd and by allocating threads themselves (direct
+/// reclaim, charged to whoever allocates), direct compaction stalls,
+/// kswapd's CPU, and the free memory. A run that starts with the page cache
+/// full pays for evicting it as it writes; one that starts after the
+/// previous run's writes pays for their writeback.
+#[derive(Clone, Copy, Default)]
+struct Reclaim {
+    scan_kswapd: u64,
+    scan_direct: u64,
+    compact_stalls: u64,
+    kswapd_cpu: f64,
+    free_kib: u64,
+    dirty_kib: u64,
+}
+
+impl Reclaim {
+    fn now() -> Reclaim {
+        // "name value ..." lines: the value of each name asked for.
+        fn read(path: &str, mut put: impl FnMut(&str, u64)) {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            for line in text.lines() {
+                let mut f = line.split_whitespace();
+                if let (Some(k), Some(v)) = (f.next(), f.next().and_then(|v| v.parse().ok())) {
+                    put(k, v);
+                }
+            }
+        }
+        let mut r = Reclaim::default();
+        read("/proc/vmstat", |k, v| match k {
+            "pgscan_kswapd" => r.scan_kswapd = v,
+            "pgscan_direct" => r.scan_direct = v,
+            "compact_stall" => r.compact_stalls = v,
+            _ => {}
+        });
+        read("/proc/meminfo", |k, v| match k {
+            "MemFree:" => r.free_kib = v,
+            "Dirty:" => r.dirty_kib = v,
+            _ => {}
+        });
+        if let Ok(procs) = std::fs::read_dir("/proc") {
+            for p in procs.filter_map(|p| p.ok()) {
+                let comm = std::fs::read_to_string(p.path().join("comm")).unwrap_or_default();
+                if comm.starts_with("kswapd") {
+                    r.kswapd_cpu += proc_cpu_seconds(&p.file_name().to_string_lossy());
+                }
+            }
+        }
+        r
+    }
+
+    /// What happened between `self` and `later`, for a stderr line.
+    fn since(&self, later: &Reclaim) -> String {
+        const PAGE_MIB: f64 = 4096.0 / 1048576.0;
+        format!(
+            "reclaim in the steady window: kswapd scanned {:.0} MiB ({:.0} ms CPU), direct {:.0} MiB, \
+             {} compaction stalls; free {:.1} GiB and dirty {:.0} MiB at its start",
+            later.scan_kswapd.saturating_sub(self.scan_kswapd) as f64 * PAGE_MIB,
+            (later.kswapd_cpu - self.kswapd_cpu).max(0.0) * 1e3,
+            later.scan_direct.saturating_sub(self.scan_direct) as f64 * PAGE_MIB,
+            later.compact_stalls.saturating_sub(self.compact_stalls),
+            self.free_kib as f64 / 1048576.0,
+            self.dirty_kib as f64 / 1024.0,
+        )
+    }
+}
+
+/// `SHARESTREAM_BENCH_DROP_CACHES=1`: writes dirty pages back, then
+/// empties the page cache (needs root). Panics with the reason otherwise,
+/// since a run asked to start clean must not start dirty unnoticed.
+fn drop_page_cache() {
+    let synced = std::process::Command::new("sync").status();
+    assert!(
+        synced.as_ref().is_ok_and(|s| s.success()),
+        "SHARESTREAM_BENCH_DROP_CACHES=1: sync failed: {synced:?}"
+    );
+    if let Err(e) = std::fs::write("/proc/sys/vm/drop_caches", "1") {
+        panic!(
+            "SHARESTREAM_BENCH_DROP_CACHES=1 needs to write /proc/sys/vm/drop_caches (root on \
+             Linux): {e}; unset it to run without"
+        );
+    }
 }
 
 /// Context switches so far, summed over the threads of this process and
@@ -486,32 +663,74 @@ struct Run {
 /// can be low (never negative: it saturates at zero); the runtime's and
 /// Kafka's threads live through a run.
 fn switches() -> (u64, Option<u64>) {
-    fn of(pid: &str) -> u64 {
+    thread_counter("status", "ctxt_switches:")
+}
+
+/// Moves of a thread from one CPU to another so far, summed as
+/// [`switches`] sums: a thread that moves leaves its caches behind.
+fn migrations() -> (u64, Option<u64>) {
+    thread_counter("sched", "se.nr_migrations")
+}
+
+/// The sum over every thread of this process, and over those of the
+/// external brokers, of the numbers that end the lines of
+/// /proc/PID/task/TID/`file` that contain `key`.
+fn thread_counter(file: &str, key: &str) -> (u64, Option<u64>) {
+    let of = |pid: &str| -> u64 {
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
             return 0;
         };
         tasks
             .filter_map(|t| t.ok())
-            .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
-            .flat_map(|status| {
-                status
-                    .lines()
-                    .filter(|l| l.contains("ctxt_switches:"))
-                    .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .filter_map(|t| std::fs::read_to_string(t.path().join(file)).ok())
+            .flat_map(|text| {
+                text.lines()
+                    .filter(|l| l.contains(key))
+                    .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
                     .collect::<Vec<_>>()
             })
             .sum()
-    }
-    let brokers = std::env::var("SHARESTREAM_BENCH_BROKER_PIDS")
-        .ok()
-        .map(|pids| {
-            pids.split(',')
-                .map(str::trim)
-                .filter(|p| !p.is_empty())
-                .map(of)
-                .sum()
-        });
+    };
+    let brokers = broker_pids().map(|pids| pids.iter().map(|p| of(p)).sum());
     (of("self"), brokers)
+}
+
+/// The process ids of `SHARESTREAM_BENCH_BROKER_PIDS` (None without it).
+fn broker_pids() -> Option<Vec<String>> {
+    let pids = std::env::var("SHARESTREAM_BENCH_BROKER_PIDS").ok()?;
+    Some(
+        pids.split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(String::from)
+            .collect(),
+    )
+}
+
+/// Read and write system calls of the external brokers
+/// (`SHARESTREAM_BENCH_BROKER_PIDS`) so far, (reads, writes), from
+/// /proc/PID/io. Over a window and per record they show how many requests,
+/// responses and log writes, and how large, carried the records: the same
+/// work split into smaller pieces takes more calls. (Kafka's sockets and
+/// files are read and written with read(2)/write(2) and their vector
+/// forms, which these count; this process's sockets use send(2)/recv(2),
+/// which they do not, so it is left out.)
+fn broker_syscalls() -> Option<(u64, u64)> {
+    fn of(pid: &str) -> (u64, u64) {
+        let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
+        let field = |name: &str| {
+            io.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        (field("syscr:"), field("syscw:"))
+    }
+    broker_pids().map(|pids| {
+        pids.iter()
+            .map(|p| of(p))
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    })
 }
 
 /// CPU time (user + system) of this process, seconds.
@@ -522,14 +741,7 @@ fn cpu_seconds() -> f64 {
 /// The external brokers of `SHARESTREAM_BENCH_BROKER_PIDS`, their CPU
 /// seconds summed (None without the setting).
 fn broker_cpu_seconds() -> Option<f64> {
-    let pids = std::env::var("SHARESTREAM_BENCH_BROKER_PIDS").ok()?;
-    Some(
-        pids.split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .map(proc_cpu_seconds)
-            .sum(),
-    )
+    Some(broker_pids()?.iter().map(|p| proc_cpu_seconds(p)).sum())
 }
 
 /// CPU time (user + system) of process `pid` ("self" for this one),
@@ -545,6 +757,7 @@ fn proc_cpu_seconds(pid: &str) -> f64 {
 
 /// Runs `topology` until `n` source records are committed.
 async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
+    let speed = SpeedProbe::start();
     let start = Instant::now();
     let cpu0 = cpu_seconds();
     let broker0 = broker_cpu_seconds();
@@ -566,6 +779,9 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
                 cpu_seconds(),
                 broker_cpu_seconds(),
                 switches(),
+                Reclaim::now(),
+                broker_syscalls(),
+                migrations(),
             ));
         }
         if t90.is_none() && c >= n * 9 / 10 {
@@ -575,6 +791,9 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
                 cpu_seconds(),
                 broker_cpu_seconds(),
                 switches(),
+                Reclaim::now(),
+                broker_syscalls(),
+                migrations(),
             ));
         }
         if c >= n {
@@ -588,7 +807,8 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
     let broker_us = broker0
         .zip(broker_cpu_seconds())
         .map(|(a, b)| (b - a) * 1e6 / n.max(1) as f64);
-    let ((a, ca, pa, ba, sa), (b, cb, pb, bb, sb)) = (t10.unwrap(), t90.unwrap());
+    let ((a, ca, pa, ba, sa, ra, ya, ma), (b, cb, pb, bb, sb, rb, yb, mb)) =
+        (t10.unwrap(), t90.unwrap());
     let wall = |t: Instant| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -601,6 +821,11 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
     let window = (cb - ca).max(1) as f64;
     let steady_cpu_us = (pb - pa) * 1e6 / window;
     let steady_broker_us = ba.zip(bb).map(|(x, y)| (y - x) * 1e6 / window);
+    let steady_migrations = (
+        mb.0.saturating_sub(ma.0) as f64 * 1e3 / window,
+        ma.1.zip(mb.1)
+            .map(|(x, y)| y.saturating_sub(x) as f64 * 1e3 / window),
+    );
     let steady_switches = (
         // Saturating: a thread that ended inside the window takes its
         // count with it.
@@ -640,6 +865,13 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
         phases: phases.join(", "),
         window: wall_window,
         steady_switches,
+        steady_migrations,
+        reclaim: ra.since(&rb),
+        steady_syscalls: ya.zip(yb).map(|(x, y)| {
+            let per = |x: u64, y: u64| y.saturating_sub(x) as f64 * 1e3 / window;
+            (per(x.0, y.0), per(x.1, y.1))
+        }),
+        speed: speed.finish(a, b),
     }
 }
 

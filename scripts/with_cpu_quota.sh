@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs a command with its CPU limited to a fraction of one core (a Linux
-# cgroup CPU quota), everything else on the host left as it is.
+# Runs a command with its CPU limited to a number of cores, whole or not
+# (a Linux cgroup CPU quota), everything else on the host left as it is.
 #
 #   scripts/with_cpu_quota.sh CORES -- COMMAND [ARG...]
 #

@@ -19,7 +19,7 @@ kafka_java_args() {
   # Kafka as it is deployed (docs/BENCHMARKS.md, session 34).
   case "${KAFKA_JVM:-small}" in
     small) KAFKA_JAVA_ARGS=(-Xms64m -Xmx"${KAFKA_HEAP:-512m}" -XX:+UseSerialGC) ;;
-    kafka) KAFKA_JAVA_ARGS=(-Xms"${KAFKA_HEAP:-1g}" -Xmx"${KAFKA_HEAP:-1g}" -server -XX:+UseG1GC
+    kafka) KAFKA_JAVA_ARGS=(-Xms"${KAFKA_HEAP:-1g}" -Xmx"${KAFKA_HEAP:-1g}" -XX:+UseG1GC
       -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35
       -XX:+ExplicitGCInvokesConcurrent) ;;
     *) echo "KAFKA_JVM must be 'small' or 'kafka', not '${KAFKA_JVM}'" >&2; return 2 ;;

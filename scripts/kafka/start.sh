@@ -114,7 +114,7 @@ if [[ ! -f "$dir/data/meta.properties" ]]; then
 fi
 
 # setsid: the broker gets its own process group, so stop.sh can signal it alone.
-kafka_java_args
+# KAFKA_JAVA_ARGS was settled before anything started (above).
 # The start-up wait reads the INFO line "Kafka Server started": the broker
 # logs at INFO whatever KAFKA_LOG_LEVEL the clients use.
 KAFKA_LOG_LEVEL="${KAFKA_BROKER_LOG_LEVEL:-INFO}" setsid java "${KAFKA_JAVA_ARGS[@]}" kafka.Kafka "$dir/server.properties" >"$dir/kafka.log" 2>&1 </dev/null &
