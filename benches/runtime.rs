@@ -52,7 +52,9 @@
 //! dirty pages back and empties the page cache before each run's set-up,
 //! so that no run pays for the writeback or the reclaim of the runs before
 //! it; each run's stderr line gives the kernel's page reclaim in its
-//! steady window either way.
+//! steady window either way. `SHARESTREAM_BENCH_SPEED_PROBE=1` (section 4)
+//! times a fixed piece of work on a thread of its own throughout each run
+//! (about 3 % of a core, counted in the bench process's CPU).
 //! Section 3 also prints the input producer's send -> acknowledged
 //! latency (every 64th record) and, on stderr, the broker's handling time
 //! per API.
@@ -482,12 +484,14 @@ fn thread_cpu_ns() -> Option<u64> {
         .ok()
 }
 
-/// The host's speed *during* a run: a thread of its own does one round of
-/// the probe's fixed work every 100 ms (about 3 % of a core) and keeps the
-/// CPU time each round took, measured on the thread's own clock, so that
-/// waiting for a core does not count, and a slower core does. The rounds
-/// inside the steady window, median, say whether the host ran slower in
-/// that window (a busy SMT sibling, a lower clock) than in another one.
+/// The host's speed *during* a run (`SHARESTREAM_BENCH_SPEED_PROBE=1`): a
+/// thread of its own does one round of the probe's fixed work every 100 ms
+/// and keeps the CPU time each round took, measured on the thread's own
+/// clock, so that waiting for a core does not count, and a slower core
+/// does. The rounds inside the steady window, median, say whether the
+/// host ran slower in that window (a busy SMT sibling, a lower clock) than
+/// in another one. Off by default: the thread takes about 3 % of a core,
+/// which the bench process's CPU figures would then include.
 struct SpeedProbe {
     stop: Arc<std::sync::atomic::AtomicBool>,
     thread: std::thread::JoinHandle<Vec<(Instant, f64)>>,
@@ -757,7 +761,10 @@ fn proc_cpu_seconds(pid: &str) -> f64 {
 
 /// Runs `topology` until `n` source records are committed.
 async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
-    let speed = SpeedProbe::start();
+    // SHARESTREAM_BENCH_SPEED_PROBE=1: the host's speed during the run.
+    let speed = std::env::var("SHARESTREAM_BENCH_SPEED_PROBE")
+        .is_ok_and(|v| v == "1")
+        .then(SpeedProbe::start);
     let start = Instant::now();
     let cpu0 = cpu_seconds();
     let broker0 = broker_cpu_seconds();
@@ -871,7 +878,7 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
             let per = |x: u64, y: u64| y.saturating_sub(x) as f64 * 1e3 / window;
             (per(x.0, y.0), per(x.1, y.1))
         }),
-        speed: speed.finish(a, b),
+        speed: speed.and_then(|p| p.finish(a, b)),
     }
 }
 
