@@ -17,7 +17,9 @@
 //!
 //! Anomalies: records lost (committed input seq never in the output),
 //! duplicated (seq in the output more than once), aborted (a seq written
-//! inside an aborted seeder transaction in the output), out of order per
+//! inside an aborted seeder transaction in the output; if the input itself
+//! holds it as committed, the broker dropped the abort markers, and the
+//! record is judged as input, which the caller reports apart), out of order per
 //! key (a record of a key after a record of the same key with a larger seq,
 //! in one output partition: share groups do not promise order, so this is
 //! reported, never a failure), input records not in a terminal state
@@ -25,7 +27,7 @@
 //! TX_PENDING records left, and records ARCHIVED (delivery limit reached:
 //! they are also counted as lost when absent from the output).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::time::Duration;
 
@@ -354,8 +356,14 @@ pub struct OutputReport {
     pub lost: u64,
     /// Extra copies of input records (copies beyond the first).
     pub duplicated: u64,
-    /// Records of aborted seeder transactions in the output.
+    /// Records of aborted seeder transactions in the output, except those
+    /// the broker let into the committed input (`aborted_in_input`).
     pub aborted_seen: u64,
+    /// Records the seeder wrote in transactions it aborted, which the
+    /// input nevertheless holds as committed (the broker did not write the
+    /// abort markers). For the copiers they are input like any other:
+    /// they are expected in the output exactly once.
+    pub aborted_in_input: u64,
     /// Output values that are not a seeder payload.
     pub unparsable: u64,
     /// Records after a larger seq of the same key (share groups do not
@@ -367,10 +375,27 @@ pub struct OutputReport {
     pub duplicated_sample: Vec<u64>,
 }
 
-/// Counts the anomalies of the output records against `0..expected`.
-pub fn analyse(records: &[(i32, i64, Bytes)], expected: u64) -> OutputReport {
+/// The sequence numbers of aborted seeder records that a read_committed
+/// read of the input returned as committed.
+pub fn aborted_in_input(input: &[(i32, i64, Bytes)]) -> BTreeSet<u64> {
+    input
+        .iter()
+        .filter_map(|(_, _, v)| Payload::decode(v))
+        .filter(|pl| pl.aborted || pl.seq >= ABORTED_SEQ_BASE)
+        .map(|pl| pl.seq)
+        .collect()
+}
+
+/// Counts the anomalies of the output records against `0..expected` and
+/// `aborted_in_input` (see [`aborted_in_input`]).
+pub fn analyse(
+    records: &[(i32, i64, Bytes)],
+    expected: u64,
+    aborted_in_input: &BTreeSet<u64>,
+) -> OutputReport {
     let mut r = OutputReport {
         output_records: records.len() as u64,
+        aborted_in_input: aborted_in_input.len() as u64,
         ..OutputReport::default()
     };
     let mut seen: HashMap<u64, u32> = HashMap::with_capacity(expected as usize);
@@ -385,7 +410,7 @@ pub fn analyse(records: &[(i32, i64, Bytes)], expected: u64) -> OutputReport {
         recs.sort_by_key(|(o, _)| *o);
         let mut max_seq: HashMap<u32, u64> = HashMap::new();
         for (_, pl) in recs.iter() {
-            if pl.aborted || pl.seq >= ABORTED_SEQ_BASE {
+            if (pl.aborted || pl.seq >= ABORTED_SEQ_BASE) && !aborted_in_input.contains(&pl.seq) {
                 r.aborted_seen += 1;
                 continue;
             }
@@ -406,7 +431,7 @@ pub fn analyse(records: &[(i32, i64, Bytes)], expected: u64) -> OutputReport {
         }
     }
     r.distinct = seen.keys().filter(|&&s| s < expected).count() as u64;
-    for s in 0..expected {
+    for s in (0..expected).chain(aborted_in_input.iter().copied()) {
         if !seen.contains_key(&s) {
             r.lost += 1;
             if r.lost_sample.len() < 10 {
@@ -415,4 +440,66 @@ pub fn analyse(records: &[(i32, i64, Bytes)], expected: u64) -> OutputReport {
         }
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(p: i32, off: i64, seq: u64, aborted: bool) -> (i32, i64, Bytes) {
+        let pl = Payload {
+            seq,
+            key: (seq % 7) as u32,
+            aborted,
+        };
+        (p, off, pl.encode())
+    }
+
+    #[test]
+    fn an_aborted_record_in_the_output_is_an_anomaly() {
+        let out = vec![
+            rec(0, 0, 0, false),
+            rec(0, 1, 1, false),
+            rec(0, 2, ABORTED_SEQ_BASE, true),
+        ];
+        let r = analyse(&out, 2, &BTreeSet::new());
+        assert_eq!((r.aborted_seen, r.lost, r.duplicated), (1, 0, 0));
+    }
+
+    #[test]
+    fn aborted_records_the_input_holds_as_committed_are_judged_as_input() {
+        let input = vec![
+            rec(0, 0, 0, false),
+            rec(0, 1, ABORTED_SEQ_BASE, true),
+            rec(0, 2, ABORTED_SEQ_BASE + 1, true),
+            rec(0, 3, 1, false),
+        ];
+        let visible = aborted_in_input(&input);
+        assert_eq!(
+            visible.iter().copied().collect::<Vec<_>>(),
+            vec![ABORTED_SEQ_BASE, ABORTED_SEQ_BASE + 1]
+        );
+        // Copied once each: no anomaly.
+        let r = analyse(&input, 2, &visible);
+        assert_eq!((r.aborted_seen, r.lost, r.duplicated), (0, 0, 0));
+        assert_eq!(r.aborted_in_input, 2);
+        // Missing from the output: lost; copied twice: duplicated.
+        let out = vec![
+            rec(0, 0, 0, false),
+            rec(0, 1, 1, false),
+            rec(0, 2, ABORTED_SEQ_BASE, true),
+            rec(0, 3, ABORTED_SEQ_BASE, true),
+        ];
+        let r = analyse(&out, 2, &visible);
+        assert_eq!((r.aborted_seen, r.lost, r.duplicated), (0, 1, 1));
+        assert_eq!(r.lost_sample, vec![ABORTED_SEQ_BASE + 1]);
+        // Another aborted record, not in the input: an anomaly still.
+        let out = vec![
+            rec(0, 0, 0, false),
+            rec(0, 1, 1, false),
+            rec(0, 2, ABORTED_SEQ_BASE + 5, true),
+        ];
+        let r = analyse(&out, 2, &visible);
+        assert_eq!(r.aborted_seen, 1);
+    }
 }

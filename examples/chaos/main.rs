@@ -26,6 +26,7 @@ mod kafka_state;
 mod payload;
 mod seed;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -294,6 +295,11 @@ struct Report {
     copier_logs: LogScan,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     processes: Vec<ProcessShare>,
+    /// What the broker did wrong that is not the copiers' doing, with the
+    /// evidence from its log (Apache Kafka only; on our broker such a
+    /// finding is a failure).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    broker_anomalies: Vec<String>,
     notes: Vec<&'static str>,
 }
 
@@ -931,7 +937,7 @@ async fn start(args: &RunArgs) -> Result<Started, String> {
 async fn progress(reader: &mut check::CommittedReader, expected: u64, since: Instant) -> bool {
     match reader.read_more().await {
         Ok(()) => {
-            let r = check::analyse(&reader.records, expected);
+            let r = check::analyse(&reader.records, expected, &BTreeSet::new());
             eprintln!(
                 "chaos: {:.0} s: output {} records, {} distinct of {}",
                 since.elapsed().as_secs_f64(),
@@ -1465,6 +1471,36 @@ async fn finish(
         Err(e) => return Err(format!("the seeder panicked: {e}")),
     };
     eprintln!("chaos: seeded {seeded:?}");
+    let source = source_bootstrap(args);
+    let mut input = check::CommittedReader::new(&source, "chaos-in", args.partitions);
+    input.read_more().await?;
+    let aborted_in_input = check::aborted_in_input(&input.records);
+    if !aborted_in_input.is_empty() {
+        // Input the copiers must copy too, though the progress loop did
+        // not wait for it: give them the time to.
+        eprintln!(
+            "chaos: the input holds {} records of aborted seeder transactions as committed; \
+             waiting up to 60 s for the copiers to copy them",
+            aborted_in_input.len()
+        );
+        let mut reader = check::CommittedReader::new(&end.bootstrap, "chaos-out", args.partitions);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if reader.read_more().await.is_ok() {
+                let copied: BTreeSet<u64> = reader
+                    .records
+                    .iter()
+                    .filter_map(|(_, _, v)| payload::Payload::decode(v))
+                    .map(|pl| pl.seq)
+                    .filter(|s| aborted_in_input.contains(s))
+                    .collect();
+                if copied.len() == aborted_in_input.len() {
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
     let seconds_to_complete = end
         .complete_at
         .map_or(-1.0, |t| (t - end.chaos_start).as_secs_f64());
@@ -1483,8 +1519,8 @@ async fn finish(
     let bootstrap = &end.bootstrap;
     let mut final_reader = check::CommittedReader::new(bootstrap, "chaos-out", args.partitions);
     final_reader.read_more().await?;
-    let source = source_bootstrap(args);
-    let mut input = check::CommittedReader::new(&source, "chaos-in", args.partitions);
+    // Anything committed since the first read (nothing is expected: the
+    // seeder is done).
     input.read_more().await?;
     let log_ends: Vec<i64> = input.ends.iter().map(|e| e.0).collect();
     // Before the broker stops.
@@ -1509,7 +1545,8 @@ async fn finish(
         broker.stop().await;
         check::offline_share_state(&args.workdir.join("data"), GROUP, end.topic_id, &log_ends)?
     };
-    let output = check::analyse(&final_reader.records, seeded.committed);
+    let aborted_in_input = check::aborted_in_input(&input.records);
+    let output = check::analyse(&final_reader.records, seeded.committed, &aborted_in_input);
     let copier_logs = scan_copier_logs(&args.workdir);
     // On Apache Kafka its persisted state counts the committed input
     // records it archived (on our broker `archived` also counts markers and
@@ -1621,11 +1658,28 @@ async fn finish(
         );
     }
     let input_committed_records = input.records.len() as u64;
-    if input_committed_records != seeded.committed {
+    let seeder_committed_in_input = input_committed_records - aborted_in_input.len() as u64;
+    if seeder_committed_in_input != seeded.committed {
         failures.push(format!(
-            "the input holds {input_committed_records} committed records, the seeder wrote {}",
+            "the input holds {seeder_committed_in_input} records of committed seeder transactions, \
+             the seeder wrote {}",
             seeded.committed
         ));
+    }
+    let mut broker_anomalies = Vec::new();
+    if !aborted_in_input.is_empty() {
+        let evidence = match &args.kafka_scripts {
+            Some(_) => kafka_marker_drops(&broker.nodes[0].dir, seed::TRANSACTIONAL_ID),
+            None => Vec::new(),
+        };
+        match judge_aborted_in_input(
+            aborted_in_input.len() as u64,
+            args.kafka_scripts.is_some(),
+            &evidence,
+        ) {
+            Ok(anomaly) => broker_anomalies.push(anomaly),
+            Err(failure) => failures.push(failure),
+        }
     }
     let report = Report {
         guarantee: args.guarantee.name(),
@@ -1658,6 +1712,7 @@ async fn finish(
         share_state,
         copier_logs,
         processes: end.processes,
+        broker_anomalies,
         notes,
     };
     let json = serde_json::to_string_pretty(&report).expect("report encodes");
@@ -1669,6 +1724,72 @@ async fn finish(
         let _ = std::fs::remove_dir_all(&args.workdir);
     }
     Ok(report.passed)
+}
+
+/// The lines of an Apache Kafka node's logs (`kafka.log` and the earlier
+/// lives' `kafka.log.N`, see `scripts/kafka/start.sh`) where its
+/// transaction coordinator skipped the markers of `transactional_id`
+/// because it found no leader for the partitions.
+fn kafka_marker_drops(dir: &Path, transactional_id: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n == "kafka.log" || n.starts_with("kafka.log."))
+        })
+        .collect();
+    paths.sort();
+    let mut lines = Vec::new();
+    for p in paths {
+        let Ok(text) = std::fs::read_to_string(&p) else {
+            continue;
+        };
+        lines.extend(
+            text.lines()
+                .filter(|l| {
+                    l.contains("Couldn't find leader endpoint for partitions")
+                        && l.contains(transactional_id)
+                })
+                .map(str::to_string),
+        );
+    }
+    lines
+}
+
+/// What the seeder's aborted records in the committed input mean: a
+/// broker anomaly (the text for the report) when Apache Kafka's log shows
+/// that it skipped the abort markers, else a failure. On our broker it is
+/// always a failure: our broker must never do it.
+fn judge_aborted_in_input(
+    records: u64,
+    kafka: bool,
+    evidence: &[String],
+) -> Result<String, String> {
+    let what = format!(
+        "the input holds {records} records of transactions the seeder aborted (its EndTxn(abort) \
+         succeeded) as committed"
+    );
+    if !kafka {
+        return Err(format!(
+            "{what}: our broker did not write the abort markers"
+        ));
+    }
+    let Some(first) = evidence.first() else {
+        return Err(format!(
+            "{what}, and Kafka's log does not say it skipped the markers: \
+             the checker cannot tell whose fault it is"
+        ));
+    };
+    Ok(format!(
+        "{what}. Apache Kafka skipped the abort markers while the partitions had no leader after \
+         its restart, so a later commit marker of the same producer committed them; the copiers \
+         copied them as the input they had become. Kafka logged it {} time(s), first: {first}",
+        evidence.len()
+    ))
 }
 
 fn main() {
@@ -1684,5 +1805,47 @@ fn main() {
                 std::process::exit(2);
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aborted_records_in_the_input_fail_the_run_unless_kafka_logged_the_skipped_markers() {
+        let line = "[2026-12-06 17:40:01,123] INFO [Transaction Marker Channel Manager 1]: \
+                    Couldn't find leader endpoint for partitions Set(chaos-in-0) while trying to \
+                    send transaction markers for chaos-seeder, these partitions are likely \
+                    deleted already and hence can be skipped"
+            .to_string();
+        assert!(judge_aborted_in_input(1000, false, &[]).is_err());
+        assert!(judge_aborted_in_input(1000, false, std::slice::from_ref(&line)).is_err());
+        assert!(judge_aborted_in_input(1000, true, &[]).is_err());
+        let anomaly = judge_aborted_in_input(1000, true, std::slice::from_ref(&line)).unwrap();
+        assert!(anomaly.contains("1000 records") && anomaly.contains(&line));
+    }
+
+    #[test]
+    fn the_marker_drops_are_found_in_every_life_of_the_kafka_log() {
+        let dir = std::env::temp_dir().join(format!("chaos-marker-drops-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let drop = |id: &str| {
+            format!(
+                "INFO Couldn't find leader endpoint for partitions Set(chaos-in-1) while trying \
+                 to send transaction markers for {id}, these partitions are likely deleted"
+            )
+        };
+        std::fs::write(
+            dir.join("kafka.log.1"),
+            format!("start\n{}\nend\n", drop("chaos-seeder")),
+        )
+        .unwrap();
+        std::fs::write(dir.join("kafka.log.2"), format!("{}\n", drop("other"))).unwrap();
+        std::fs::write(dir.join("kafka.log"), format!("{}\n", drop("chaos-seeder"))).unwrap();
+        std::fs::write(dir.join("format.log"), drop("chaos-seeder")).unwrap();
+        let found = kafka_marker_drops(&dir, "chaos-seeder");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(found.len(), 2, "{found:?}");
     }
 }

@@ -49,11 +49,14 @@ fn record(topic: &str, p: Payload, partitions: i32) -> ProducerRecord {
         .with_partition(Payload::partition_of(p.key, partitions))
 }
 
+/// The seeder's transactional id.
+pub const TRANSACTIONAL_ID: &str = "chaos-seeder";
+
 async fn new_producer(a: &SeedArgs) -> Result<Producer, String> {
     let config = ProducerConfig::builder()
         .bootstrap_servers(&a.bootstrap)
         .client_id("chaos-seeder")
-        .transactional_id("chaos-seeder")
+        .transactional_id(TRANSACTIONAL_ID)
         .linger(Duration::from_millis(5))
         .batch_size(64 * 1024)
         .request_timeout(Duration::from_secs(10))

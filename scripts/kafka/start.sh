@@ -113,6 +113,15 @@ if [[ ! -f "$dir/data/meta.properties" ]]; then
   }
 fi
 
+# A restart in the same folder keeps the earlier lives' logs, as kafka.log.1,
+# kafka.log.2, ... (oldest first): the chaos test reads them for evidence of
+# what Kafka did before it was killed.
+if [[ -s "$dir/kafka.log" ]]; then
+  n=1
+  while [[ -e "$dir/kafka.log.$n" ]]; do n=$((n + 1)); done
+  mv "$dir/kafka.log" "$dir/kafka.log.$n"
+fi
+
 # setsid: the broker gets its own process group, so stop.sh can signal it alone.
 # KAFKA_JAVA_ARGS was settled before anything started (above).
 # The start-up wait reads the INFO line "Kafka Server started": the broker
