@@ -760,6 +760,33 @@ fn proc_cpu_seconds(pid: &str) -> f64 {
 }
 
 /// Runs `topology` until `n` source records are committed.
+/// The counters read at each end of a run's steady window.
+struct Mark {
+    at: Instant,
+    committed: u64,
+    cpu: f64,
+    broker_cpu: Option<f64>,
+    switches: (u64, Option<u64>),
+    reclaim: Reclaim,
+    broker_syscalls: Option<(u64, u64)>,
+    migrations: (u64, Option<u64>),
+}
+
+impl Mark {
+    fn now(committed: u64) -> Mark {
+        Mark {
+            at: Instant::now(),
+            committed,
+            cpu: cpu_seconds(),
+            broker_cpu: broker_cpu_seconds(),
+            switches: switches(),
+            reclaim: Reclaim::now(),
+            broker_syscalls: broker_syscalls(),
+            migrations: migrations(),
+        }
+    }
+}
+
 async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
     // SHARESTREAM_BENCH_SPEED_PROBE=1: the host's speed during the run.
     let speed = std::env::var("SHARESTREAM_BENCH_SPEED_PROBE")
@@ -780,28 +807,10 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
         // The CPU of this process and of the brokers at both ends of the
         // steady window too: set-up and join left out.
         if t10.is_none() && c >= n / 10 {
-            t10 = Some((
-                Instant::now(),
-                c,
-                cpu_seconds(),
-                broker_cpu_seconds(),
-                switches(),
-                Reclaim::now(),
-                broker_syscalls(),
-                migrations(),
-            ));
+            t10 = Some(Mark::now(c));
         }
         if t90.is_none() && c >= n * 9 / 10 {
-            t90 = Some((
-                Instant::now(),
-                c,
-                cpu_seconds(),
-                broker_cpu_seconds(),
-                switches(),
-                Reclaim::now(),
-                broker_syscalls(),
-                migrations(),
-            ));
+            t90 = Some(Mark::now(c));
         }
         if c >= n {
             break;
@@ -814,8 +823,7 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
     let broker_us = broker0
         .zip(broker_cpu_seconds())
         .map(|(a, b)| (b - a) * 1e6 / n.max(1) as f64);
-    let ((a, ca, pa, ba, sa, ra, ya, ma), (b, cb, pb, bb, sb, rb, yb, mb)) =
-        (t10.unwrap(), t90.unwrap());
+    let (a, b) = (t10.unwrap(), t90.unwrap());
     let wall = |t: Instant| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -823,22 +831,25 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
             .as_secs_f64()
             - t.elapsed().as_secs_f64()
     };
-    let wall_window = (wall(a), wall(b));
-    let steady = (cb - ca) as f64 / b.duration_since(a).as_secs_f64().max(1e-3);
-    let window = (cb - ca).max(1) as f64;
-    let steady_cpu_us = (pb - pa) * 1e6 / window;
-    let steady_broker_us = ba.zip(bb).map(|(x, y)| (y - x) * 1e6 / window);
+    let wall_window = (wall(a.at), wall(b.at));
+    let steady =
+        (b.committed - a.committed) as f64 / b.at.duration_since(a.at).as_secs_f64().max(1e-3);
+    let window = (b.committed - a.committed).max(1) as f64;
+    // Per 1000 records of the window; saturating: a thread that ended
+    // inside the window takes its count with it.
+    let per_k = |x: u64, y: u64| y.saturating_sub(x) as f64 * 1e3 / window;
+    let steady_cpu_us = (b.cpu - a.cpu) * 1e6 / window;
+    let steady_broker_us = a
+        .broker_cpu
+        .zip(b.broker_cpu)
+        .map(|(x, y)| (y - x) * 1e6 / window);
     let steady_migrations = (
-        mb.0.saturating_sub(ma.0) as f64 * 1e3 / window,
-        ma.1.zip(mb.1)
-            .map(|(x, y)| y.saturating_sub(x) as f64 * 1e3 / window),
+        per_k(a.migrations.0, b.migrations.0),
+        a.migrations.1.zip(b.migrations.1).map(|(x, y)| per_k(x, y)),
     );
     let steady_switches = (
-        // Saturating: a thread that ended inside the window takes its
-        // count with it.
-        sb.0.saturating_sub(sa.0) as f64 * 1e3 / window,
-        sa.1.zip(sb.1)
-            .map(|(x, y)| y.saturating_sub(x) as f64 * 1e3 / window),
+        per_k(a.switches.0, b.switches.0),
+        a.switches.1.zip(b.switches.1).map(|(x, y)| per_k(x, y)),
     );
     let p50 = m.commit_latency_quantile(0.5).as_secs_f64() * 1e3;
     let p99 = m.commit_latency_quantile(0.99).as_secs_f64() * 1e3;
@@ -873,12 +884,12 @@ async fn run_until(topology: Topology, cfg: RuntimeConfig, n: u64) -> Run {
         window: wall_window,
         steady_switches,
         steady_migrations,
-        reclaim: ra.since(&rb),
-        steady_syscalls: ya.zip(yb).map(|(x, y)| {
-            let per = |x: u64, y: u64| y.saturating_sub(x) as f64 * 1e3 / window;
-            (per(x.0, y.0), per(x.1, y.1))
-        }),
-        speed: speed.and_then(|p| p.finish(a, b)),
+        reclaim: a.reclaim.since(&b.reclaim),
+        steady_syscalls: a
+            .broker_syscalls
+            .zip(b.broker_syscalls)
+            .map(|(x, y)| (per_k(x.0, y.0), per_k(x.1, y.1))),
+        speed: speed.and_then(|p| p.finish(a.at, b.at)),
     }
 }
 
