@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # librdkafka's own test suite (tests/, its test-runner) against our broker.
 #
-#   scripts/librdkafka_tests.sh [--seeds HOST:PORT] [--tests SUBSTR] [--full]
+#   scripts/librdkafka_tests.sh [--seeds HOST:PORT] [--tests LIST] [--full] [--ci]
+#
+# --tests 0001,0081 runs those tests only. --ci leaves out the slowest
+# tests and 0086 (below), so that the run takes about 2.5 minutes after
+# the build.
 #
 # librdkafka (the C client under confluent-kafka, kcat and most non-Java
 # clients; nobody here wrote it) keeps its integration tests in tests/:
@@ -23,12 +27,13 @@ cd "$(dirname "$0")/.."
 root="$PWD"
 RDKAFKA_SYS_VERSION="${RDKAFKA_SYS_VERSION:-4.10.0+2.12.1}"
 TEST_KAFKA_VERSION="${TEST_KAFKA_VERSION:-4.0.0}"
-seeds="" tests="" quick="-Q"
+seeds="" tests="" quick="-Q" ci=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seeds) seeds="$2"; shift 2 ;;
     --tests) tests="$2"; shift 2 ;;
     --full) quick=""; shift ;;
+    --ci) ci=1; shift ;;
     *) echo "librdkafka_tests.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -87,6 +92,16 @@ with_test_broker --auto-create-topics --num-partitions 4 --group-initial-rebalan
 #                             below Kafka 4's minimum of 1 MiB (KIP-1030),
 #                             which Kafka 4.4 refuses as we do.
 skip="${TESTS_SKIP:-0052,0077,0103,0109,0115,0119,0129}"
+# --ci (the run in .ci/run) leaves out, besides:
+#   0033 0049 0075 0076 0093 0114 0123 0139  the slowest (15-86 s each in
+#                             quick mode, 3.4 of the 8.6 minutes of test
+#                             time); they pass in the whole runs;
+#   0086                      failed once in seven whole runs (no Produce
+#                             request within 15 s, cause not found; it
+#                             passed alone every time): docs/INTEROP.md.
+if [[ -n "$ci" ]]; then
+  skip="$skip,0033,0049,0075,0076,0086,0093,0114,0123,0139"
+fi
 
 echo "librdkafka ${RDKAFKA_SYS_VERSION#*+} tests against ${seeds} (TEST_KAFKA_VERSION=$TEST_KAFKA_VERSION${quick:+, quick mode}; not run: $skip)"
 printf 'bootstrap.servers=%s\n' "$seeds" >"$tmp/test.conf"
@@ -106,9 +121,9 @@ passed="$(grep -acE '^\[[0-9a-z_]+ +/ *[0-9.]+s\] =+ Test [0-9a-z_]+ PASSED =+$'
 failed="$(grep -acE '^\[[0-9a-z_]+ +/ *[0-9.]+s\] =+ Test [0-9a-z_]+ FAILED' "$plain" || true)"
 skipped="$(grep -acE 'SKIPPING TEST' "$plain" || true)"
 echo "librdkafka tests: ${passed} passed, ${failed} failed, ${skipped} skipped (local-only, mock-cluster and version-filtered ones included)"
+mkdir -p "$home/logs"
+cp "$plain" "$home/logs/out.txt"
 if [[ $status != 0 || $failed != 0 ]]; then
-  mkdir -p "$home/logs"
-  cp "$plain" "$home/logs/out.txt"
   [[ -f "$tmp/broker.log" ]] && cp "$tmp/broker.log" "$home/logs/broker.log"
   grep -aE 'Test [0-9a-z_]+ FAILED|TEST FAILURE|^### Test ' "$plain" | head -c 8000 || true
   echo "librdkafka tests FAILED (exit $status); full output in target/librdkafka-tests/logs/"
