@@ -226,6 +226,7 @@ enum Api {
     ShareAcknowledge,
     CreateAcls,
     DescribeAcls,
+    DescribeLogDirs,
 }
 
 /// Per-case resources are named after the user so that cases do not see
@@ -696,6 +697,14 @@ async fn attempt(api: Api, e: &mut Env, c: &mut RawClient, u: &str) -> i16 {
                 .await;
             r.results[0].error_code
         }
+        Api::DescribeLogDirs => {
+            let r = c.send(&DescribeLogDirsRequest::default(), 4).await;
+            // Refused: no directory besides the error.
+            if r.error_code != 0 {
+                assert!(r.results.is_empty());
+            }
+            r.error_code
+        }
         Api::DescribeAcls => {
             let r = c
                 .send(
@@ -724,6 +733,16 @@ struct Case {
 
 fn none(_: &str) -> Vec<AclCreation> {
     Vec::new()
+}
+
+fn describe_cluster(u: &str) -> Vec<AclCreation> {
+    vec![acl(
+        CLUSTER,
+        "kafka-cluster",
+        LITERAL,
+        &principal(u),
+        DESCRIBE,
+    )]
 }
 
 fn cases() -> Vec<Case> {
@@ -1009,15 +1028,7 @@ fn cases() -> Vec<Case> {
         ),
         c(
             Api::FindCoordinatorShare,
-            |u| {
-                vec![acl(
-                    CLUSTER,
-                    "kafka-cluster",
-                    LITERAL,
-                    &principal(u),
-                    DESCRIBE,
-                )]
-            },
+            describe_cluster,
             |u| {
                 vec![acl(
                     CLUSTER,
@@ -1032,15 +1043,7 @@ fn cases() -> Vec<Case> {
         ),
         c(
             Api::UpdateFeatures,
-            |u| {
-                vec![acl(
-                    CLUSTER,
-                    "kafka-cluster",
-                    LITERAL,
-                    &principal(u),
-                    DESCRIBE,
-                )]
-            },
+            describe_cluster,
             |u| vec![acl(CLUSTER, "kafka-cluster", LITERAL, &principal(u), ALTER)],
             CAF,
             0,
@@ -1237,34 +1240,13 @@ fn cases() -> Vec<Case> {
         ),
         c(
             Api::CreateAcls,
-            |u| {
-                vec![acl(
-                    CLUSTER,
-                    "kafka-cluster",
-                    LITERAL,
-                    &principal(u),
-                    DESCRIBE,
-                )]
-            },
+            describe_cluster,
             |u| vec![acl(CLUSTER, "kafka-cluster", LITERAL, &principal(u), ALTER)],
             CAF,
             0,
         ),
-        c(
-            Api::DescribeAcls,
-            none,
-            |u| {
-                vec![acl(
-                    CLUSTER,
-                    "kafka-cluster",
-                    LITERAL,
-                    &principal(u),
-                    DESCRIBE,
-                )]
-            },
-            CAF,
-            0,
-        ),
+        c(Api::DescribeAcls, none, describe_cluster, CAF, 0),
+        c(Api::DescribeLogDirs, none, describe_cluster, CAF, 0),
     ]
 }
 

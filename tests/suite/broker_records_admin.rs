@@ -884,3 +884,112 @@ async fn transactions_and_producers_are_described_and_listed() {
     );
     b.shutdown().await;
 }
+
+async fn log_dirs(
+    c: &mut RawClient,
+    topics: Option<Vec<(&str, Vec<i32>)>>,
+    version: i16,
+) -> DescribeLogDirsResponse {
+    use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+    c.send(
+        &DescribeLogDirsRequest::default().with_topics(topics.map(|ts| {
+            ts.into_iter()
+                .map(|(t, ps)| {
+                    DescribableLogDirTopic::default()
+                        .with_topic(TopicName(s(t)))
+                        .with_partitions(ps)
+                })
+                .collect()
+        })),
+        version,
+    )
+    .await
+}
+
+/// (topic, partition, size) of every partition in the answer's one directory.
+fn sizes(r: &DescribeLogDirsResponse) -> Vec<(String, i32, i64)> {
+    assert_eq!(r.results.len(), 1, "one log directory");
+    let mut v: Vec<(String, i32, i64)> = r.results[0]
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                assert_eq!((p.offset_lag, p.is_future_key), (0, false));
+                (t.name.0.to_string(), p.partition_index, p.partition_size)
+            })
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test]
+async fn log_dirs_give_each_partitions_size_in_the_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = TestBroker::on_disk(dir.path()).start().await;
+    let mut c = t.c;
+    kip::create_topic(&mut c, "sized", 2).await;
+    kip::create_topic(&mut c, "other", 1).await;
+    kip::produce_plain(&mut c, "sized", 0, 10).await;
+
+    // Every partition (no topic list), v4: the directory and its volume.
+    let all = log_dirs(&mut c, None, 4).await;
+    assert_eq!(all.error_code, 0);
+    let d = &all.results[0];
+    assert_eq!(d.error_code, 0);
+    assert_eq!(
+        d.log_dir.as_str(),
+        std::path::absolute(dir.path())
+            .unwrap()
+            .display()
+            .to_string()
+    );
+    assert!(
+        d.total_bytes > 0 && d.usable_bytes >= 0 && d.usable_bytes <= d.total_bytes,
+        "{d:?}"
+    );
+    let s_all = sizes(&all);
+    let of = |v: &[(String, i32, i64)], t: &str, p: i32| {
+        v.iter().find(|(n, q, _)| n == t && *q == p).map(|x| x.2)
+    };
+    assert!(of(&s_all, "sized", 0).unwrap() > 0, "{s_all:?}");
+    assert_eq!(of(&s_all, "sized", 1), Some(0));
+    assert_eq!(of(&s_all, "other", 0), Some(0));
+
+    // A list: only what exists of it, each partition once.
+    let some = log_dirs(
+        &mut c,
+        Some(vec![("sized", vec![0, 0, 7]), ("missing", vec![0])]),
+        2,
+    )
+    .await;
+    assert_eq!(
+        sizes(&some),
+        vec![("sized".to_string(), 0, of(&s_all, "sized", 0).unwrap())]
+    );
+    // Below v4 the volume's sizes are not carried.
+    assert_eq!(
+        (some.results[0].total_bytes, some.results[0].usable_bytes),
+        (-1, -1)
+    );
+
+    // More records, a larger size.
+    kip::produce_plain(&mut c, "sized", 0, 10).await;
+    let later = log_dirs(&mut c, Some(vec![("sized", vec![0])]), 1).await;
+    assert!(sizes(&later)[0].2 > of(&s_all, "sized", 0).unwrap());
+}
+
+#[tokio::test]
+async fn log_dirs_of_a_broker_in_memory_name_no_volume() {
+    let t = TestBroker::in_memory().start().await;
+    let mut c = t.c;
+    kip::create_topic(&mut c, "mem", 1).await;
+    kip::produce_plain(&mut c, "mem", 0, 3).await;
+    let r = log_dirs(&mut c, Some(vec![("mem", vec![0])]), 4).await;
+    assert_eq!(r.results[0].log_dir.as_str(), "memory");
+    assert_eq!(
+        (r.results[0].total_bytes, r.results[0].usable_bytes),
+        (-1, -1)
+    );
+    assert!(sizes(&r)[0].2 > 0);
+}

@@ -835,6 +835,35 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
         },
         timeout: t60,
     });
+    // DescribeLogDirs: kafka-log-dirs.sh and the topic sizes of cluster UIs.
+    out.push(Scenario {
+        client: "java-admin",
+        feature: "log directories: partition sizes, replica log dirs (DescribeLogDirs)",
+        runner: Runner::Java,
+        args: j(&["log-dirs", "--topic", "interop-log-dirs"]),
+        output: Output::ResultLine,
+        needs: &[],
+        embedded_gap: None,
+        verify: |v| {
+            ok(v)?;
+            expect_eq(v, "log_dirs", 1)?;
+            expect_str(v, "errors", "")?;
+            expect_true(v, "partition0_has_data")?;
+            expect_eq(v, "partition1_size", 0)?;
+            expect_eq(v, "offset_lag", 0)?;
+            expect_true(v, "current_log")?;
+            // Apache Kafka and our broker on disk know the volume's sizes;
+            // our broker in memory (as here) has none to give.
+            match v.get("volumes").and_then(Value::as_str) {
+                Some("consistent" | "unknown") => {}
+                other => return Err(format!("volumes: {other:?}")),
+            }
+            expect_true(v, "replica_dir_known")?;
+            expect_eq(v, "replica_offset_lag", 0)?;
+            expect_true(v, "replica_future_dir_absent")
+        },
+        timeout: t60,
+    });
     // KIP-848's group configs of a consumer group.
     out.push(Scenario {
         client: "java-admin",

@@ -444,6 +444,11 @@ impl BrokerCore {
         &self.request_bytes
     }
 
+    /// The log directory: the data directory, `None` in memory mode.
+    pub fn log_dir(&self) -> Option<&std::path::Path> {
+        self.data_dir().map(PathBuf::as_path)
+    }
+
     fn data_dir(&self) -> Option<&PathBuf> {
         match &self.config.storage {
             StorageMode::Directory(d) => Some(d),

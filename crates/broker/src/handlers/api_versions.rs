@@ -53,6 +53,7 @@ const SERVED: &[(i16, i16, i16)] = &[
     (66, 0, 2), // ListTransactions (v1 duration, v2 id pattern)
     (27, 1, 1), // WriteTxnMarkers (kafka-transactions.sh abort)
     (60, 0, 2), // DescribeCluster
+    (35, 1, 4), // DescribeLogDirs (log_dirs.rs)
     (48, 0, 1), // DescribeClientQuotas (none are set: an empty answer, quotas.rs)
     (50, 0, 0), // DescribeUserScramCredentials (KIP-554)
     (51, 0, 0), // AlterUserScramCredentials

@@ -15,6 +15,7 @@ mod consumer_protocol;
 mod data;
 mod features;
 mod group_admin;
+mod log_dirs;
 mod metadata;
 mod quotas;
 mod scram;
@@ -255,6 +256,10 @@ pub(crate) async fn dispatch(
             RequestKind::ListTransactions(r) => {
                 let resp = txn_admin::list_transactions(core, &ctx, r);
                 respond::<ListTransactionsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::DescribeLogDirs(r) => {
+                let resp = log_dirs::describe(core, &ctx, r);
+                respond::<DescribeLogDirsRequest>(&ctx, &resp, out)
             }
             RequestKind::DescribeClientQuotas(r) => {
                 let resp = quotas::describe(core, &ctx, r);

@@ -188,6 +188,7 @@ public final class Check {
                 case "share-consume": shareConsume(o, out); break;
                 case "share-dlq": shareDlq(o, out); break;
                 case "scram-users": scramUsers(o, out); break;
+                case "log-dirs": logDirs(o, out); break;
                 case "group-configs": groupConfigs(o, out); break;
                 default: throw new IllegalArgumentException("unknown command " + cmd);
             }
@@ -749,6 +750,70 @@ public final class Check {
             out.put("delete_missing", failure(admin.alterUserScramCredentials(List.of(
                 new org.apache.kafka.clients.admin.UserScramCredentialDeletion(
                     user, org.apache.kafka.clients.admin.ScramMechanism.SCRAM_SHA_256))).all()));
+        }
+    }
+
+    /**
+     * DescribeLogDirs through the admin client, as kafka-log-dirs.sh and
+     * cluster UIs use it: a topic of two partitions, ten records in the
+     * first; both are described in the broker's log directories, the
+     * first with a size above zero, the empty one at zero; a replica's
+     * directory and offset lag through describeReplicaLogDirs.
+     */
+    static void logDirs(Opts o, Json out) throws Exception {
+        String topic = o.str("topic");
+        try (Admin admin = Admin.create(base(o))) {
+            admin.createTopics(List.of(new NewTopic(topic, 2, (short) 1))).all().get(30, TimeUnit.SECONDS);
+            try (KafkaProducer<String, String> producer = producer(o, base(o))) {
+                for (int i = 0; i < 10; i++) {
+                    producer.send(new ProducerRecord<>(topic, 0, "k", "value-" + i)).get(30, TimeUnit.SECONDS);
+                }
+            }
+            int broker = admin.describeCluster().nodes().get(30, TimeUnit.SECONDS).iterator().next().id();
+            Map<String, org.apache.kafka.clients.admin.LogDirDescription> dirs =
+                admin.describeLogDirs(List.of(broker)).allDescriptions().get(30, TimeUnit.SECONDS).get(broker);
+            out.put("log_dirs", dirs.size());
+            long size0 = -1, size1 = -1, lag0 = -1;
+            boolean future0 = true;
+            List<String> errors = new ArrayList<>();
+            List<String> volumes = new ArrayList<>();
+            for (org.apache.kafka.clients.admin.LogDirDescription d : dirs.values()) {
+                if (d.error() != null) {
+                    errors.add(d.error().getClass().getSimpleName());
+                }
+                org.apache.kafka.clients.admin.ReplicaInfo r0 = d.replicaInfos().get(new TopicPartition(topic, 0));
+                org.apache.kafka.clients.admin.ReplicaInfo r1 = d.replicaInfos().get(new TopicPartition(topic, 1));
+                if (r0 != null) {
+                    size0 = r0.size();
+                    lag0 = r0.offsetLag();
+                    future0 = r0.isFuture();
+                }
+                if (r1 != null) {
+                    size1 = r1.size();
+                }
+                // The volume's sizes (v4): both known with usable <= total,
+                // or both unknown (a broker without a disk).
+                if (d.totalBytes().isPresent() && d.usableBytes().isPresent()) {
+                    volumes.add(d.usableBytes().getAsLong() <= d.totalBytes().getAsLong() ? "consistent" : "inconsistent");
+                } else if (d.totalBytes().isEmpty() && d.usableBytes().isEmpty()) {
+                    volumes.add("unknown");
+                } else {
+                    volumes.add("half");
+                }
+            }
+            out.put("errors", String.join(",", errors));
+            out.put("partition0_has_data", size0 > 0);
+            out.put("partition1_size", size1);
+            out.put("offset_lag", lag0);
+            out.put("current_log", size0 >= 0 && !future0);
+            out.put("volumes", String.join(",", volumes));
+            org.apache.kafka.common.TopicPartitionReplica replica =
+                new org.apache.kafka.common.TopicPartitionReplica(topic, 0, broker);
+            org.apache.kafka.clients.admin.DescribeReplicaLogDirsResult.ReplicaLogDirInfo info =
+                admin.describeReplicaLogDirs(List.of(replica)).all().get(30, TimeUnit.SECONDS).get(replica);
+            out.put("replica_dir_known", info.getCurrentReplicaLogDir() != null);
+            out.put("replica_offset_lag", info.getCurrentReplicaOffsetLag());
+            out.put("replica_future_dir_absent", info.getFutureReplicaLogDir() == null);
         }
     }
 
