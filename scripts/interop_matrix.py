@@ -46,10 +46,10 @@ GAPS = """\
   Heartbeat, LeaveGroup), the KIP-848 protocol (`group.protocol=consumer`:
   ConsumerGroupHeartbeat and ConsumerGroupDescribe v0-1, assignors
   `uniform` and `range`), OffsetCommit, OffsetFetch, TxnOffsetCommit and
-  the group admin APIs are served. Consumer-protocol membership is not
-  persisted (members rejoin after a restart), a static member's -2 is a
-  leave, and a group cannot migrate between the two protocols
-  (docs/DESIGN.md D26). The consumer groups' own group configs
+  the group admin APIs are served. Consumer-protocol groups are persisted
+  with their members and assignments (docs/DESIGN.md D29a), a static
+  member's -2 keeps its assignment until its session expires, and a group
+  cannot migrate between the two protocols (docs/DESIGN.md D26). The consumer groups' own group configs
   `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` are
   served with Kafka 4.4's bounds and messages, and the coordinator reads
   them at every heartbeat (the interval it answers, the session it gives
