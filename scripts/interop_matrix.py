@@ -83,7 +83,9 @@ GAPS = """\
   DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG) but change
   nothing, except KIP-1191's `errors.deadletterqueue.auto.create.topics.enable`
   and `errors.deadletterqueue.topic.name.prefix` (docs/DESIGN.md D24); a
-  static or unknown broker config is INVALID_REQUEST.
+  static or unknown broker config, or a value Kafka refuses for one, is
+  INVALID_REQUEST (a topic's refused value is INVALID_CONFIG), as Kafka
+  4.4 answers.
 - **Transactions admin**: DescribeProducers, DescribeTransactions,
   ListTransactions v0-2 (v2: the id pattern) and WriteTxnMarkers are
   served (kafka-transactions.sh `list`, `describe`, `describe-producers`,
@@ -94,6 +96,13 @@ GAPS = """\
   directory is the data directory, with its volume's total and usable
   bytes; with `--memory` it is named `memory` and those are unknown (-1).
   AlterReplicaLogDirs is not served: there is one directory.
+- **Reassignments and elections** (`kafka-reassign-partitions.sh`,
+  `kafka-leader-election.sh`): ListPartitionReassignments,
+  AlterPartitionReassignments v0-1 and ElectLeaders v0-2 are served with
+  Kafka 4.4's answers on a one-node cluster, error and message: nothing is
+  ever being reassigned, a reassignment to this node succeeds and changes
+  nothing, any other is INVALID_REPLICA_ASSIGNMENT, a cancel
+  NO_REASSIGNMENT_IN_PROGRESS, an election ELECTION_NOT_NEEDED.
 - **`__consumer_offsets`** is listed (internal) once a group coordinator
   was looked up, but is empty: offsets are kept by the group coordinator
   in its own log (docs/DESIGN.md D23).

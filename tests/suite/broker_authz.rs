@@ -227,6 +227,9 @@ enum Api {
     CreateAcls,
     DescribeAcls,
     DescribeLogDirs,
+    ListPartitionReassignments,
+    AlterPartitionReassignments,
+    ElectLeaders,
 }
 
 /// Per-case resources are named after the user so that cases do not see
@@ -696,6 +699,52 @@ async fn attempt(api: Api, e: &mut Env, c: &mut RawClient, u: &str) -> i16 {
                 )
                 .await;
             r.results[0].error_code
+        }
+        Api::ListPartitionReassignments => {
+            let r = c
+                .send(&ListPartitionReassignmentsRequest::default(), 0)
+                .await;
+            r.error_code
+        }
+        Api::AlterPartitionReassignments => {
+            use kafka_protocol::messages::alter_partition_reassignments_request::{
+                ReassignablePartition, ReassignableTopic,
+            };
+            let node = e.b.core().node_id();
+            let r = c
+                .send(
+                    &AlterPartitionReassignmentsRequest::default().with_topics(vec![
+                        ReassignableTopic::default()
+                            .with_name(TopicName(s(INPUT)))
+                            .with_partitions(vec![
+                                ReassignablePartition::default()
+                                    .with_partition_index(0)
+                                    .with_replicas(Some(vec![BrokerId(node)])),
+                            ]),
+                    ]),
+                    1,
+                )
+                .await;
+            let p = r.responses[0].partitions[0].error_code;
+            // The top level and the partition say the same.
+            assert!(r.error_code == 0 || r.error_code == p);
+            p
+        }
+        Api::ElectLeaders => {
+            use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+            let r = c
+                .send(
+                    &ElectLeadersRequest::default().with_topic_partitions(Some(vec![
+                        TopicPartitions::default()
+                            .with_topic(TopicName(s(INPUT)))
+                            .with_partitions(vec![0]),
+                    ])),
+                    2,
+                )
+                .await;
+            let p = r.replica_election_results[0].partition_result[0].error_code;
+            assert!(r.error_code == 0 || r.error_code == p);
+            p
         }
         Api::DescribeLogDirs => {
             let r = c.send(&DescribeLogDirsRequest::default(), 4).await;
@@ -1247,6 +1296,27 @@ fn cases() -> Vec<Case> {
         ),
         c(Api::DescribeAcls, none, describe_cluster, CAF, 0),
         c(Api::DescribeLogDirs, none, describe_cluster, CAF, 0),
+        c(
+            Api::ListPartitionReassignments,
+            none,
+            describe_cluster,
+            CAF,
+            0,
+        ),
+        c(
+            Api::AlterPartitionReassignments,
+            describe_cluster,
+            |u| vec![acl(CLUSTER, "kafka-cluster", LITERAL, &principal(u), ALTER)],
+            CAF,
+            0,
+        ),
+        c(
+            Api::ElectLeaders,
+            describe_cluster,
+            |u| vec![acl(CLUSTER, "kafka-cluster", LITERAL, &principal(u), ALTER)],
+            CAF,
+            ErrorCode::ELECTION_NOT_NEEDED.0,
+        ),
     ]
 }
 

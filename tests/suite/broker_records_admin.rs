@@ -538,8 +538,9 @@ async fn dynamic_broker_configs_are_accepted_reported_and_persisted() {
     let (code, msg) = alter_broker(&mut c, "0", &[("broker.id", 0, Some("7"))]).await;
     assert_eq!(code, ErrorCode::INVALID_REQUEST.0);
     assert!(msg.unwrap().contains("dynamically"));
+    // A value Kafka refuses for a broker resource: INVALID_REQUEST there.
     let (code, _) = alter_broker(&mut c, "0", &[("num.io.threads", 0, Some("0"))]).await;
-    assert_eq!(code, ErrorCode::INVALID_CONFIG.0);
+    assert_eq!(code, ErrorCode::INVALID_REQUEST.0);
     let (code, _) = alter_broker(&mut c, "5", &[("num.io.threads", 0, Some("4"))]).await;
     assert_eq!(code, ErrorCode::INVALID_REQUEST.0);
     b.shutdown().await;
@@ -614,7 +615,7 @@ async fn listener_security_settings_are_dynamic_broker_configs() {
     .await;
     assert_eq!(
         code,
-        ErrorCode::INVALID_CONFIG.0,
+        ErrorCode::INVALID_REQUEST.0,
         "Kafka's range is [0.5, 1.0]"
     );
     let (_, configs) = admin(&b).describe_broker_configs().await.unwrap();
@@ -992,4 +993,83 @@ async fn log_dirs_of_a_broker_in_memory_name_no_volume() {
         (-1, -1)
     );
     assert!(sizes(&r)[0].2 > 0);
+}
+
+#[tokio::test]
+async fn elections_and_reassignments_on_one_node_change_nothing() {
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+    let t = TestBroker::in_memory().start().await;
+    let (b, mut c) = (t.b, t.c);
+    kip::create_topic(&mut c, "ra", 2).await;
+    let node = b.core().node_id();
+    let elect = |ty: i8, parts: Option<Vec<i32>>| {
+        ElectLeadersRequest::default()
+            .with_election_type(ty)
+            .with_topic_partitions(parts.map(|ps| {
+                vec![
+                    TopicPartitions::default()
+                        .with_topic(TopicName(s("ra")))
+                        .with_partitions(ps),
+                ]
+            }))
+    };
+    // Every partition: none needs an election, so no result.
+    let all = c.send(&elect(0, None), 2).await;
+    assert_eq!((all.error_code, all.replica_election_results.len()), (0, 0));
+    // Named, v0 (no top-level error code) to v2.
+    for v in 0..=2 {
+        let r = c.send(&elect(0, Some(vec![0, 1, 5])), v).await;
+        let codes: Vec<i16> = r.replica_election_results[0]
+            .partition_result
+            .iter()
+            .map(|p| p.error_code)
+            .collect();
+        let (nn, unknown) = (
+            ErrorCode::ELECTION_NOT_NEEDED.0,
+            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
+        );
+        assert_eq!(codes, vec![nn, nn, unknown], "v{v}");
+    }
+    // An election type that does not exist.
+    let bad = c.send(&elect(5, Some(vec![0])), 2).await;
+    assert_eq!(bad.error_code, ErrorCode::INVALID_REQUEST.0);
+
+    let reassign = |flag: bool, replicas: Option<Vec<i32>>| {
+        AlterPartitionReassignmentsRequest::default()
+            .with_allow_replication_factor_change(flag)
+            .with_topics(vec![
+                ReassignableTopic::default()
+                    .with_name(TopicName(s("ra")))
+                    .with_partitions(vec![
+                        ReassignablePartition::default()
+                            .with_partition_index(1)
+                            .with_replicas(replicas.map(|r| r.into_iter().map(BrokerId).collect())),
+                    ]),
+            ])
+    };
+    // v1 echoes the flag; v0 has none (it reads as true).
+    let r1 = c.send(&reassign(false, Some(vec![node])), 1).await;
+    assert!(!r1.allow_replication_factor_change);
+    assert_eq!(r1.responses[0].partitions[0].error_code, 0);
+    let r0 = c.send(&reassign(true, Some(vec![])), 0).await;
+    assert!(r0.allow_replication_factor_change);
+    assert_eq!(
+        r0.responses[0].partitions[0].error_code,
+        ErrorCode::INVALID_REPLICA_ASSIGNMENT.0
+    );
+    let cancel = c.send(&reassign(true, None), 1).await;
+    assert_eq!(
+        cancel.responses[0].partitions[0].error_code,
+        ErrorCode::NO_REASSIGNMENT_IN_PROGRESS.0
+    );
+    // Nothing is listed, whatever is asked.
+    let listed = c
+        .send(&ListPartitionReassignmentsRequest::default(), 0)
+        .await;
+    assert_eq!((listed.error_code, listed.topics.len()), (0, 0));
+    // The topic is as it was.
+    assert_eq!(b.core().topics().read().get("ra").unwrap().partitions, 2);
 }

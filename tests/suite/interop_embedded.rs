@@ -864,6 +864,75 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
         },
         timeout: t60,
     });
+    // kafka-reassign-partitions.sh and kafka-leader-election.sh on one node.
+    out.push(Scenario {
+        client: "java-admin",
+        feature: "partition reassignments and leader elections on one node",
+        runner: Runner::Java,
+        args: j(&["reassign-elect", "--topic", "interop-reassign-elect"]),
+        output: Output::ResultLine,
+        needs: &[],
+        embedded_gap: None,
+        // Apache Kafka 4.4's answers, class and message (the topic and the
+        // broker ids written T, SELF and OTHER).
+        verify: |v| {
+            ok(v)?;
+            const INVALID: &str =
+                "InvalidReplicaAssignmentException: The manual partition assignment includes";
+            expect_eq(v, "list_all", 0)?;
+            expect_eq(v, "list_one", 0)?;
+            expect_str(v, "list_missing", "none")?;
+            expect_str(v, "list_beyond", "none")?;
+            expect_str(v, "reassign_same", "none")?;
+            expect_str(
+                v,
+                "reassign_unknown_broker",
+                &format!("{INVALID} broker OTHER, but no such broker is registered."),
+            )?;
+            expect_str(
+                v,
+                "reassign_two_replicas",
+                &format!("{INVALID} broker OTHER, but no such broker is registered."),
+            )?;
+            expect_str(
+                v,
+                "reassign_duplicate",
+                &format!("{INVALID} the broker SELF more than once."),
+            )?;
+            expect_str(
+                v,
+                "cancel",
+                "NoReassignmentInProgressException: No partition reassignment is in progress.",
+            )?;
+            expect_str(
+                v,
+                "reassign_missing",
+                "UnknownTopicOrPartitionException: Unable to find a topic named T-missing.",
+            )?;
+            expect_str(
+                v,
+                "reassign_beyond",
+                "UnknownTopicOrPartitionException: Unable to find partition T:7.",
+            )?;
+            expect_eq(v, "list_after", 0)?;
+            const NOT_NEEDED: &str =
+                "ElectionNotNeededException: Leader election not needed for topic partition.";
+            expect_str(v, "elect_preferred", NOT_NEEDED)?;
+            expect_str(v, "elect_unclean", NOT_NEEDED)?;
+            expect_str(
+                v,
+                "elect_missing",
+                "UnknownTopicOrPartitionException: No such topic as T-missing",
+            )?;
+            expect_str(
+                v,
+                "elect_beyond",
+                "UnknownTopicOrPartitionException: No such partition as T-7",
+            )?;
+            expect_eq(v, "elect_all_results", 0)
+        },
+        timeout: t60,
+    });
     // KIP-848's group configs of a consumer group.
     out.push(Scenario {
         client: "java-admin",

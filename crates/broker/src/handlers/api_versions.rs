@@ -54,6 +54,9 @@ const SERVED: &[(i16, i16, i16)] = &[
     (27, 1, 1), // WriteTxnMarkers (kafka-transactions.sh abort)
     (60, 0, 2), // DescribeCluster
     (35, 1, 4), // DescribeLogDirs (log_dirs.rs)
+    (43, 0, 2), // ElectLeaders (reassignments.rs: never needed on one node)
+    (45, 0, 1), // AlterPartitionReassignments
+    (46, 0, 0), // ListPartitionReassignments
     (48, 0, 1), // DescribeClientQuotas (none are set: an empty answer, quotas.rs)
     (50, 0, 0), // DescribeUserScramCredentials (KIP-554)
     (51, 0, 0), // AlterUserScramCredentials

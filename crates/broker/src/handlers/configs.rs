@@ -11,7 +11,8 @@
 //! - APPEND and SUBTRACT only on list configs, else INVALID_CONFIG;
 //! - a broker resource names this node or "" (the cluster-wide default);
 //!   only Kafka's dynamic broker configs may be set, anything else is
-//!   INVALID_REQUEST ("Cannot update these configs dynamically");
+//!   INVALID_REQUEST ("Cannot update these configs dynamically"), and so
+//!   is a value Kafka refuses for one (not INVALID_CONFIG, as for topics);
 //! - AlterConfigs (the legacy API) replaces the whole set of a resource.
 //!
 //! Dynamic broker configs are stored (metadata.json in disk mode) and
@@ -114,6 +115,12 @@ pub(crate) const DYNAMIC_BROKER_CONFIGS: &[(&str, ConfigKind)] = &[
         Int(i32::MIN as i64, i32::MAX as i64),
     ),
     ("producer.id.expiration.ms", Int(1, i32::MAX as i64)),
+    // kafka-reassign-partitions.sh --verify deletes it with the two
+    // replication throttles.
+    (
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        Long(0, i64::MAX),
+    ),
     // The listener's SASL and TLS settings Kafka reconfigures at run time
     // (checked against Kafka 4.4 with kafka-configs.sh; librdkafka's
     // 0081_admin sets sasl.kerberos.min.time.before.relogin). Stored and
@@ -153,7 +160,10 @@ fn dynamic_broker_kind(name: &str) -> Option<ConfigKind> {
 }
 
 /// Checks a dynamic broker config value with the same rules as a topic
-/// config of that kind.
+/// config of that kind. Every refusal is INVALID_REQUEST, as Kafka 4.4
+/// answers for a broker resource (checked with kafka-configs.sh:
+/// `num.io.threads=0`, `log.preallocate=maybe`, a negative throttle),
+/// where a topic's invalid value is INVALID_CONFIG.
 fn validate_broker_config(name: &str, value: &str) -> Result<(), TopicError> {
     let Some(kind) = dynamic_broker_kind(name) else {
         return Err(TopicError {
@@ -161,13 +171,17 @@ fn validate_broker_config(name: &str, value: &str) -> Result<(), TopicError> {
             message: format!("Cannot update these configs dynamically: Set({name})"),
         });
     };
-    crate::topics::validate_value(name, value, kind)?;
+    let as_request = |e: TopicError| TopicError {
+        code: ErrorCode::INVALID_REQUEST,
+        message: e.message,
+    };
+    crate::topics::validate_value(name, value, kind).map_err(as_request)?;
     if name == crate::group::ERRORS_DLQ_TOPIC_NAME_PREFIX {
         // The same rule as the static setting.
         crate::group::ShareGroupBrokerConfig::default()
             .with_overrides([(name, value)])
             .map_err(|m| TopicError {
-                code: ErrorCode::INVALID_CONFIG,
+                code: ErrorCode::INVALID_REQUEST,
                 message: m,
             })?;
     }
@@ -603,17 +617,28 @@ mod tests {
             validate_broker_config("broker.id", "3").unwrap_err().code,
             ErrorCode::INVALID_REQUEST
         );
+        let e = validate_broker_config("num.io.threads", "0").unwrap_err();
         assert_eq!(
-            validate_broker_config("num.io.threads", "0")
-                .unwrap_err()
-                .code,
-            ErrorCode::INVALID_CONFIG
+            (e.code, e.message.as_str()),
+            (
+                ErrorCode::INVALID_REQUEST,
+                "Invalid value 0 for configuration num.io.threads: Value must be at least 1"
+            )
         );
         assert_eq!(
             validate_broker_config("log.preallocate", "maybe")
                 .unwrap_err()
                 .code,
-            ErrorCode::INVALID_CONFIG
+            ErrorCode::INVALID_REQUEST
+        );
+        assert!(
+            validate_broker_config("replica.alter.log.dirs.io.max.bytes.per.second", "0").is_ok()
+        );
+        assert_eq!(
+            validate_broker_config("replica.alter.log.dirs.io.max.bytes.per.second", "-1")
+                .unwrap_err()
+                .code,
+            ErrorCode::INVALID_REQUEST
         );
     }
 }

@@ -18,6 +18,7 @@ mod group_admin;
 mod log_dirs;
 mod metadata;
 mod quotas;
+mod reassignments;
 mod scram;
 mod share;
 mod share_offsets_admin;
@@ -256,6 +257,18 @@ pub(crate) async fn dispatch(
             RequestKind::ListTransactions(r) => {
                 let resp = txn_admin::list_transactions(core, &ctx, r);
                 respond::<ListTransactionsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::ListPartitionReassignments(r) => {
+                let resp = reassignments::list(core, &ctx, r);
+                respond::<ListPartitionReassignmentsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::AlterPartitionReassignments(r) => {
+                let resp = reassignments::alter(core, &ctx, r);
+                respond::<AlterPartitionReassignmentsRequest>(&ctx, &resp, out)
+            }
+            RequestKind::ElectLeaders(r) => {
+                let resp = reassignments::elect(core, &ctx, r);
+                respond::<ElectLeadersRequest>(&ctx, &resp, out)
             }
             RequestKind::DescribeLogDirs(r) => {
                 let resp = log_dirs::describe(core, &ctx, r);

@@ -189,6 +189,7 @@ public final class Check {
                 case "share-dlq": shareDlq(o, out); break;
                 case "scram-users": scramUsers(o, out); break;
                 case "log-dirs": logDirs(o, out); break;
+                case "reassign-elect": reassignElect(o, out); break;
                 case "group-configs": groupConfigs(o, out); break;
                 default: throw new IllegalArgumentException("unknown command " + cmd);
             }
@@ -760,6 +761,72 @@ public final class Check {
      * first with a size above zero, the empty one at zero; a replica's
      * directory and offset lag through describeReplicaLogDirs.
      */
+    /**
+     * What kafka-reassign-partitions.sh and kafka-leader-election.sh ask of
+     * a one-node cluster: no reassignment is listed, a reassignment to the
+     * replicas a partition already has, to a broker that does not exist,
+     * of a partition that does not exist, a cancel with nothing to cancel;
+     * preferred and unclean elections of a partition whose leader is already
+     * its preferred replica, of every partition, of a missing one.
+     */
+    static void reassignElect(Opts o, Json out) throws Exception {
+        String topic = o.str("topic");
+        try (Admin admin = Admin.create(base(o))) {
+            admin.createTopics(List.of(new NewTopic(topic, 2, (short) 1))).all().get(30, TimeUnit.SECONDS);
+            int broker = admin.describeCluster().nodes().get(30, TimeUnit.SECONDS).iterator().next().id();
+            // The error's class and message, the topic and the broker ids
+            // written as T, SELF and OTHER so that two clusters compare.
+            java.util.function.Function<org.apache.kafka.common.KafkaFuture<?>, String> failure = f -> {
+                try {
+                    f.get(30, TimeUnit.SECONDS);
+                    return "none";
+                } catch (Exception e) {
+                    Throwable c = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+                    return (c.getClass().getSimpleName() + ": " + c.getMessage())
+                        .replace(topic, "T")
+                        .replace("broker " + (broker + 1000), "broker OTHER")
+                        .replace("broker " + broker + " ", "broker SELF ");
+                }
+            };
+            TopicPartition tp = new TopicPartition(topic, 0);
+            TopicPartition missing = new TopicPartition(topic + "-missing", 0);
+            TopicPartition beyond = new TopicPartition(topic, 7);
+            out.put("list_all", admin.listPartitionReassignments().reassignments().get(30, TimeUnit.SECONDS).size());
+            out.put("list_one", admin.listPartitionReassignments(java.util.Set.of(tp)).reassignments().get(30, TimeUnit.SECONDS).size());
+            out.put("list_missing", failure.apply(admin.listPartitionReassignments(java.util.Set.of(missing)).reassignments()));
+            out.put("list_beyond", failure.apply(admin.listPartitionReassignments(java.util.Set.of(beyond)).reassignments()));
+            java.util.function.Function<Optional<org.apache.kafka.clients.admin.NewPartitionReassignment>, Map<TopicPartition, Optional<org.apache.kafka.clients.admin.NewPartitionReassignment>>> one =
+                r -> {
+                    Map<TopicPartition, Optional<org.apache.kafka.clients.admin.NewPartitionReassignment>> m = new HashMap<>();
+                    m.put(tp, r);
+                    return m;
+                };
+            out.put("reassign_same", failure.apply(admin.alterPartitionReassignments(one.apply(
+                Optional.of(new org.apache.kafka.clients.admin.NewPartitionReassignment(List.of(broker))))).all()));
+            out.put("reassign_unknown_broker", failure.apply(admin.alterPartitionReassignments(one.apply(
+                Optional.of(new org.apache.kafka.clients.admin.NewPartitionReassignment(List.of(broker + 1000))))).all()));
+            out.put("reassign_two_replicas", failure.apply(admin.alterPartitionReassignments(one.apply(
+                Optional.of(new org.apache.kafka.clients.admin.NewPartitionReassignment(List.of(broker, broker + 1000))))).all()));
+            out.put("reassign_duplicate", failure.apply(admin.alterPartitionReassignments(one.apply(
+                Optional.of(new org.apache.kafka.clients.admin.NewPartitionReassignment(List.of(broker, broker))))).all()));
+            out.put("cancel", failure.apply(admin.alterPartitionReassignments(one.apply(Optional.empty())).all()));
+            Map<TopicPartition, Optional<org.apache.kafka.clients.admin.NewPartitionReassignment>> m = new HashMap<>();
+            m.put(missing, Optional.of(new org.apache.kafka.clients.admin.NewPartitionReassignment(List.of(broker))));
+            out.put("reassign_missing", failure.apply(admin.alterPartitionReassignments(m).all()));
+            m = new HashMap<>();
+            m.put(beyond, Optional.of(new org.apache.kafka.clients.admin.NewPartitionReassignment(List.of(broker))));
+            out.put("reassign_beyond", failure.apply(admin.alterPartitionReassignments(m).all()));
+            out.put("list_after", admin.listPartitionReassignments().reassignments().get(30, TimeUnit.SECONDS).size());
+            out.put("elect_preferred", failure.apply(admin.electLeaders(org.apache.kafka.common.ElectionType.PREFERRED, java.util.Set.of(tp)).all()));
+            out.put("elect_unclean", failure.apply(admin.electLeaders(org.apache.kafka.common.ElectionType.UNCLEAN, java.util.Set.of(tp)).all()));
+            out.put("elect_missing", failure.apply(admin.electLeaders(org.apache.kafka.common.ElectionType.PREFERRED, java.util.Set.of(missing)).all()));
+            out.put("elect_beyond", failure.apply(admin.electLeaders(org.apache.kafka.common.ElectionType.PREFERRED, java.util.Set.of(beyond)).all()));
+            Map<TopicPartition, Optional<Throwable>> all = admin.electLeaders(
+                org.apache.kafka.common.ElectionType.PREFERRED, null).partitions().get(30, TimeUnit.SECONDS);
+            out.put("elect_all_results", all.size());
+        }
+    }
+
     static void logDirs(Opts o, Json out) throws Exception {
         String topic = o.str("topic");
         try (Admin admin = Admin.create(base(o))) {
