@@ -84,8 +84,9 @@ GAPS = """\
   nothing, except KIP-1191's `errors.deadletterqueue.auto.create.topics.enable`
   and `errors.deadletterqueue.topic.name.prefix` (docs/DESIGN.md D24); a
   static or unknown broker config, or a value Kafka refuses for one, is
-  INVALID_REQUEST (a topic's refused value is INVALID_CONFIG), as Kafka
-  4.4 answers.
+  INVALID_REQUEST (a topic's refused value is INVALID_CONFIG), and so is
+  a listener's SASL or TLS setting as the cluster-wide default (per broker
+  only), as Kafka 4.4 answers.
 - **Transactions admin**: DescribeProducers, DescribeTransactions,
   ListTransactions v0-2 (v2: the id pattern) and WriteTxnMarkers are
   served (kafka-transactions.sh `list`, `describe`, `describe-producers`,

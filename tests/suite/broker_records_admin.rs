@@ -618,11 +618,32 @@ async fn listener_security_settings_are_dynamic_broker_configs() {
         ErrorCode::INVALID_REQUEST.0,
         "Kafka's range is [0.5, 1.0]"
     );
+    // Per broker only, as Kafka 4.4: not as the cluster-wide default.
+    let (code, msg) = alter_broker(
+        &mut c,
+        "",
+        &[
+            ("log.cleaner.threads", 0, Some("2")),
+            ("ssl.client.auth", 0, Some("none")),
+            ("sasl.kerberos.service.name", 0, Some("kafka")),
+        ],
+    )
+    .await;
+    assert_eq!(code, ErrorCode::INVALID_REQUEST.0);
+    assert_eq!(
+        msg.as_deref(),
+        Some(
+            "Cannot update these configs at default cluster level, broker id must be specified: \
+             [sasl.kerberos.service.name, ssl.client.auth]"
+        )
+    );
     let (_, configs) = admin(&b).describe_broker_configs().await.unwrap();
     assert_eq!(
         configs["sasl.kerberos.min.time.before.relogin"].as_deref(),
         Some("58000")
     );
+    // The refused request changed nothing, the rest of it included.
+    assert!(!configs.contains_key("log.cleaner.threads"));
     b.shutdown().await;
 }
 

@@ -159,6 +159,14 @@ fn dynamic_broker_kind(name: &str) -> Option<ConfigKind> {
         .map(|(_, k)| *k)
 }
 
+/// Whether a dynamic broker config may be set only for one broker, not as
+/// the cluster-wide default: the listener's security settings. Kafka 4.4
+/// refuses every SASL and TLS config of [`DYNAMIC_BROKER_CONFIGS`] at the
+/// default level (checked with kafka-configs.sh --entity-default).
+fn per_broker_only(name: &str) -> bool {
+    name.starts_with("sasl.") || name.starts_with("ssl.")
+}
+
 /// Checks a dynamic broker config value with the same rules as a topic
 /// config of that kind. Every refusal is INVALID_REQUEST, as Kafka 4.4
 /// answers for a broker resource (checked with kafka-configs.sh:
@@ -367,6 +375,22 @@ fn alter_resource(
             })?;
             for (k, v) in &configs {
                 validate_broker_config(k, v).map_err(err)?;
+            }
+            if cluster_wide {
+                let per_broker: Vec<&str> = configs
+                    .keys()
+                    .map(String::as_str)
+                    .filter(|k| per_broker_only(k))
+                    .collect();
+                if !per_broker.is_empty() {
+                    return Err((
+                        ErrorCode::INVALID_REQUEST,
+                        format!(
+                            "Cannot update these configs at default cluster level, broker id must be specified: [{}]",
+                            per_broker.join(", ")
+                        ),
+                    ));
+                }
             }
             if !validate_only {
                 *target = configs;
