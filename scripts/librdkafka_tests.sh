@@ -4,7 +4,7 @@
 #   scripts/librdkafka_tests.sh [--seeds HOST:PORT] [--tests LIST] [--full] [--ci]
 #
 # --tests 0001,0081 runs those tests only. --ci leaves out the slowest
-# tests and 0086 (below), so that the run takes about 2.5 minutes after
+# tests and 0086 (below), so that the run takes about 3 minutes after
 # the build.
 #
 # librdkafka (the C client under confluent-kafka, kcat and most non-Java

@@ -1485,15 +1485,20 @@ async fn finish(
         );
         let mut reader = check::CommittedReader::new(&end.bootstrap, "chaos-out", args.partitions);
         let deadline = Instant::now() + Duration::from_secs(60);
+        // The reader only appends: each pass decodes what the last one
+        // had not seen.
+        let mut copied = BTreeSet::new();
+        let mut scanned = 0;
         while Instant::now() < deadline {
             if reader.read_more().await.is_ok() {
-                let copied: BTreeSet<u64> = reader
-                    .records
-                    .iter()
-                    .filter_map(|(_, _, v)| payload::Payload::decode(v))
-                    .map(|pl| pl.seq)
-                    .filter(|s| aborted_in_input.contains(s))
-                    .collect();
+                copied.extend(
+                    reader.records[scanned..]
+                        .iter()
+                        .filter_map(|(_, _, v)| payload::Payload::decode(v))
+                        .map(|pl| pl.seq)
+                        .filter(|s| aborted_in_input.contains(s)),
+                );
+                scanned = reader.records.len();
                 if copied.len() == aborted_in_input.len() {
                     break;
                 }
@@ -1742,7 +1747,14 @@ fn kafka_marker_drops(dir: &Path, transactional_id: &str) -> Vec<String> {
                 .is_some_and(|n| n == "kafka.log" || n.starts_with("kafka.log."))
         })
         .collect();
-    paths.sort();
+    // Oldest life first: kafka.log.1, kafka.log.2, ..., kafka.log.10, then
+    // the current kafka.log.
+    paths.sort_by_key(|p| {
+        p.extension()
+            .and_then(|e| e.to_str())
+            .and_then(|e| e.parse::<u64>().ok())
+            .unwrap_or(u64::MAX)
+    });
     let mut lines = Vec::new();
     for p in paths {
         let Ok(text) = std::fs::read_to_string(&p) else {
@@ -1842,10 +1854,23 @@ mod tests {
         )
         .unwrap();
         std::fs::write(dir.join("kafka.log.2"), format!("{}\n", drop("other"))).unwrap();
-        std::fs::write(dir.join("kafka.log"), format!("{}\n", drop("chaos-seeder"))).unwrap();
+        std::fs::write(
+            dir.join("kafka.log.10"),
+            format!("{} life10\n", drop("chaos-seeder")),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("kafka.log"),
+            format!("{} now\n", drop("chaos-seeder")),
+        )
+        .unwrap();
         std::fs::write(dir.join("format.log"), drop("chaos-seeder")).unwrap();
         let found = kafka_marker_drops(&dir, "chaos-seeder");
         let _ = std::fs::remove_dir_all(&dir);
-        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(found.len(), 3, "{found:?}");
+        // Oldest life first, the running one last.
+        assert!(found[0].ends_with("deleted"), "{found:?}");
+        assert!(found[1].ends_with("life10"), "{found:?}");
+        assert!(found[2].ends_with("now"), "{found:?}");
     }
 }
