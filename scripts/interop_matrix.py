@@ -97,6 +97,12 @@ GAPS = """\
   directory is the data directory, with its volume's total and usable
   bytes; with `--memory` it is named `memory` and those are unknown (-1).
   AlterReplicaLogDirs is not served: there is one directory.
+- **Leader epochs** (KIP-320): OffsetForLeaderEpoch v2-4 is served, so
+  consumers check a position that carries a leader epoch (a `seek` with
+  `OffsetAndMetadata`, a committed offset) before they fetch from it, and
+  find a position past the log's end as Kafka's consumers do (a
+  LogTruncationException, or a reset to the end with a reset policy).
+  Every partition stays in leader epoch 0 for the broker's whole life.
 - **Reassignments and elections** (`kafka-reassign-partitions.sh`,
   `kafka-leader-election.sh`): ListPartitionReassignments,
   AlterPartitionReassignments v0-1 and ElectLeaders v0-2 are served with

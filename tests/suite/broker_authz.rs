@@ -229,6 +229,7 @@ enum Api {
     DescribeLogDirs,
     ListPartitionReassignments,
     AlterPartitionReassignments,
+    OffsetForLeaderEpoch,
     ElectLeaders,
 }
 
@@ -746,6 +747,33 @@ async fn attempt(api: Api, e: &mut Env, c: &mut RawClient, u: &str) -> i16 {
             assert!(r.error_code == 0 || r.error_code == p);
             p
         }
+        Api::OffsetForLeaderEpoch => {
+            use kafka_protocol::messages::offset_for_leader_epoch_request::{
+                OffsetForLeaderPartition, OffsetForLeaderTopic,
+            };
+            let r = c
+                .send(
+                    &OffsetForLeaderEpochRequest::default()
+                        .with_replica_id(BrokerId(-1))
+                        .with_topics(vec![
+                            OffsetForLeaderTopic::default()
+                                .with_topic(TopicName(s(INPUT)))
+                                .with_partitions(vec![
+                                    OffsetForLeaderPartition::default()
+                                        .with_partition(0)
+                                        .with_current_leader_epoch(0)
+                                        .with_leader_epoch(0),
+                                ]),
+                        ]),
+                    4,
+                )
+                .await;
+            let p = &r.topics[0].partitions[0];
+            if p.error_code == 0 {
+                assert_eq!((p.leader_epoch, p.end_offset), (0, 3));
+            }
+            p.error_code
+        }
         Api::DescribeLogDirs => {
             let r = c.send(&DescribeLogDirsRequest::default(), 4).await;
             // Refused: no directory besides the error.
@@ -905,6 +933,30 @@ fn cases() -> Vec<Case> {
             Api::ListOffsets,
             none,
             |u| vec![acl(TOPIC, INPUT, LITERAL, &principal(u), DESCRIBE)],
+            TAF,
+            0,
+        ),
+        // Describe on the topic (consumers), or ClusterAction on the
+        // cluster (followers), as Kafka's KafkaApis checks it.
+        c(
+            Api::OffsetForLeaderEpoch,
+            none,
+            |u| vec![acl(TOPIC, INPUT, LITERAL, &principal(u), DESCRIBE)],
+            TAF,
+            0,
+        ),
+        c(
+            Api::OffsetForLeaderEpoch,
+            none,
+            |u| {
+                vec![acl(
+                    CLUSTER,
+                    "kafka-cluster",
+                    LITERAL,
+                    &principal(u),
+                    CLUSTER_ACTION,
+                )]
+            },
             TAF,
             0,
         ),

@@ -102,27 +102,41 @@ pub(crate) async fn list_offset(
     (p.error_code, p.offset, p.timestamp)
 }
 
+/// A consumer's Fetch of `topic`'s (partition, offset, current leader
+/// epoch) list, 1 MiB each.
+fn fetch_req(
+    topic: &str,
+    parts: &[(i32, i64, i32)],
+    max_wait_ms: i32,
+    min_bytes: i32,
+) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(min_bytes)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![
+            FetchTopic::default()
+                .with_topic(TopicName(s(topic)))
+                .with_partitions(
+                    parts
+                        .iter()
+                        .map(|&(p, offset, epoch)| {
+                            FetchPartition::default()
+                                .with_partition(p)
+                                .with_fetch_offset(offset)
+                                .with_current_leader_epoch(epoch)
+                                .with_partition_max_bytes(1 << 20)
+                        })
+                        .collect(),
+                ),
+        ])
+}
+
 /// Fetch of partition 0 from `offset`: (error, log start offset, bytes).
 async fn fetch(c: &mut RawClient, topic: &str, offset: i64) -> (i16, i64, usize) {
     let r = c
-        .send(
-            &FetchRequest::default()
-                .with_replica_id(BrokerId(-1))
-                .with_max_wait_ms(0)
-                .with_min_bytes(0)
-                .with_max_bytes(1 << 20)
-                .with_topics(vec![
-                    FetchTopic::default()
-                        .with_topic(TopicName(s(topic)))
-                        .with_partitions(vec![
-                            FetchPartition::default()
-                                .with_partition(0)
-                                .with_fetch_offset(offset)
-                                .with_partition_max_bytes(1 << 20),
-                        ]),
-                ]),
-            12,
-        )
+        .send(&fetch_req(topic, &[(0, offset, -1)], 0, 0), 12)
         .await;
     let p = &r.responses[0].partitions[0];
     (
@@ -1093,4 +1107,170 @@ async fn elections_and_reassignments_on_one_node_change_nothing() {
     assert_eq!((listed.error_code, listed.topics.len()), (0, 0));
     // The topic is as it was.
     assert_eq!(b.core().topics().read().get("ra").unwrap().partitions, 2);
+}
+
+#[tokio::test]
+async fn offsets_for_leader_epoch_answer_from_the_one_epoch_of_each_log() {
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    let t = TestBroker::in_memory().start().await;
+    let (b, mut c) = (t.b, t.c);
+    kip::create_topic(&mut c, "ep", 2).await;
+    kip::produce_plain(&mut c, "ep", 0, 7).await;
+    admin(&b)
+        .delete_records(&[("ep".to_string(), 0, 3)])
+        .await
+        .unwrap();
+    let ask = |topic: &str, parts: &[(i32, i32, i32)]| {
+        OffsetForLeaderEpochRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![
+                OffsetForLeaderTopic::default()
+                    .with_topic(TopicName(s(topic)))
+                    .with_partitions(
+                        parts
+                            .iter()
+                            .map(|&(p, current, epoch)| {
+                                OffsetForLeaderPartition::default()
+                                    .with_partition(p)
+                                    .with_current_leader_epoch(current)
+                                    .with_leader_epoch(epoch)
+                            })
+                            .collect(),
+                    ),
+            ])
+    };
+    let answers = |r: &OffsetForLeaderEpochResponse| -> Vec<(i32, i16, i32, i64)> {
+        r.topics[0]
+            .partitions
+            .iter()
+            .map(|p| (p.partition, p.error_code, p.leader_epoch, p.end_offset))
+            .collect()
+    };
+    let (fenced, unknown_epoch, unknown) = (
+        ErrorCode::FENCED_LEADER_EPOCH.0,
+        ErrorCode::UNKNOWN_LEADER_EPOCH.0,
+        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
+    );
+    for v in 2..=4 {
+        let r = c
+            .send(
+                &ask(
+                    "ep",
+                    &[
+                        (0, 0, 0),   // the current epoch: the log end
+                        (1, -1, 0),  // an empty partition, no check
+                        (0, 0, 4),   // an epoch the log never had
+                        (0, -1, -1), // undefined
+                        (0, 0, -5),  // older than any: the log start
+                        (0, -3, 0),  // the client's leader is older
+                        (0, 2, 0),   // the client knows a newer leader
+                        (9, 0, 0),   // no such partition
+                    ],
+                ),
+                v,
+            )
+            .await;
+        assert_eq!(
+            answers(&r),
+            vec![
+                (0, 0, 0, 7),
+                (1, 0, 0, 0),
+                (0, 0, -1, -1),
+                (0, 0, -1, -1),
+                (0, 0, -5, 3),
+                (0, fenced, -1, -1),
+                (0, unknown_epoch, -1, -1),
+                (9, unknown, -1, -1),
+            ],
+            "v{v}"
+        );
+    }
+    let none = c.send(&ask("nope", &[(0, 0, 0)]), 4).await;
+    assert_eq!(answers(&none), vec![(0, unknown, -1, -1)]);
+
+    // Fetch (v9+) and ListOffsets (v4+) check the client's leader epoch
+    // the same way; -1 and 0 read.
+    let fetch_at = |epoch: i32| fetch_req("ep", &[(0, 3, epoch)], 0, 0);
+    for (epoch, code) in [(-1, 0), (0, 0), (-2, fenced), (1, unknown_epoch)] {
+        let r = c.send(&fetch_at(epoch), 12).await;
+        let p = &r.responses[0].partitions[0];
+        assert_eq!(p.error_code, code, "fetch, epoch {epoch}");
+        assert_eq!(p.records.as_ref().is_some_and(|r| !r.is_empty()), code == 0);
+    }
+    // v8 has no epoch field: any value set is not sent.
+    let r = c.send(&fetch_at(-1), 8).await;
+    assert_eq!(r.responses[0].partitions[0].error_code, 0);
+    let list_at = |epoch: i32| {
+        ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![
+                ListOffsetsTopic::default()
+                    .with_name(TopicName(s("ep")))
+                    .with_partitions(vec![
+                        ListOffsetsPartition::default()
+                            .with_partition_index(0)
+                            .with_current_leader_epoch(epoch)
+                            .with_timestamp(-1),
+                    ]),
+            ])
+    };
+    for (epoch, code) in [(-1, 0), (0, 0), (-2, fenced), (1, unknown_epoch)] {
+        let r = c.send(&list_at(epoch), 8).await;
+        let p = &r.topics[0].partitions[0];
+        assert_eq!(p.error_code, code, "list offsets, epoch {epoch}");
+        if code == 0 {
+            assert_eq!(p.offset, 7);
+        }
+    }
+    // Versions 0 and 1 are gone, as in Kafka 4.0.
+    let versions = c.send(&ApiVersionsRequest::default(), 2).await;
+    let key = versions.api_keys.iter().find(|k| k.api_key == 23).unwrap();
+    assert_eq!((key.min_version, key.max_version), (2, 4));
+    b.shutdown().await;
+}
+
+/// As Kafka's broker: a fetch in which a partition could not be read (here
+/// an offset out of range) is answered at once, not after `max_wait_ms`,
+/// though another partition has nothing yet; an unknown partition does not
+/// end the wait.
+#[tokio::test]
+async fn a_fetch_with_a_partition_read_error_is_answered_without_waiting() {
+    let t = TestBroker::in_memory().start().await;
+    let (b, mut c) = (t.b, t.c);
+    kip::create_topic(&mut c, "fe", 2).await;
+    kip::produce_plain(&mut c, "fe", 1, 2).await;
+    // A wait far beyond the test's own bound below.
+    let req = |parts: &[(i32, i64, i32)]| fetch_req("fe", parts, 120_000, 1);
+    // Partition 0 is empty (at its end), partition 1 is asked past its end.
+    let r = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        c.send(&req(&[(0, 0, -1), (1, 9, -1)]), 12),
+    )
+    .await
+    .expect("the fetch waited for max_wait_ms despite a read error");
+    let codes: Vec<i16> = r.responses[0]
+        .partitions
+        .iter()
+        .map(|p| p.error_code)
+        .collect();
+    assert_eq!(codes, vec![0, ErrorCode::OFFSET_OUT_OF_RANGE.0]);
+    // An unknown partition beside an empty one: the fetch waits, and a
+    // record produced meanwhile to the empty one answers it.
+    let mut producer = RawClient::connect(b.local_addr()).await;
+    let waiting = tokio::spawn(async move { c.send(&req(&[(0, 0, -1), (9, 0, -1)]), 12).await });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    kip::produce_plain(&mut producer, "fe", 0, 1).await;
+    let r = tokio::time::timeout(std::time::Duration::from_secs(60), waiting)
+        .await
+        .expect("the fetch did not end when data arrived")
+        .unwrap();
+    let p0 = &r.responses[0].partitions[0];
+    assert_eq!(p0.error_code, 0);
+    assert!(
+        p0.records.as_ref().is_some_and(|r| !r.is_empty()),
+        "an unknown partition ended the wait before the record came"
+    );
+    b.shutdown().await;
 }

@@ -57,6 +57,7 @@ const DELETE_RECORDS: i16 = 21;
 const DESCRIBE_PRODUCERS: i16 = 61;
 const LIST_TRANSACTIONS: i16 = 66;
 const WRITE_TXN_MARKERS: i16 = 27;
+const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
 const CONSUMER_GROUP_HEARTBEAT: i16 = 68;
 const DESCRIBE_SHARE_GROUP_OFFSETS: i16 = 90;
 const SHARE_GROUP_DESCRIBE: i16 = 77;
@@ -103,6 +104,7 @@ fn api_name(key: i16) -> &'static str {
         DELETE_RECORDS => "DeleteRecords",
         DESCRIBE_PRODUCERS => "DescribeProducers",
         WRITE_TXN_MARKERS => "WriteTxnMarkers",
+        OFFSET_FOR_LEADER_EPOCH => "OffsetForLeaderEpoch",
         LIST_TRANSACTIONS => "ListTransactions",
         JOIN_GROUP => "JoinGroup",
         OFFSET_FETCH => "OffsetFetch",
@@ -930,6 +932,31 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
                 "UnknownTopicOrPartitionException: No such partition as T-7",
             )?;
             expect_eq(v, "elect_all_results", 0)
+        },
+        timeout: t60,
+    });
+    // KIP-320: a consumer checks a position that carries a leader epoch
+    // before it fetches from it.
+    out.push(Scenario {
+        client: "java-consumer",
+        feature: "position checked against its leader epoch (OffsetForLeaderEpoch)",
+        runner: Runner::Java,
+        args: j(&["leader-epoch", "--topic", "interop-leader-epoch"]),
+        output: Output::ResultLine,
+        needs: &[OFFSET_FOR_LEADER_EPOCH],
+        embedded_gap: None,
+        verify: |v| {
+            ok(v)?;
+            expect_str(v, "valid_seek", "offset 4")?;
+            // Without the check these would be OffsetOutOfRangeException
+            // and "offset 0" (reset to the earliest).
+            expect_str(
+                v,
+                "past_end_no_reset",
+                "LogTruncationException divergent 10@0",
+            )?;
+            expect_str(v, "past_end_reset_earliest", "position 10")?;
+            expect_str(v, "committed_resume", "offset 6")
         },
         timeout: t60,
     });

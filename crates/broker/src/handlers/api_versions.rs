@@ -33,6 +33,7 @@ const SERVED: &[(i16, i16, i16)] = &[
     (0, 3, 12), // Produce
     (1, 4, 16), // Fetch
     (2, 1, 8),  // ListOffsets (v7: MAX_TIMESTAMP; v8: EARLIEST_LOCAL = log start)
+    (23, 2, 4), // OffsetForLeaderEpoch (leader_epoch.rs: one epoch, 0)
     (3, 0, 12), // Metadata
     (10, 0, 6), // FindCoordinator
     (18, 0, 5), // ApiVersions (v5: KIP-1242 cluster and node check)

@@ -30,6 +30,7 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::RequestContext;
+use super::leader_epoch::current_epoch_error;
 use crate::acl::{AclOperation, Resource};
 use crate::config::StorageMode;
 use crate::core::{BrokerCore, SharedLog};
@@ -71,7 +72,7 @@ async fn with_log_append<T: Send + 'static>(
     }
 }
 
-fn lookup_topic(core: &BrokerCore, name: &str, id: Uuid) -> Option<TopicMeta> {
+pub(super) fn lookup_topic(core: &BrokerCore, name: &str, id: Uuid) -> Option<TopicMeta> {
     let reg = core.topics().read();
     if !id.is_nil() {
         reg.get_by_id(&id).cloned()
@@ -396,7 +397,9 @@ pub(crate) async fn produce(
 struct FetchPlan {
     topic_name: TopicName,
     topic_id: Uuid,
-    partitions: Vec<(i32, i64, i32)>,
+    /// (partition, fetch offset, max bytes, the client's current leader
+    /// epoch: -1 for none).
+    partitions: Vec<(i32, i64, i32, i32)>,
 }
 
 fn fetch_once(
@@ -404,13 +407,16 @@ fn fetch_once(
     plan: &[FetchPlan],
     read_committed: bool,
     max_bytes: usize,
-) -> (Vec<FetchableTopicResponse>, usize) {
+) -> (Vec<FetchableTopicResponse>, usize, bool) {
     let mut total = 0usize;
+    // A partition that exists but could not be read (an offset out of
+    // range, a leader epoch not ours): Kafka answers such a fetch at once.
+    let mut read_error = false;
     let mut topics = Vec::with_capacity(plan.len());
     for t in plan {
         let meta = lookup_topic(core, t.topic_name.0.as_str(), t.topic_id);
         let mut parts = Vec::with_capacity(t.partitions.len());
-        for &(partition, fetch_offset, partition_max_bytes) in &t.partitions {
+        for &(partition, fetch_offset, partition_max_bytes, current_epoch) in &t.partitions {
             let base = PartitionData::default().with_partition_index(partition);
             let missing = if t.topic_id.is_nil() {
                 ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
@@ -421,6 +427,19 @@ fn fetch_once(
                 parts.push(base.with_error_code(missing.0).with_high_watermark(-1));
                 continue;
             };
+            // A client whose leader epoch is not this broker's (0): fenced
+            // or unknown, as Kafka answers it, with nothing read.
+            if let Some(e) = current_epoch_error(current_epoch) {
+                read_error = true;
+                parts.push(
+                    base.with_error_code(e.0)
+                        .with_high_watermark(-1)
+                        .with_last_stable_offset(-1)
+                        .with_log_start_offset(-1)
+                        .with_records(Some(Bytes::new())),
+                );
+                continue;
+            }
             let log = log.lock();
             let hw = log.high_watermark();
             let lso = log.last_stable_offset();
@@ -470,13 +489,16 @@ fn fetch_once(
                 // As Kafka answers a partition it could not read (an offset
                 // out of range, above all): no watermarks, no log start
                 // (-1); the client asks ListOffsets where to go on.
-                Err(e) => parts.push(
-                    base.with_high_watermark(-1)
-                        .with_last_stable_offset(-1)
-                        .with_log_start_offset(-1)
-                        .with_error_code(e.error_code().0)
-                        .with_records(Some(Bytes::new())),
-                ),
+                Err(e) => {
+                    read_error = true;
+                    parts.push(
+                        base.with_high_watermark(-1)
+                            .with_last_stable_offset(-1)
+                            .with_log_start_offset(-1)
+                            .with_error_code(e.error_code().0)
+                            .with_records(Some(Bytes::new())),
+                    );
+                }
             }
         }
         topics.push(
@@ -486,7 +508,7 @@ fn fetch_once(
                 .with_partitions(parts),
         );
     }
-    (topics, total)
+    (topics, total, read_error)
 }
 
 /// The last offset of the last batch in a fetch's data.
@@ -530,7 +552,15 @@ pub(crate) async fn fetch(
             partitions: t
                 .partitions
                 .iter()
-                .map(|p| (p.partition, p.fetch_offset, p.partition_max_bytes))
+                .map(|p| {
+                    // CurrentLeaderEpoch exists from v9 on.
+                    let epoch = if version >= 9 {
+                        p.current_leader_epoch
+                    } else {
+                        -1
+                    };
+                    (p.partition, p.fetch_offset, p.partition_max_bytes, epoch)
+                })
                 .collect(),
         })
         .collect();
@@ -552,7 +582,7 @@ pub(crate) async fn fetch(
                     .with_partitions(
                         t.partitions
                             .iter()
-                            .map(|&(p, _, _)| {
+                            .map(|&(p, _, _, _)| {
                                 PartitionData::default()
                                     .with_partition_index(p)
                                     .with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0)
@@ -570,10 +600,11 @@ pub(crate) async fn fetch(
     let mut appended = core.subscribe_appended();
     loop {
         appended.borrow_and_update();
-        let (mut topics, total) = fetch_once(core, &plan, read_committed, max_bytes);
+        let (mut topics, total, read_error) = fetch_once(core, &plan, read_committed, max_bytes);
         topics.extend(denied.iter().cloned());
         let waiting_is_pointless = total >= min_bytes.max(1)
             || min_bytes == 0
+            || read_error
             || tokio::time::Instant::now() >= deadline
             || topics
                 .iter()
@@ -641,6 +672,12 @@ pub(crate) fn list_offsets(
                     else {
                         return base.with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0);
                     };
+                    // CurrentLeaderEpoch exists from v4 on.
+                    if ctx.version() >= 4
+                        && let Some(e) = current_epoch_error(p.current_leader_epoch)
+                    {
+                        return base.with_error_code(e.0);
+                    }
                     let log = log.lock();
                     // A timestamp lookup answers only offsets a consumer of
                     // this isolation level may read: below the LSO for

@@ -15,6 +15,7 @@ mod consumer_protocol;
 mod data;
 mod features;
 mod group_admin;
+mod leader_epoch;
 mod log_dirs;
 mod metadata;
 mod quotas;
@@ -269,6 +270,10 @@ pub(crate) async fn dispatch(
             RequestKind::ElectLeaders(r) => {
                 let resp = reassignments::elect(core, &ctx, r);
                 respond::<ElectLeadersRequest>(&ctx, &resp, out)
+            }
+            RequestKind::OffsetForLeaderEpoch(r) => {
+                let resp = leader_epoch::offsets_for_leader_epoch(core, &ctx, r);
+                respond::<OffsetForLeaderEpochRequest>(&ctx, &resp, out)
             }
             RequestKind::DescribeLogDirs(r) => {
                 let resp = log_dirs::describe(core, &ctx, r);

@@ -189,6 +189,7 @@ public final class Check {
                 case "share-dlq": shareDlq(o, out); break;
                 case "scram-users": scramUsers(o, out); break;
                 case "log-dirs": logDirs(o, out); break;
+                case "leader-epoch": leaderEpoch(o, out); break;
                 case "reassign-elect": reassignElect(o, out); break;
                 case "group-configs": groupConfigs(o, out); break;
                 default: throw new IllegalArgumentException("unknown command " + cmd);
@@ -881,6 +882,86 @@ public final class Check {
             out.put("replica_dir_known", info.getCurrentReplicaLogDir() != null);
             out.put("replica_offset_lag", info.getCurrentReplicaOffsetLag());
             out.put("replica_future_dir_absent", info.getFutureReplicaLogDir() == null);
+        }
+    }
+
+    /**
+     * KIP-320's position check (OffsetForLeaderEpoch): a KafkaConsumer that
+     * seeks to a position carrying a leader epoch, or resumes from a
+     * committed offset that carries one, asks the broker where that epoch
+     * ends before it fetches. Ten records in epoch 0, then:
+     * a valid position is kept; a position past the epoch's end is a
+     * LogTruncationException naming the end as the divergent offset (no
+     * reset policy), or is reset to that end (a reset policy), where a
+     * consumer that skipped the check would see an out-of-range offset.
+     */
+    static void leaderEpoch(Opts o, Json out) throws Exception {
+        String topic = o.str("topic");
+        TopicPartition tp = new TopicPartition(topic, 0);
+        try (Admin admin = Admin.create(base(o))) {
+            admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
+        }
+        try (KafkaProducer<String, String> producer = producer(o, base(o))) {
+            for (int i = 0; i < 10; i++) {
+                producer.send(new ProducerRecord<>(topic, 0, "k", "value-" + i)).get(30, TimeUnit.SECONDS);
+            }
+        }
+        out.put("valid_seek", firstOffsetAfterSeek(o, tp, 4, "none", null));
+        out.put("past_end_no_reset", firstOffsetAfterSeek(o, tp, 15, "none", null));
+        out.put("past_end_reset_earliest", firstOffsetAfterSeek(o, tp, 15, "earliest", null));
+        // A group's committed offset with its epoch, as a consumer commits it.
+        String group = topic + "-group";
+        Properties p = consumerProps(o, "none");
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
+            c.assign(List.of(tp));
+            c.commitSync(Map.of(tp, new OffsetAndMetadata(6, Optional.of(0), "")));
+        }
+        out.put("committed_resume", firstOffsetAfterSeek(o, tp, -1, "none", group));
+    }
+
+    static Properties consumerProps(Opts o, String reset) {
+        Properties p = base(o);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, reset);
+        return p;
+    }
+
+    /**
+     * Seeks {@code tp} to {@code offset} in leader epoch 0 (or, with a
+     * group and offset -1, starts from the group's committed offset) and
+     * polls: "offset N" for the first record's offset, "position N" when
+     * the position moved without a record, or the exception's class with
+     * its divergent offset.
+     */
+    static String firstOffsetAfterSeek(Opts o, TopicPartition tp, long offset, String reset, String group) {
+        Properties p = consumerProps(o, reset);
+        if (group != null) {
+            p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        }
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
+            c.assign(List.of(tp));
+            if (offset >= 0) {
+                c.seek(tp, new OffsetAndMetadata(offset, Optional.of(0), ""));
+            }
+            long deadline = System.currentTimeMillis() + 20000;
+            while (System.currentTimeMillis() < deadline) {
+                ConsumerRecords<String, String> recs = c.poll(Duration.ofMillis(300));
+                for (ConsumerRecord<String, String> r : recs) {
+                    return "offset " + r.offset();
+                }
+                if (offset >= 0 && c.position(tp) != offset) {
+                    return "position " + c.position(tp);
+                }
+            }
+            return "nothing";
+        } catch (org.apache.kafka.clients.consumer.LogTruncationException e) {
+            OffsetAndMetadata d = e.divergentOffsets().get(tp);
+            return e.getClass().getSimpleName() + " divergent " + (d == null ? "none" : d.offset() + "@" + d.leaderEpoch().orElse(-1));
+        } catch (KafkaException e) {
+            return e.getClass().getSimpleName();
         }
     }
 
