@@ -17,8 +17,11 @@
 # otherwise; the suite's verdict is the script's: 0 when every test passed
 # or skipped, 1 otherwise, with the failed tests listed.
 #
-# Tests that skip by themselves: the SCRAM and OAUTHBEARER ones (they need
-# KGO_TEST_SCRAM / KGO_TEST_OAUTH_SEEDS). KGO_TEST_RF=1: one broker.
+# The SCRAM tests (TestSCRAMAuth, TestSCRAMAuthBadCredentials) need a
+# SASL listener at KGO_TEST_SCRAM_SEEDS and a user in KGO_TEST_SCRAM: a
+# second broker of ours is started for them, SASL_PLAINTEXT with one user
+# (SCRAM-SHA-256). TestOAuthAuth skips itself: the broker has no
+# OAUTHBEARER. KGO_TEST_RF=1: one broker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -56,12 +59,28 @@ fi
 
 # shellcheck source=scripts/lib/test_broker.sh
 source "$root/scripts/lib/test_broker.sh"
-with_test_broker
+scram_seeds=""
+if [[ -z "$seeds" ]]; then
+  with_test_broker
+  # The SASL broker, stopped at exit with the other.
+  scram_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')"
+  "$root/target/release/sharestream" broker --listen "127.0.0.1:$scram_port" --memory \
+    --security-protocol SASL_PLAINTEXT --sasl-user kgo:kgo-secret >"$tmp/scram-broker.log" 2>&1 &
+  scram_pid=$!
+  trap 'kill "$scram_pid" 2>/dev/null; test_broker_cleanup' EXIT
+  for _ in $(seq 1 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$scram_port") 2>/dev/null && break
+    sleep 0.1
+  done
+  scram_seeds="127.0.0.1:$scram_port"
+fi
 
 echo "franz-go ${FRANZ_GO_VERSION} kgo tests against ${seeds}"
 status=0
 # The tests' own clients log at info by default: only the verdicts are kept.
-(cd "$pkg" && KGO_TEST_RF=1 KGO_SEEDS="$seeds" KGO_LOG_LEVEL=none \
+scram_env=()
+[[ -n "$scram_seeds" ]] && scram_env=(KGO_TEST_SCRAM_SEEDS="$scram_seeds" KGO_TEST_SCRAM=kgo:kgo-secret:256)
+(cd "$pkg" && env "${scram_env[@]}" KGO_TEST_RF=1 KGO_SEEDS="$seeds" KGO_LOG_LEVEL=none \
   timeout 900 "$bin" -test.run "$run" -test.v -test.timeout 840s >"$tmp/out.txt" 2>&1) || status=$?
 passed="$(grep -c '^--- PASS' "$tmp/out.txt" || true)"
 skipped="$(grep -c '^--- SKIP' "$tmp/out.txt" || true)"

@@ -1790,3 +1790,51 @@ async fn unauthenticated_connections_get_nothing_but_the_handshake_for_any_api()
     assert!(!e.b.core().shares().is_member_alive(SHARE_GROUP, "m"));
     e.b.shutdown().await;
 }
+
+/// `allow.everyone.if.no.acl.found` over a plaintext listener (every
+/// client is User:ANONYMOUS, no super user): what no ACL covers is open,
+/// so the client may create topics and ACLs; a Deny of everyone on one
+/// topic closes that topic alone; an Allow of someone else closes one too.
+#[tokio::test]
+async fn allow_everyone_if_no_acl_found_opens_only_what_no_acl_covers() {
+    let t = TestBroker::in_memory()
+        .configure(|c| {
+            c.security.acl_enabled = true;
+            c.security.allow_everyone_if_no_acl_found = true;
+        })
+        .start()
+        .await;
+    let (b, mut c) = (t.b, t.c);
+    for topic in ["open", "closed", "bobs"] {
+        kip::create_topic(&mut c, topic, 1).await;
+    }
+    create_acls(
+        &mut c,
+        vec![
+            deny(TOPIC, "closed", LITERAL, "User:*", ALL),
+            acl(TOPIC, "bobs", LITERAL, &principal("bob"), WRITE),
+        ],
+    )
+    .await;
+    let produce = |topic: &str| {
+        let records = vec![sharestream::protocol::records::Record::new(
+            0,
+            0,
+            None,
+            Some(bytes::Bytes::from_static(b"v")),
+        )];
+        let batch = sharestream::protocol::records::encode_batch(
+            &sharestream::protocol::records::BatchSpec::default(),
+            &records,
+        )
+        .unwrap();
+        kip::produce_req(topic, 0, batch, None)
+    };
+    let mut codes = Vec::new();
+    for topic in ["open", "closed", "bobs"] {
+        let r = c.send(&produce(topic), 9).await;
+        codes.push(r.responses[0].partition_responses[0].error_code);
+    }
+    assert_eq!(codes, vec![0, TAF, TAF]);
+    b.shutdown().await;
+}

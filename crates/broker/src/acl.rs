@@ -23,8 +23,12 @@
 //!    operation that implies it allows: Describe is implied by Read, Write,
 //!    Delete and Alter; DescribeConfigs by AlterConfigs. Implication only
 //!    widens Allow: a Deny on Read does not refuse Describe;
-//! 4. otherwise the request is refused (`allow.everyone.if.no.acl.found` is
-//!    off, as in Kafka's default).
+//! 4. otherwise the request is refused, unless the broker runs with
+//!    `allow.everyone.if.no.acl.found` (off by default, as in Kafka) and
+//!    no binding at all, of any principal, host or operation, covers the
+//!    resource: then it is allowed. Kafka's development clusters and
+//!    librdkafka's test clusters run that way, so that a Deny on one topic
+//!    refuses it and everything else stays open.
 //!
 //! Bindings live in a set (creating an existing binding again is a no-op);
 //! with a path configured, every change rewrites the file atomically
@@ -442,6 +446,8 @@ pub struct Authorizer {
     acls: RwLock<BTreeSet<AclBinding>>,
     super_users: HashSet<String>,
     path: Option<PathBuf>,
+    /// `allow.everyone.if.no.acl.found`.
+    allow_if_no_acl: bool,
 }
 
 impl Authorizer {
@@ -451,7 +457,15 @@ impl Authorizer {
             acls: RwLock::new(BTreeSet::new()),
             super_users: super_users.into_iter().collect(),
             path: None,
+            allow_if_no_acl: false,
         }
+    }
+
+    /// `allow.everyone.if.no.acl.found`: a resource that no binding covers
+    /// is open to everyone (module docs, rule 4).
+    pub fn allow_everyone_if_no_acl_found(mut self, on: bool) -> Self {
+        self.allow_if_no_acl = on;
+        self
     }
 
     /// An authorizer persisted in `path` (loaded if it exists).
@@ -475,6 +489,7 @@ impl Authorizer {
             acls: RwLock::new(acls),
             super_users: super_users.into_iter().collect(),
             path: Some(path),
+            allow_if_no_acl: false,
         })
     }
 
@@ -514,6 +529,7 @@ impl Authorizer {
         }
         let allowed_by = operation.allowed_by();
         applicable().any(|b| b.permission == Permission::Allow && allowed_by.contains(&b.operation))
+            || (self.allow_if_no_acl && !acls.iter().any(|b| b.pattern.matches(resource)))
     }
 
     /// Whether `principal` may do `operation` on at least one resource of
@@ -531,6 +547,18 @@ impl Authorizer {
     ) -> bool {
         if self.is_super_user(principal) {
             return true;
+        }
+        // As Kafka's authorizeByResourceType begins: a resource of the type
+        // with a name no binding names would do (with
+        // allow.everyone.if.no.acl.found, one no binding covers is open).
+        if self.allow_if_no_acl {
+            let unnamed = Resource {
+                resource_type,
+                name: "hardcode".to_string(),
+            };
+            if self.authorize(principal, host, operation, &unnamed) {
+                return true;
+            }
         }
         let acls = self.acls.read();
         let mine = |b: &&AclBinding| {
@@ -746,6 +774,55 @@ mod tests {
         assert!(!a.authorize("User:alice", H, Describe, &Resource::cluster()));
         assert!(a.authorize("User:admin", H, Read, &Resource::topic("t")));
         assert!(a.authorize("User:admin", H, Alter, &Resource::cluster()));
+    }
+
+    #[test]
+    fn allow_everyone_opens_only_resources_that_no_binding_covers() {
+        use PatternType::{Literal, Prefixed};
+        use ResourceType::{Cluster, Topic, TransactionalId};
+        let open = |bindings: Vec<AclBinding>| {
+            let a = Authorizer::new(Vec::<String>::new()).allow_everyone_if_no_acl_found(true);
+            assert!(a.create_acls(bindings).iter().all(|r| r.is_ok()));
+            a
+        };
+        let a = open(vec![]);
+        assert!(a.authorize("User:alice", H, Read, &Resource::topic("t")));
+        assert!(a.authorize("User:alice", H, Alter, &Resource::cluster()));
+        assert!(a.authorize_any("User:alice", H, Write, Topic));
+        // A Deny of everyone on one topic: that topic is refused, the
+        // others stay open (librdkafka's 0115 and 0119 rely on it).
+        let a = open(vec![deny(Topic, "secret", Literal, "User:*", All)]);
+        assert!(!a.authorize("User:alice", H, Write, &Resource::topic("secret")));
+        assert!(a.authorize("User:alice", H, Write, &Resource::topic("public")));
+        // A binding of another principal, or for another operation, still
+        // closes the resource: only its own Allow opens it.
+        let a = open(vec![
+            allow(Topic, "orders", Literal, "User:bob", Read),
+            allow(Topic, "pay", Prefixed, "User:alice", Write),
+            allow(Cluster, CLUSTER_NAME, Literal, "User:bob", Alter),
+        ]);
+        assert!(!a.authorize("User:alice", H, Read, &Resource::topic("orders")));
+        assert!(a.authorize("User:bob", H, Read, &Resource::topic("orders")));
+        assert!(!a.authorize("User:alice", H, Read, &Resource::topic("payments")));
+        assert!(a.authorize("User:alice", H, Write, &Resource::topic("payments")));
+        assert!(a.authorize("User:alice", H, Read, &Resource::topic("other")));
+        assert!(!a.authorize("User:alice", H, Alter, &Resource::cluster()));
+        // A wildcard binding covers every resource of its type.
+        let a = open(vec![allow(
+            TransactionalId,
+            "*",
+            Literal,
+            "User:bob",
+            Write,
+        )]);
+        let tx = Resource::transactional_id("t1");
+        assert!(!a.authorize("User:alice", H, Write, &tx));
+        assert!(!a.authorize_any("User:alice", H, Write, TransactionalId));
+        assert!(a.authorize_any("User:alice", H, Write, Topic));
+        // Off (Kafka's default), nothing opens without a binding.
+        let closed = Authorizer::new(Vec::<String>::new());
+        assert!(!closed.authorize("User:alice", H, Read, &Resource::topic("t")));
+        assert!(!closed.authorize_any("User:alice", H, Write, Topic));
     }
 
     #[test]

@@ -194,6 +194,9 @@ pub struct SecurityConfig {
     pub super_users: Vec<String>,
     /// Whether requests are authorized by ACLs.
     pub acl_enabled: bool,
+    /// `allow.everyone.if.no.acl.found`: with ACLs on, a resource that no
+    /// ACL covers is open to everyone.
+    pub allow_everyone_if_no_acl_found: bool,
     /// Delay before answering a failed authentication.
     pub auth_failure_delay: Duration,
     /// PBKDF2 iterations of the derived SCRAM credentials.
@@ -216,6 +219,7 @@ impl Default for SecurityConfig {
             users: BTreeMap::new(),
             super_users: Vec::new(),
             acl_enabled: false,
+            allow_everyone_if_no_acl_found: false,
             auth_failure_delay: Duration::from_millis(100),
             scram_iterations: MIN_SCRAM_ITERATIONS,
             reauth_ms: None,
@@ -258,10 +262,11 @@ impl SecurityState {
         let scram = ScramStore::open(seeded, data_dir.map(|d| d.join(SCRAM_FILE)))?;
         let authorizer = if config.acl_enabled {
             let supers = config.super_users.clone();
-            Some(match data_dir {
+            let authorizer = match data_dir {
                 Some(d) => Authorizer::open(d.join("acls.json"), supers)?,
                 None => Authorizer::new(supers),
-            })
+            };
+            Some(authorizer.allow_everyone_if_no_acl_found(config.allow_everyone_if_no_acl_found))
         } else {
             None
         };

@@ -177,6 +177,10 @@ struct BrokerArgs {
     /// Authorize every request with ACLs (stored in DATA_DIR/acls.json).
     #[arg(long)]
     acl: bool,
+    /// With --acl: a resource that no ACL covers is open to everyone
+    /// (Kafka's allow.everyone.if.no.acl.found; for development clusters).
+    #[arg(long, requires = "acl")]
+    allow_everyone_if_no_acl_found: bool,
     /// How long a consumer group leaving Empty waits for more members before
     /// its first rebalance, ms (group.initial.rebalance.delay.ms).
     #[arg(long, default_value_t = 3000)]
@@ -332,6 +336,7 @@ async fn run_broker(args: BrokerArgs) -> Result<(), String> {
         users,
         super_users: args.super_users.clone(),
         acl_enabled: args.acl,
+        allow_everyone_if_no_acl_found: args.allow_everyone_if_no_acl_found,
         reauth_ms: args.sasl_reauth_ms.filter(|ms| *ms > 0),
         tls,
         ..Default::default()
