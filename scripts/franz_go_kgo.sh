@@ -18,10 +18,11 @@
 # or skipped, 1 otherwise, with the failed tests listed.
 #
 # The SCRAM tests (TestSCRAMAuth, TestSCRAMAuthBadCredentials) need a
-# SASL listener at KGO_TEST_SCRAM_SEEDS and a user in KGO_TEST_SCRAM: a
-# second broker of ours is started for them, SASL_PLAINTEXT with one user
-# (SCRAM-SHA-256). TestOAuthAuth skips itself: the broker has no
-# OAUTHBEARER. KGO_TEST_RF=1: one broker.
+# SASL listener at KGO_TEST_SCRAM_SEEDS and a user in KGO_TEST_SCRAM, and
+# TestOAuthAuth one that takes unsecured OAUTHBEARER tokens at
+# KGO_TEST_OAUTH_SEEDS: a second broker of ours is started for them,
+# SASL_PLAINTEXT with one user and --sasl-oauthbearer-unsecured.
+# KGO_TEST_RF=1: one broker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -65,7 +66,8 @@ if [[ -z "$seeds" ]]; then
   # The SASL broker, stopped at exit with the other.
   scram_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')"
   "$root/target/release/sharestream" broker --listen "127.0.0.1:$scram_port" --memory \
-    --security-protocol SASL_PLAINTEXT --sasl-user kgo:kgo-secret >"$tmp/scram-broker.log" 2>&1 &
+    --security-protocol SASL_PLAINTEXT --sasl-user kgo:kgo-secret --sasl-oauthbearer-unsecured \
+    >"$tmp/scram-broker.log" 2>&1 &
   scram_pid=$!
   trap 'kill "$scram_pid" 2>/dev/null; test_broker_cleanup' EXIT
   for _ in $(seq 1 100); do
@@ -79,7 +81,8 @@ echo "franz-go ${FRANZ_GO_VERSION} kgo tests against ${seeds}"
 status=0
 # The tests' own clients log at info by default: only the verdicts are kept.
 scram_env=()
-[[ -n "$scram_seeds" ]] && scram_env=(KGO_TEST_SCRAM_SEEDS="$scram_seeds" KGO_TEST_SCRAM=kgo:kgo-secret:256)
+[[ -n "$scram_seeds" ]] && scram_env=(KGO_TEST_SCRAM_SEEDS="$scram_seeds" KGO_TEST_SCRAM=kgo:kgo-secret:256
+  KGO_TEST_OAUTH_SEEDS="$scram_seeds")
 (cd "$pkg" && env "${scram_env[@]}" KGO_TEST_RF=1 KGO_SEEDS="$seeds" KGO_LOG_LEVEL=none \
   timeout 900 "$bin" -test.run "$run" -test.v -test.timeout 840s >"$tmp/out.txt" 2>&1) || status=$?
 passed="$(grep -c '^--- PASS' "$tmp/out.txt" || true)"

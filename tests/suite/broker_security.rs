@@ -489,3 +489,118 @@ async fn scram_users_are_created_described_and_deleted_through_the_admin_api() {
     );
     b.shutdown().await;
 }
+
+/// SaslHandshake v1 naming OAUTHBEARER.
+async fn handshake(c: &mut RawClient) -> SaslHandshakeResponse {
+    c.send(
+        &SaslHandshakeRequest::default().with_mechanism(s("OAUTHBEARER")),
+        1,
+    )
+    .await
+}
+
+/// An unsecured JWS (`"alg":"none"`) for `sub`, expiring at `exp` (s).
+fn unsecured_token(sub: &str, exp: i64) -> String {
+    use base64::Engine as _;
+    let enc = |s: String| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+    format!(
+        "{}.{}.",
+        enc(r#"{"alg":"none"}"#.to_string()),
+        enc(format!(r#"{{"sub":"{sub}","exp":{exp}}}"#))
+    )
+}
+
+/// OAUTHBEARER with unsecured tokens (`--sasl-oauthbearer-unsecured`),
+/// as Kafka's default validator: a valid token logs in as its `sub`; an
+/// expired one gets the RFC 7628 error as a challenge, and the client's
+/// %x01 then fails the login with that error; an authorization id other
+/// than the token's principal fails; without the setting the mechanism
+/// is not offered.
+#[tokio::test]
+async fn oauthbearer_with_unsecured_tokens_logs_in_as_the_tokens_subject() {
+    use sharestream::protocol::oauthbearer::ClientInitialResponse;
+    let b = start_with(true, &[], |c| c.security.oauthbearer_unsecured = true).await;
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let auth =
+        |bytes: Vec<u8>| SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
+    let first = |authz: Option<&str>, token: String| {
+        ClientInitialResponse {
+            authorization_id: authz.map(str::to_string),
+            token,
+            extensions: vec![("traceId".into(), "1".into())],
+        }
+        .encode()
+    };
+
+    // A valid token: logged in as User:alice, whom ACLs then govern.
+    let mut c = RawClient::connect(b.local_addr()).await;
+    let hs = handshake(&mut c).await;
+    assert_eq!(hs.error_code, 0);
+    assert!(hs.mechanisms.iter().any(|m| m.as_str() == "OAUTHBEARER"));
+    let r = c
+        .send(
+            &auth(first(Some("alice"), unsecured_token("alice", now_s + 3600))),
+            2,
+        )
+        .await;
+    assert_eq!((r.error_code, r.auth_bytes.len()), (0, 0));
+    metadata_ok(&mut c).await;
+    let mut admin = plain(&b, ADMIN.0, ADMIN.1).await;
+    let created = admin
+        .send(
+            &CreateTopicsRequest::default().with_topics(vec![
+                CreatableTopic::default()
+                    .with_name(TopicName(s("oauth")))
+                    .with_num_partitions(1)
+                    .with_replication_factor(1),
+            ]),
+            5,
+        )
+        .await;
+    assert_eq!(created.topics[0].error_code, 0);
+    assert_eq!(
+        produce(&mut c, "oauth").await,
+        ErrorCode::TOPIC_AUTHORIZATION_FAILED.0
+    );
+    create_acls(
+        &mut admin,
+        vec![acl(TOPIC, "oauth", LITERAL, "User:alice", WRITE)],
+    )
+    .await;
+    assert_eq!(produce(&mut c, "oauth").await, 0);
+
+    // An expired token: the error as a challenge, then the failure.
+    let mut c = RawClient::connect(b.local_addr()).await;
+    assert_eq!(handshake(&mut c).await.error_code, 0);
+    let r = c
+        .send(&auth(first(None, unsecured_token("alice", now_s - 60))), 2)
+        .await;
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.auth_bytes.as_ref(), br#"{"status":"invalid_token"}"#);
+    let r = c.send(&auth(vec![0x01]), 2).await;
+    assert_eq!(r.error_code, ErrorCode::SASL_AUTHENTICATION_FAILED.0);
+    assert!(r.error_message.unwrap().contains("invalid_token"));
+
+    // Another authorization id than the token's principal.
+    let mut c = RawClient::connect(b.local_addr()).await;
+    assert_eq!(handshake(&mut c).await.error_code, 0);
+    let r = c
+        .send(
+            &auth(first(Some("admin"), unsecured_token("alice", now_s + 60))),
+            2,
+        )
+        .await;
+    assert_eq!(r.error_code, ErrorCode::SASL_AUTHENTICATION_FAILED.0);
+    b.shutdown().await;
+
+    // Off (the default): not offered.
+    let plain_only = start(false).await;
+    let mut c = RawClient::connect(plain_only.local_addr()).await;
+    let hs = handshake(&mut c).await;
+    assert_eq!(hs.error_code, ErrorCode::UNSUPPORTED_SASL_MECHANISM.0);
+    assert!(hs.mechanisms.iter().all(|m| m.as_str() != "OAUTHBEARER"));
+    plain_only.shutdown().await;
+}

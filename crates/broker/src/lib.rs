@@ -42,7 +42,7 @@
 //! IncrementalAlterConfigs, FindCoordinator, Produce (idempotence;
 //! transactions v1 with verification and v2 with implicit partition
 //! registration), Fetch (read_committed with the LSO and aborted
-//! transactions; long-poll), ListOffsets, InitProducerId,
+//! transactions; long-poll), ListOffsets, OffsetForLeaderEpoch, InitProducerId,
 //! AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, UpdateFeatures; share
 //! groups with `share.version >= 1` (ShareGroupHeartbeat, ShareGroupDescribe,
 //! ShareFetch and ShareAcknowledge v1-2 with share sessions, long-poll,
@@ -51,10 +51,11 @@
 //! Listeners speak PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL.
 //! Consumer groups with the classic protocol (JoinGroup, SyncGroup,
 //! Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, TxnOffsetCommit,
-//! ListGroups, DescribeGroups, DeleteGroups, OffsetDelete). Not served yet:
-//! the KIP-848 consumer group protocol.
-//! [`security`]: SASL listeners (PLAIN, SCRAM) and the [`acl`] authorizer
-//! (CreateAcls, DescribeAcls, DeleteAcls); see docs/SECURITY.md.
+//! ListGroups, DescribeGroups, DeleteGroups, OffsetDelete) and with the
+//! KIP-848 consumer protocol (ConsumerGroupHeartbeat, ConsumerGroupDescribe).
+//! [`security`]: SASL listeners (PLAIN, SCRAM, and OAUTHBEARER with
+//! unsecured tokens when asked for, [`oauthbearer`]) and the [`acl`]
+//! authorizer (CreateAcls, DescribeAcls, DeleteAcls); see docs/SECURITY.md.
 #![deny(missing_docs)]
 
 pub mod acl;
@@ -69,6 +70,7 @@ mod handlers;
 pub mod log;
 pub mod metrics;
 pub mod metrics_http;
+pub mod oauthbearer;
 pub mod scram_credentials;
 pub mod security;
 pub mod server;

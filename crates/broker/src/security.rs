@@ -39,6 +39,7 @@ pub use super::scram_credentials::{SCRAM_FILE, ScramStore};
 use super::server::Close;
 use sharestream_protocol::ErrorCode;
 use sharestream_protocol::api::{RequestHeaderInfo, encode_response_frame};
+use sharestream_protocol::oauthbearer;
 use sharestream_protocol::sasl::{
     MIN_SCRAM_ITERATIONS, SaslMechanism, ScramCredential, ScramServer, constant_time_eq,
     parse_plain,
@@ -187,6 +188,10 @@ pub struct SecurityConfig {
     pub protocol: ListenerProtocol,
     /// Mechanisms offered (`sasl.enabled.mechanisms`).
     pub sasl_mechanisms: Vec<SaslMechanism>,
+    /// Also offer OAUTHBEARER, checking unsecured JWS tokens as Kafka's
+    /// default validator does (`crate::oauthbearer`): any client may
+    /// claim any principal, so it is for development clusters only.
+    pub oauthbearer_unsecured: bool,
     /// Users and their passwords (PLAIN checks them; SCRAM credentials are
     /// derived from them).
     pub users: BTreeMap<String, String>,
@@ -216,6 +221,7 @@ impl Default for SecurityConfig {
                 SaslMechanism::ScramSha256,
                 SaslMechanism::ScramSha512,
             ],
+            oauthbearer_unsecured: false,
             users: BTreeMap::new(),
             super_users: Vec::new(),
             acl_enabled: false,
@@ -301,6 +307,9 @@ impl SecurityState {
     }
 }
 
+/// The mechanism name of OAUTHBEARER (KIP-255).
+const OAUTHBEARER: &str = "OAUTHBEARER";
+
 enum AuthState {
     /// No handshake yet (or re-authentication not started).
     Initial,
@@ -308,6 +317,10 @@ enum AuthState {
     Handshaken(SaslMechanism),
     /// A SCRAM exchange is under way.
     Scram(ScramServer),
+    /// SaslHandshake named OAUTHBEARER; after a refused token, the JSON
+    /// error sent as the challenge, which the client's %x01 turns into
+    /// the failure.
+    OAuthBearer(Option<String>),
 }
 
 /// One connection's security state: its principal and where its SASL
@@ -402,15 +415,21 @@ pub(crate) async fn handle_sasl(
         let req = SaslHandshakeRequest::decode(&mut body, version)
             .map_err(|e| Close::Protocol(format!("undecodable SaslHandshake: {e}")))?;
         let offered = &sec.config().sasl_mechanisms;
+        let oauth = sec.config().oauthbearer_unsecured;
         let mechanisms = offered
             .iter()
             .map(|m| StrBytes::from_static_str(m.name()))
+            .chain(oauth.then(|| StrBytes::from_static_str(OAUTHBEARER)))
             .collect();
         let mut resp = SaslHandshakeResponse::default().with_mechanisms(mechanisms);
         if !sec.config().protocol.is_sasl() || !matches!(session.state, AuthState::Initial) {
             resp.error_code = ErrorCode::ILLEGAL_SASL_STATE.0;
             encode::<SaslHandshakeRequest>(&resp, header, out)?;
             return Err(Close::Protocol("SaslHandshake out of order".into()));
+        }
+        if oauth && req.mechanism.as_str() == OAUTHBEARER {
+            session.state = AuthState::OAuthBearer(None);
+            return encode::<SaslHandshakeRequest>(&resp, header, out);
         }
         match SaslMechanism::from_name(req.mechanism.as_str()).filter(|m| offered.contains(m)) {
             Some(m) => {
@@ -431,7 +450,43 @@ pub(crate) async fn handle_sasl(
             .map_err(|e| Close::Protocol(format!("undecodable SaslAuthenticate: {e}")))?;
         let token = req.auth_bytes;
         let state = std::mem::replace(&mut session.state, AuthState::Initial);
+        // A token's expiry bounds the session (KIP-368), as in Kafka.
+        let mut token_expires_ms = None;
         let outcome: Result<(Option<String>, Bytes), String> = match state {
+            // The client's %x01 after our error challenge: the exchange
+            // fails with the error as the message. Anything else is a new
+            // first message, as Kafka reads it.
+            AuthState::OAuthBearer(Some(refusal)) if token.as_ref() == [oauthbearer::KVSEP] => {
+                return fail_with(core, header, out, "OAUTHBEARER: token refused", &refusal).await;
+            }
+            AuthState::OAuthBearer(_) => {
+                let initial = match oauthbearer::ClientInitialResponse::parse(&token) {
+                    Ok(m) => m,
+                    Err(e) => return fail_with(core, header, out, &e, &e).await,
+                };
+                match crate::oauthbearer::validate_unsecured(&initial.token, core.now_ms()) {
+                    Ok(valid) => {
+                        if initial
+                            .authorization_id
+                            .as_ref()
+                            .is_some_and(|a| *a != valid.principal)
+                        {
+                            let msg = "Authentication failed: Client requested an authorization \
+                                       id that is different from the token's principal name";
+                            return fail_with(core, header, out, msg, msg).await;
+                        }
+                        token_expires_ms = Some(valid.expires_ms);
+                        Ok((Some(valid.principal), Bytes::new()))
+                    }
+                    Err(reason) => {
+                        tracing::debug!(%reason, "OAUTHBEARER token refused");
+                        let challenge =
+                            oauthbearer::error_challenge(crate::oauthbearer::INVALID_TOKEN);
+                        session.state = AuthState::OAuthBearer(Some(challenge.clone()));
+                        Ok((None, Bytes::from(challenge)))
+                    }
+                }
+            }
             AuthState::Handshaken(SaslMechanism::Plain) => match parse_plain(&token) {
                 Ok((user, pw)) if sec.check_plain(&user, &pw) => Ok((Some(user), Bytes::new())),
                 Ok((user, _)) => Err(format!("PLAIN: bad credentials for {user:?}")),
@@ -467,6 +522,11 @@ pub(crate) async fn handle_sasl(
                     session.authenticated = true;
                     core.metrics().add("sasl_authentication_successes", 1);
                     if let Some(ms) = sec.config().reauth_ms {
+                        // With re-authentication on, a session lasts no
+                        // longer than its OAUTHBEARER token (KIP-368).
+                        let ms = token_expires_ms.map_or(ms, |exp| {
+                            ms.min(exp.saturating_sub(core.now_ms()).max(0) as u64)
+                        });
                         session.expires = Some(Instant::now() + Duration::from_millis(ms));
                         if version >= 1 {
                             resp.session_lifetime_ms = ms as i64;
@@ -487,13 +547,30 @@ async fn fail(
     out: &mut BytesMut,
     reason: &str,
 ) -> Result<(), Close> {
+    fail_with(
+        core,
+        header,
+        out,
+        reason,
+        "Authentication failed: invalid credentials",
+    )
+    .await
+}
+
+/// A failed authentication whose message to the client is `message`
+/// (`reason` is for the log).
+async fn fail_with(
+    core: &Arc<BrokerCore>,
+    header: &RequestHeaderInfo,
+    out: &mut BytesMut,
+    reason: &str,
+    message: &str,
+) -> Result<(), Close> {
     core.metrics().add("sasl_authentication_failures", 1);
     tokio::time::sleep(core.security().config().auth_failure_delay).await;
     let resp = SaslAuthenticateResponse::default()
         .with_error_code(ErrorCode::SASL_AUTHENTICATION_FAILED.0)
-        .with_error_message(Some(StrBytes::from_static_str(
-            "Authentication failed: invalid credentials",
-        )));
+        .with_error_message(Some(StrBytes::from_string(message.to_string())));
     encode::<SaslAuthenticateRequest>(&resp, header, out)?;
     Err(Close::Protocol(format!("authentication failed: {reason}")))
 }

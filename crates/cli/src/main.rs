@@ -171,6 +171,11 @@ struct BrokerArgs {
     /// A SASL user as NAME:PASSWORD (repeatable).
     #[arg(long = "sasl-user")]
     sasl_users: Vec<String>,
+    /// Also offer OAUTHBEARER, with unsecured (unsigned) JWS tokens checked
+    /// as Kafka's default validator does: any client may claim any
+    /// principal. For development clusters only.
+    #[arg(long)]
+    sasl_oauthbearer_unsecured: bool,
     /// A super user principal, e.g. User:admin (repeatable).
     #[arg(long = "super-user")]
     super_users: Vec<String>,
@@ -331,8 +336,22 @@ async fn run_broker(args: BrokerArgs) -> Result<(), String> {
             .ok_or_else(|| format!("--sasl-user takes NAME:PASSWORD, not {u:?}"))?;
         users.insert(name.to_string(), pw.to_string());
     }
+    if args.sasl_oauthbearer_unsecured {
+        if !protocol.is_sasl() {
+            return Err(
+                "--sasl-oauthbearer-unsecured needs a SASL listener: add --security-protocol \
+                 SASL_PLAINTEXT or SASL_SSL"
+                    .to_string(),
+            );
+        }
+        tracing::warn!(
+            "OAUTHBEARER is offered with unsecured tokens (--sasl-oauthbearer-unsecured): \
+             any client can authenticate as any principal; use it on development clusters only"
+        );
+    }
     let security = sharestream_broker::security::SecurityConfig {
         protocol,
+        oauthbearer_unsecured: args.sasl_oauthbearer_unsecured,
         users,
         super_users: args.super_users.clone(),
         acl_enabled: args.acl,

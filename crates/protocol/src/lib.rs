@@ -29,6 +29,7 @@ pub mod config;
 pub mod error;
 pub mod error_code;
 pub mod frame;
+pub mod oauthbearer;
 pub mod records;
 pub mod sasl;
 pub mod share;
