@@ -431,13 +431,7 @@ fn fetch_once(
             // or unknown, as Kafka answers it, with nothing read.
             if let Some(e) = current_epoch_error(current_epoch) {
                 read_error = true;
-                parts.push(
-                    base.with_error_code(e.0)
-                        .with_high_watermark(-1)
-                        .with_last_stable_offset(-1)
-                        .with_log_start_offset(-1)
-                        .with_records(Some(Bytes::new())),
-                );
+                parts.push(unreadable(base, e));
                 continue;
             }
             let log = log.lock();
@@ -486,18 +480,10 @@ fn fetch_once(
                             .with_aborted_transactions(aborted),
                     );
                 }
-                // As Kafka answers a partition it could not read (an offset
-                // out of range, above all): no watermarks, no log start
-                // (-1); the client asks ListOffsets where to go on.
+                // An offset out of range, above all.
                 Err(e) => {
                     read_error = true;
-                    parts.push(
-                        base.with_high_watermark(-1)
-                            .with_last_stable_offset(-1)
-                            .with_log_start_offset(-1)
-                            .with_error_code(e.error_code().0)
-                            .with_records(Some(Bytes::new())),
-                    );
+                    parts.push(unreadable(base, e.error_code()));
                 }
             }
         }
@@ -509,6 +495,17 @@ fn fetch_once(
         );
     }
     (topics, total, read_error)
+}
+
+/// A partition that exists but could not be read, as Kafka answers it: the
+/// error, no watermarks and no log start (-1), no records; the client asks
+/// ListOffsets (or its metadata) where to go on.
+fn unreadable(base: PartitionData, error: ErrorCode) -> PartitionData {
+    base.with_error_code(error.0)
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
+        .with_records(Some(Bytes::new()))
 }
 
 /// The last offset of the last batch in a fetch's data.
