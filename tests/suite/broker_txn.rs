@@ -663,7 +663,7 @@ async fn write_txn_markers_aborts_an_open_transaction_on_the_leader() {
     );
     assert_eq!(
         list_txns(&mut c, Some("(")).await.0,
-        130,
+        128,
         "INVALID_REGULAR_EXPRESSION"
     );
 

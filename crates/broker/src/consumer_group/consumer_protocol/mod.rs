@@ -74,8 +74,8 @@ pub use assignor::{ASSIGNORS, Assignment, RANGE, UNIFORM};
 pub use persist::{PersistedConsumerGroup, PersistedMember};
 use sharestream_protocol::ErrorCode;
 
-/// Kafka's INVALID_REGULAR_EXPRESSION.
-pub const INVALID_REGULAR_EXPRESSION: ErrorCode = ErrorCode(130);
+/// Kafka's INVALID_REGULAR_EXPRESSION (128).
+pub const INVALID_REGULAR_EXPRESSION: ErrorCode = ErrorCode::INVALID_REGULAR_EXPRESSION;
 
 /// The member epoch of a static member that left temporarily.
 pub const LEAVE_GROUP_STATIC_MEMBER_EPOCH: i32 = -2;
