@@ -55,7 +55,17 @@ GAPS = """\
   them at every heartbeat (the interval it answers, the session it gives
   the member); `consumer.assignment.interval.ms` and the streams groups'
   configs are not (our assignors run within the heartbeat that needs
-  them; KIP-1071 groups are not served).
+  them; KIP-1071 groups run on Kafka's defaults).
+- **Kafka Streams' own rebalance protocol** (`group.protocol=streams`,
+  KIP-1071: StreamsGroupHeartbeat and StreamsGroupDescribe v0, apiKeys
+  88-89): served. The broker creates the repartition and changelog topics
+  with the partition counts and configs the topology asks for, assigns the
+  active tasks (balanced, sticky; a task moves only once its owner gave it
+  up) and checks offset commits by member epoch. Not served: standby and
+  warm-up tasks, the `streams.*` group configs, and v1 (KIP-1331's
+  topology description): docs/DESIGN.md D56. A streams group's state is
+  journaled like a consumer group's, so its members keep their tasks
+  across a broker restart.
 - **Share-group offsets** (`kafka-share-groups.sh --reset-offsets`,
   `--delete-offsets`, `--delete`): served, with Kafka's rules; a share
   partition whose records are staged in an open KIP-1289 transaction is
@@ -113,11 +123,6 @@ GAPS = """\
 - **`__consumer_offsets`** is listed (internal) once a group coordinator
   was looked up, but is empty: offsets are kept by the group coordinator
   in its own log (docs/DESIGN.md D23).
-- **Kafka Streams' own rebalance protocol** (`group.protocol=streams`,
-  KIP-1071: StreamsGroupHeartbeat and StreamsGroupDescribe, apiKeys 88-89,
-  with the broker assigning tasks and creating internal topics) is not
-  served: the Streams client stops with UnsupportedVersionException. Streams
-  on the classic protocol (its default) is served, exactly_once_v2 included.
 - **Security**: the broker's listener speaks PLAINTEXT, SASL_PLAINTEXT,
   SSL or SASL_SSL (docs/SECURITY.md); the rows here use PLAINTEXT. The
   SASL_PLAINTEXT listener of `scripts/kafka/start.sh --sasl-port` is for
@@ -202,7 +207,10 @@ policies, and Streams has purged consumed repartition records
   committed offsets;
 - *second instance joins*: a rebalance (classic protocol, Streams'
   cooperative assignor) half-way;
-- *group.protocol=streams* (KIP-1071): a gap on our broker (above).
+- *group.protocol=streams* (KIP-1071): the same count with the broker
+  assigning the tasks, with one instance and with a second joining
+  half-way (tasks move between members); `kafka-streams-groups.sh
+  --describe --state` then shows the group Empty.
 
 The instances close with LEAVE_GROUP, so the group is Empty at once and
 `kafka-streams-application-reset.sh` (StreamsResetter) resets the second

@@ -24,6 +24,7 @@ use std::time::Duration;
 const STREAMS_APP: &str = "dev.sharestream.interop.StreamsApp";
 const CREATE_TOPICS: i16 = 19;
 const DELETE_TOPICS: i16 = 20;
+const STREAMS_GROUP_DESCRIBE: i16 = 89;
 
 /// Input records of each Streams run, and the words they count.
 const STREAMS_RECORDS: i64 = 300;
@@ -184,9 +185,62 @@ pub(super) fn scenarios(b: &str) -> Vec<Scenario> {
             ),
             output: Output::ResultLine,
             needs: &[CREATE_TOPICS, DELETE_RECORDS],
-            embedded_gap: Some(
-                "KIP-1071 streams groups (StreamsGroupHeartbeat, apiKey 88) are not served",
+            embedded_gap: None,
+            verify: streams_verdict,
+            timeout: streams_timeout,
+        },
+        Scenario {
+            client: "kafka-streams-groups",
+            feature: "describe the previous row's streams group: its state after the application left",
+            runner: Runner::Java,
+            args: s(&[
+                "org.apache.kafka.tools.streams.StreamsGroupCommand",
+                "--bootstrap-server",
+                b,
+                "--describe",
+                "--group",
+                "interop-streams-kip1071",
+                "--state",
+            ]),
+            output: Output::Text,
+            needs: &[STREAMS_GROUP_DESCRIBE],
+            embedded_gap: None,
+            verify: |v| {
+                let text = v["text"].as_str().unwrap_or("");
+                // GROUP, COORDINATOR (ID), [ASSIGNOR,] STATE, #MEMBERS.
+                let row = text
+                    .lines()
+                    .find(|l| l.starts_with("interop-streams-kip1071 "));
+                match row {
+                    Some(l)
+                        if v["exit"] == 0
+                            && l.contains(" Empty ")
+                            && l.trim_end().ends_with(" 0") =>
+                    {
+                        Ok(())
+                    }
+                    _ => Err(format!("exit {}: {:?}", v["exit"], text.trim())),
+                }
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-streams",
+            feature: "exactly_once_v2 count with group.protocol=streams: a second instance joins half-way (KIP-1071 tasks move between members)",
+            runner: Runner::Java,
+            args: streams_args(
+                b,
+                "interop-streams-kip1071-scale",
+                &[
+                    "--instances",
+                    "2",
+                    "--streams-props",
+                    "group.protocol=streams",
+                ],
             ),
+            output: Output::ResultLine,
+            needs: &[CREATE_TOPICS, DELETE_RECORDS],
+            embedded_gap: None,
             verify: streams_verdict,
             timeout: streams_timeout,
         },

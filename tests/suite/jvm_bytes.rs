@@ -33,6 +33,7 @@
 
 use crate::support::entropy;
 use crate::support::gen_messages;
+use crate::support::gen_streams as streams_gen;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -454,11 +455,61 @@ fn describe_share_group_offsets_api() -> Api {
     }
 }
 
+fn streams_group_heartbeat_api() -> Api {
+    use sharestream::protocol::streams_group::{
+        STREAMS_GROUP_HEARTBEAT_API_KEY, StreamsGroupHeartbeatRequest,
+    };
+    Api {
+        name: "StreamsGroupHeartbeatRequest",
+        key: STREAMS_GROUP_HEARTBEAT_API_KEY,
+        versions: codec_versions(STREAMS_GROUP_HEARTBEAT_API_KEY).expect("known key"),
+        request: |data, v, client_id| {
+            request_bytes(
+                streams_gen::heartbeat_request(&mut G::new(data)),
+                v,
+                client_id,
+            )
+        },
+        response: |data, v, _| {
+            response_bytes::<StreamsGroupHeartbeatRequest>(
+                streams_gen::heartbeat_response(&mut G::new(data)),
+                v,
+            )
+        },
+    }
+}
+
+fn streams_group_describe_api() -> Api {
+    use sharestream::protocol::streams_group::{
+        STREAMS_GROUP_DESCRIBE_API_KEY, StreamsGroupDescribeRequest,
+    };
+    Api {
+        name: "StreamsGroupDescribeRequest",
+        key: STREAMS_GROUP_DESCRIBE_API_KEY,
+        versions: codec_versions(STREAMS_GROUP_DESCRIBE_API_KEY).expect("known key"),
+        request: |data, v, client_id| {
+            request_bytes(
+                streams_gen::describe_request(&mut G::new(data)),
+                v,
+                client_id,
+            )
+        },
+        response: |data, v, _| {
+            response_bytes::<StreamsGroupDescribeRequest>(
+                streams_gen::describe_response(&mut G::new(data)),
+                v,
+            )
+        },
+    }
+}
+
 /// Every kafka-protocol API our layer uses (the list of
 /// tests/suite/protocol_roundtrip.rs, without our own TxnShareAcknowledge).
 fn apis() -> Vec<Api> {
     vec![
         api_versions_api(),
+        streams_group_heartbeat_api(),
+        streams_group_describe_api(),
         api!(
             MetadataRequest,
             gm::metadata_request__MetadataRequest,
@@ -644,6 +695,8 @@ fn messages_are_byte_identical_to_kafka_clients() {
     let mut api_versions_v5_pairs = 0usize;
     // DescribeShareGroupOffsets v1 (KIP-1226, share_offsets_v1), likewise.
     let mut share_offsets_v1_pairs = 0usize;
+    // StreamsGroupHeartbeat and StreamsGroupDescribe v0 (KIP-1071, ours).
+    let mut streams_pairs = 0usize;
     let mut share_v2_cases = 0usize;
     let mut mismatches: Vec<String> = Vec::new();
     let mut excluded: Vec<String> = Vec::new();
@@ -667,6 +720,9 @@ fn messages_are_byte_identical_to_kafka_clients() {
             }
             if api.key == DESCRIBE_SHARE_GROUP_OFFSETS_API_KEY && v == 1 {
                 share_offsets_v1_pairs += 1;
+            }
+            if api.key == 88 || api.key == 89 {
+                streams_pairs += 1;
             }
             let share_v2 =
                 [SHARE_FETCH_API_KEY, SHARE_ACKNOWLEDGE_API_KEY].contains(&api.key) && v >= 2;
@@ -767,6 +823,10 @@ fn messages_are_byte_identical_to_kafka_clients() {
     assert_eq!(
         api_versions_v5_pairs, 1,
         "ApiVersions v5 must be compared (not compared: {excluded:?})"
+    );
+    assert_eq!(
+        streams_pairs, 2,
+        "StreamsGroupHeartbeat v0 and StreamsGroupDescribe v0 must be compared (not compared: {excluded:?})"
     );
     assert_eq!(
         share_offsets_v1_pairs, 1,

@@ -37,6 +37,7 @@ mod broker_security;
 mod broker_share_groups;
 mod broker_share_offsets_admin;
 mod broker_streams_compat;
+mod broker_streams_protocol;
 mod broker_txn;
 mod client_kip1289;
 mod client_producer;

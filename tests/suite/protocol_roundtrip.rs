@@ -16,6 +16,7 @@
 
 use crate::support::entropy;
 use crate::support::gen_messages;
+use crate::support::gen_streams;
 
 use std::cell::Cell;
 use std::fmt::Debug;
@@ -37,6 +38,7 @@ use sharestream::protocol::frame::{FrameDecoder, encode_frame};
 use sharestream::protocol::share_v2::{
     SHARE_VERSIONS, ShareAcknowledgeV2Request, ShareAcknowledgeV2Response, ShareFetchV2Request,
 };
+use sharestream::protocol::streams_group as sg;
 use sharestream::protocol::txn_share_ack::*;
 
 const ROUND_TRIP_CASES: u32 = 24;
@@ -515,6 +517,66 @@ fn apis() -> Vec<Api> {
             },
             decode_response: |b, v| TxnShareAcknowledgeRequest::decode_response(b, v).map(|_| ()),
         },
+        Api {
+            name: "StreamsGroupHeartbeatRequest",
+            key: sg::STREAMS_GROUP_HEARTBEAT_API_KEY,
+            versions: sg::StreamsGroupHeartbeatRequest::VERSIONS,
+            request_round_trip: |data, v| {
+                request_round_trip(
+                    gen_streams::heartbeat_request(&mut G::new(data)),
+                    v,
+                    AnyRequest::StreamsGroupHeartbeat,
+                )
+            },
+            response_round_trip: |data, v| {
+                response_round_trip::<sg::StreamsGroupHeartbeatRequest>(
+                    gen_streams::heartbeat_response(&mut G::new(data)),
+                    v,
+                )
+            },
+            request_frame: |data, v| {
+                request_frame(gen_streams::heartbeat_request(&mut G::new(data)), v)
+            },
+            response_body: |data, v| {
+                response_body::<sg::StreamsGroupHeartbeatRequest>(
+                    gen_streams::heartbeat_response(&mut G::new(data)),
+                    v,
+                )
+            },
+            decode_response: |b, v| {
+                sg::StreamsGroupHeartbeatRequest::decode_response(b, v).map(|_| ())
+            },
+        },
+        Api {
+            name: "StreamsGroupDescribeRequest",
+            key: sg::STREAMS_GROUP_DESCRIBE_API_KEY,
+            versions: sg::StreamsGroupDescribeRequest::VERSIONS,
+            request_round_trip: |data, v| {
+                request_round_trip(
+                    gen_streams::describe_request(&mut G::new(data)),
+                    v,
+                    AnyRequest::StreamsGroupDescribe,
+                )
+            },
+            response_round_trip: |data, v| {
+                response_round_trip::<sg::StreamsGroupDescribeRequest>(
+                    gen_streams::describe_response(&mut G::new(data)),
+                    v,
+                )
+            },
+            request_frame: |data, v| {
+                request_frame(gen_streams::describe_request(&mut G::new(data)), v)
+            },
+            response_body: |data, v| {
+                response_body::<sg::StreamsGroupDescribeRequest>(
+                    gen_streams::describe_response(&mut G::new(data)),
+                    v,
+                )
+            },
+            decode_response: |b, v| {
+                sg::StreamsGroupDescribeRequest::decode_response(b, v).map(|_| ())
+            },
+        },
     ]
 }
 
@@ -731,6 +793,8 @@ fn request_header(key: i16, v: i16) -> BytesMut {
 fn every_decodable_key() -> Vec<i16> {
     let mut keys: Vec<i16> = ApiKey::iter().map(|k| k as i16).collect();
     keys.push(TXN_SHARE_ACKNOWLEDGE_API_KEY);
+    keys.push(sg::STREAMS_GROUP_HEARTBEAT_API_KEY);
+    keys.push(sg::STREAMS_GROUP_DESCRIBE_API_KEY);
     keys
 }
 

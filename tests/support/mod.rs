@@ -3,3 +3,4 @@
 
 pub mod entropy;
 pub mod gen_messages;
+pub mod gen_streams;

@@ -26,6 +26,7 @@ use tokio::sync::{oneshot, watch};
 use super::consumer_group::consumer_protocol::{
     ConsumerProtocolConfig, ConsumerProtocolGroups, PersistedConsumerGroup,
 };
+use super::consumer_group::streams_protocol::{StreamsGroup, StreamsGroups};
 use super::consumer_group::{
     ClassicGroupConfig, Completion, GroupCoordinator, GroupRecord, JoinGroupRequest,
     JoinGroupResponse, LeaveMember, OffsetCommitRequest, Output, Reply, SyncGroupRequest,
@@ -36,6 +37,7 @@ use super::log::StateLog;
 use sharestream_protocol::ErrorCode;
 
 mod modern;
+mod streams;
 pub use modern::topics_of;
 
 /// (group id, member id) of a parked request.
@@ -56,6 +58,8 @@ struct Inner {
     appended: usize,
     /// Each consumer-protocol group's state as last written to the log.
     consumer_written: BTreeMap<String, PersistedConsumerGroup>,
+    /// Each streams group's state as last written to the log.
+    streams_written: BTreeMap<String, StreamsGroup>,
     join_waiters: HashMap<Key, oneshot::Sender<JoinGroupResponse>>,
     sync_waiters: HashMap<Key, oneshot::Sender<SyncGroupResponse>>,
     /// Committed-offset retention: (retention ms, check interval ms).
@@ -71,6 +75,8 @@ struct Inner {
 pub struct GroupService {
     config: ClassicGroupConfig,
     inner: Mutex<Inner>,
+    /// Streams (KIP-1071) groups; locked before `modern`.
+    streams: Mutex<StreamsGroups>,
     /// Consumer-protocol (KIP-848) groups; locked before `inner`.
     modern: Mutex<ConsumerProtocolGroups>,
     offsets_expired_total: std::sync::atomic::AtomicU64,
@@ -118,13 +124,27 @@ impl GroupService {
         }
         // The last record of each consumer-protocol group is its state.
         let mut consumer_written = BTreeMap::new();
+        let mut streams_written = BTreeMap::new();
         for r in &records {
-            if let GroupRecord::ConsumerGroup { group_id, group } = r {
-                match group {
-                    Some(g) => consumer_written.insert(group_id.clone(), (**g).clone()),
-                    None => consumer_written.remove(group_id),
-                };
+            match r {
+                GroupRecord::ConsumerGroup { group_id, group } => {
+                    match group {
+                        Some(g) => consumer_written.insert(group_id.clone(), (**g).clone()),
+                        None => consumer_written.remove(group_id),
+                    };
+                }
+                GroupRecord::StreamsGroup { group_id, group } => {
+                    match group {
+                        Some(g) => streams_written.insert(group_id.clone(), (**g).clone()),
+                        None => streams_written.remove(group_id),
+                    };
+                }
+                _ => {}
             }
+        }
+        let mut streams = StreamsGroups::default();
+        for (id, g) in &streams_written {
+            streams.restore(id, Some(g.clone()), now_ms);
         }
         let mut modern = ConsumerProtocolGroups::new(ConsumerProtocolConfig::default());
         for (id, g) in &consumer_written {
@@ -138,6 +158,7 @@ impl GroupService {
                 log,
                 appended: replayed.len(),
                 consumer_written,
+                streams_written,
                 join_waiters: HashMap::new(),
                 sync_waiters: HashMap::new(),
                 offsets_retention: (
@@ -147,6 +168,7 @@ impl GroupService {
                 next_offsets_check_ms: None,
                 modern_empty_since: HashMap::new(),
             }),
+            streams: Mutex::new(streams),
             modern: Mutex::new(modern),
             offsets_expired_total: Default::default(),
             groups_expired_total: Default::default(),
@@ -160,7 +182,14 @@ impl GroupService {
 
     /// JoinGroup.
     pub fn join(&self, req: &JoinGroupRequest, now_ms: i64) -> Pending<JoinGroupResponse> {
-        if let Err(code) = self.downgrade_empty_consumer_group(&req.group_id, now_ms) {
+        if let Err(code) = self
+            .release_empty_streams_group(
+                &req.group_id,
+                ErrorCode::INCONSISTENT_GROUP_PROTOCOL,
+                now_ms,
+            )
+            .and_then(|()| self.downgrade_empty_consumer_group(&req.group_id, now_ms))
+        {
             return Pending::Ready(JoinGroupResponse::error(code, ""));
         }
         let mut inner = self.inner.lock();
@@ -235,11 +264,9 @@ impl GroupService {
         req: &OffsetCommitRequest,
         now_ms: i64,
     ) -> Result<Vec<ErrorCode>, ErrorCode> {
+        let streams = self.streams.lock();
         let modern = self.modern.lock();
-        let req = &match Self::check_consumer_commit(&modern, req, false)? {
-            modern::CommitCheck::Classic => req.clone(),
-            modern::CommitCheck::Passed => modern::as_unchecked(req),
-        };
+        let req = &Self::check_commit(&streams, &modern, req, false)?;
         let mut inner = self.inner.lock();
         let out = inner.coordinator.commit_offsets(req, now_ms);
         let result = out.result.clone();
@@ -256,11 +283,9 @@ impl GroupService {
         req: &OffsetCommitRequest,
         now_ms: i64,
     ) -> Result<Vec<ErrorCode>, ErrorCode> {
+        let streams = self.streams.lock();
         let modern = self.modern.lock();
-        let req = &match Self::check_consumer_commit(&modern, req, true)? {
-            modern::CommitCheck::Classic => req.clone(),
-            modern::CommitCheck::Passed => modern::as_unchecked(req),
-        };
+        let req = &Self::check_commit(&streams, &modern, req, true)?;
         let mut inner = self.inner.lock();
         let out = inner
             .coordinator
@@ -298,8 +323,11 @@ impl GroupService {
 
     /// DeleteGroups of one group.
     pub fn delete_group(&self, group_id: &str, now_ms: i64) -> ErrorCode {
-        // A consumer-protocol group: its offsets go with it.
-        let was_modern = match self.delete_consumer_group(group_id, now_ms) {
+        // A streams or consumer-protocol group: its offsets go with it.
+        let was_modern = match self
+            .delete_streams_group(group_id, now_ms)
+            .or_else(|| self.delete_consumer_group(group_id, now_ms))
+        {
             Some(ErrorCode::NONE) => true,
             Some(code) => return code,
             None => false,
@@ -352,7 +380,8 @@ impl GroupService {
 
     /// Whether a timer is due at `now_ms`.
     pub fn is_due(&self, now_ms: i64) -> bool {
-        self.consumer_is_due(now_ms)
+        self.streams_is_due(now_ms)
+            || self.consumer_is_due(now_ms)
             || self
                 .inner
                 .lock()
@@ -363,6 +392,7 @@ impl GroupService {
 
     /// Runs the coordinator's timers (both protocols).
     pub fn tick(&self, now_ms: i64) {
+        self.streams_tick(now_ms);
         self.consumer_tick(now_ms);
         self.expire_offsets_if_due(now_ms);
         let mut inner = self.inner.lock();
@@ -410,6 +440,7 @@ impl GroupService {
     /// counted; a consumer-protocol group deleted here goes from both
     /// sides. Returns what was removed.
     pub fn expire_offsets(&self, now_ms: i64) -> crate::consumer_group::OffsetExpiry {
+        let mut streams = self.streams.lock();
         let mut modern = self.modern.lock();
         let mut inner = self.inner.lock();
         let retention_ms = inner.offsets_retention.0;
@@ -428,7 +459,7 @@ impl GroupService {
             ..
         } = &mut *inner;
         let expiry = coordinator.expire_offsets(now_ms, retention_ms, |g| {
-            if modern.has_members(g) {
+            if modern.has_members(g) || streams.has_members(g) {
                 Some(i64::MAX)
             } else {
                 modern_empty_since.get(g).copied()
@@ -452,8 +483,12 @@ impl GroupService {
             if modern.contains(g) && modern.delete_group(g).is_ok() {
                 let _ = self.persist_consumer_group(&mut modern, g, now_ms);
             }
+            if streams.contains(g) && streams.delete_group(g).is_ok() {
+                let _ = self.persist_streams_group(&mut streams, g, now_ms);
+            }
         }
         drop(modern);
+        drop(streams);
         self.offsets_expired_total.fetch_add(
             expiry.expired.len() as u64,
             std::sync::atomic::Ordering::Relaxed,
@@ -523,7 +558,9 @@ impl GroupService {
 
     /// Rewrites the log as the live state once it holds enough dead records.
     fn maybe_compact(inner: &mut Inner) {
-        let live = inner.coordinator.live_record_count() + inner.consumer_written.len();
+        let live = inner.coordinator.live_record_count()
+            + inner.consumer_written.len()
+            + inner.streams_written.len();
         if inner.appended > COMPACT_SLACK + live * 2 {
             let consumer =
                 inner
@@ -533,11 +570,19 @@ impl GroupService {
                         group_id: id.clone(),
                         group: Some(Box::new(g.clone())),
                     });
+            let streams = inner
+                .streams_written
+                .iter()
+                .map(|(id, g)| GroupRecord::StreamsGroup {
+                    group_id: id.clone(),
+                    group: Some(Box::new(g.clone())),
+                });
             let records: Vec<Vec<u8>> = inner
                 .coordinator
                 .snapshot_records()
                 .into_iter()
                 .chain(consumer)
+                .chain(streams)
                 .map(|r| r.encode())
                 .collect();
             match inner.log.rewrite(&records) {
@@ -579,6 +624,42 @@ impl GroupService {
         match state {
             Some(s) => inner.consumer_written.insert(group_id.to_string(), s),
             None => inner.consumer_written.remove(group_id),
+        };
+        Self::maybe_compact(&mut inner);
+        Ok(())
+    }
+
+    /// Journals a streams group's state if it changed since it was last
+    /// written, under the streams lock held by the caller; on a failed
+    /// append the group goes back to what was last written and the caller
+    /// answers COORDINATOR_NOT_AVAILABLE (as for consumer-protocol groups).
+    fn persist_streams_group(
+        &self,
+        streams: &mut StreamsGroups,
+        group_id: &str,
+        now_ms: i64,
+    ) -> Result<(), ErrorCode> {
+        let state = streams.snapshot(group_id);
+        let mut inner = self.inner.lock();
+        if inner.streams_written.get(group_id) == state.as_ref() {
+            return Ok(());
+        }
+        let record = GroupRecord::StreamsGroup {
+            group_id: group_id.to_string(),
+            group: state.clone().map(Box::new),
+        };
+        if let Err(e) = Self::append(&mut inner, &record) {
+            tracing::error!(error = %e, group_id, "journaling a streams group failed; it goes back to its last written state");
+            streams.restore(
+                group_id,
+                inner.streams_written.get(group_id).cloned(),
+                now_ms,
+            );
+            return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+        }
+        match state {
+            Some(s) => inner.streams_written.insert(group_id.to_string(), s),
+            None => inner.streams_written.remove(group_id),
         };
         Self::maybe_compact(&mut inner);
         Ok(())

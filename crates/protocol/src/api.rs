@@ -1,8 +1,9 @@
 //! Requests and responses of every API, addressed by key and version.
 //!
 //! The message structs of all existing Kafka APIs come from the
-//! `kafka-protocol` crate; [`TxnShareAcknowledgeRequest`] (KIP-1289) is our
-//! own. [`ApiRequest`] puts both behind one trait so that the client can send
+//! `kafka-protocol` crate; [`TxnShareAcknowledgeRequest`] (KIP-1289) and the
+//! KIP-1071 streams-group requests of [`crate::streams_group`] are our own.
+//! [`ApiRequest`] puts both behind one trait so that the client can send
 //! any request generically, and [`decode_request`] lets the broker decode a
 //! request whose key it only learns from the header. Every failure comes back
 //! as a [`ProtocolError`] that names the API and version.
@@ -34,6 +35,10 @@ use super::share_v2::{
     SHARE_ACKNOWLEDGE_API_KEY, SHARE_FETCH_API_KEY, SHARE_VERSIONS, ShareAcknowledgeV2Request,
     ShareFetchV2Request,
 };
+use super::streams_group::{
+    STREAMS_GROUP_DESCRIBE_API_KEY, STREAMS_GROUP_HEARTBEAT_API_KEY, StreamsGroupDescribeRequest,
+    StreamsGroupHeartbeatRequest,
+};
 use super::txn_share_ack::{TXN_SHARE_ACKNOWLEDGE_API_KEY, TxnShareAcknowledgeRequest};
 
 /// An inclusive range of versions.
@@ -56,6 +61,12 @@ impl Versions {
 pub fn api_name(api_key: i16) -> &'static str {
     if api_key == TXN_SHARE_ACKNOWLEDGE_API_KEY {
         return "TxnShareAcknowledge";
+    }
+    if api_key == STREAMS_GROUP_HEARTBEAT_API_KEY {
+        return "StreamsGroupHeartbeat";
+    }
+    if api_key == STREAMS_GROUP_DESCRIBE_API_KEY {
+        return "StreamsGroupDescribe";
     }
     match ApiKey::try_from(api_key) {
         Ok(k) => kafka_api_name(k),
@@ -82,6 +93,13 @@ pub fn codec_versions(api_key: i16) -> Option<Versions> {
     if api_key == TXN_SHARE_ACKNOWLEDGE_API_KEY {
         let v = TxnShareAcknowledgeRequest::VERSIONS;
         return Some(v);
+    }
+    if api_key == STREAMS_GROUP_HEARTBEAT_API_KEY {
+        // KIP-1071, ours (streams_group.rs); kafka-protocol 0.18 lacks it.
+        return Some(StreamsGroupHeartbeatRequest::VERSIONS);
+    }
+    if api_key == STREAMS_GROUP_DESCRIBE_API_KEY {
+        return Some(StreamsGroupDescribeRequest::VERSIONS);
     }
     if api_key == SHARE_FETCH_API_KEY || api_key == SHARE_ACKNOWLEDGE_API_KEY {
         // Version 2 is ours (src/protocol/share_v2.rs); kafka-protocol stops at 1.
@@ -114,7 +132,10 @@ pub fn codec_versions(api_key: i16) -> Option<Versions> {
 
 /// Request header version for `api_key` at `version`, `None` for an unknown key.
 pub fn request_header_version(api_key: i16, version: i16) -> Option<i16> {
-    if api_key == TXN_SHARE_ACKNOWLEDGE_API_KEY {
+    if api_key == TXN_SHARE_ACKNOWLEDGE_API_KEY
+        || api_key == STREAMS_GROUP_HEARTBEAT_API_KEY
+        || api_key == STREAMS_GROUP_DESCRIBE_API_KEY
+    {
         return Some(2);
     }
     ApiKey::try_from(api_key)
@@ -125,7 +146,10 @@ pub fn request_header_version(api_key: i16, version: i16) -> Option<i16> {
 /// Response header version for `api_key` at `version` (0 for ApiVersions,
 /// whatever the version: the exception clients rely on).
 pub fn response_header_version(api_key: i16, version: i16) -> Option<i16> {
-    if api_key == TXN_SHARE_ACKNOWLEDGE_API_KEY {
+    if api_key == TXN_SHARE_ACKNOWLEDGE_API_KEY
+        || api_key == STREAMS_GROUP_HEARTBEAT_API_KEY
+        || api_key == STREAMS_GROUP_DESCRIBE_API_KEY
+    {
         return Some(1);
     }
     ApiKey::try_from(api_key)
@@ -257,6 +281,10 @@ pub enum AnyRequest {
     Kafka(Box<RequestKind>),
     /// KIP-1289 TxnShareAcknowledge.
     TxnShareAcknowledge(TxnShareAcknowledgeRequest),
+    /// KIP-1071 StreamsGroupHeartbeat.
+    StreamsGroupHeartbeat(StreamsGroupHeartbeatRequest),
+    /// KIP-1071 StreamsGroupDescribe.
+    StreamsGroupDescribe(StreamsGroupDescribeRequest),
     /// ShareFetch, version 1 or 2.
     ShareFetch(ShareFetchV2Request),
     /// ShareAcknowledge, version 1 or 2.
@@ -272,6 +300,14 @@ pub fn decode_request(
     body: &mut Bytes,
 ) -> Result<AnyRequest, ProtocolError> {
     check_version(api_key, version)?;
+    if api_key == STREAMS_GROUP_HEARTBEAT_API_KEY {
+        return StreamsGroupHeartbeatRequest::decode_request(body, version)
+            .map(AnyRequest::StreamsGroupHeartbeat);
+    }
+    if api_key == STREAMS_GROUP_DESCRIBE_API_KEY {
+        return StreamsGroupDescribeRequest::decode_request(body, version)
+            .map(AnyRequest::StreamsGroupDescribe);
+    }
     if api_key == TXN_SHARE_ACKNOWLEDGE_API_KEY {
         return TxnShareAcknowledgeRequest::decode_request(body, version)
             .map(AnyRequest::TxnShareAcknowledge);

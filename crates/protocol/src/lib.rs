@@ -6,6 +6,8 @@
 //!   every request type, and decoding by key and version for the broker.
 //!   Message structs of existing APIs come from the `kafka-protocol` crate.
 //! - [`txn_share_ack`]: KIP-1289's TxnShareAcknowledge (apiKey 95), our own.
+//! - [`streams_group`]: KIP-1071's StreamsGroupHeartbeat (apiKey 88) and
+//!   StreamsGroupDescribe (apiKey 89) v0, which kafka-protocol 0.18 lacks.
 //! - [`share_v2`]: ShareFetch and ShareAcknowledge v2 (KIP-1206/1222), which
 //!   kafka-protocol 0.18 lacks, as its v1 structs plus the added fields.
 //! - [`api_versions_v5`]: ApiVersions v5 (KIP-1242: the cluster and node
@@ -35,6 +37,7 @@ pub mod sasl;
 pub mod share;
 pub mod share_offsets_v1;
 pub mod share_v2;
+pub mod streams_group;
 pub mod txn_share_ack;
 pub mod versions;
 pub mod wire;

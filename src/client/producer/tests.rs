@@ -149,6 +149,9 @@ async fn serve(io: tokio::io::DuplexStream, script: Arc<Mutex<Script>>) {
                 panic!("share request sent to the producer's peer")
             }
             AnyRequest::ApiVersions(_) => panic!("a second ApiVersions on one connection"),
+            AnyRequest::StreamsGroupHeartbeat(_) | AnyRequest::StreamsGroupDescribe(_) => {
+                panic!("the producer sent a streams-group request")
+            }
             AnyRequest::Kafka(k) => match *k {
                 RequestKind::Metadata(_) => {
                     script.lock().log.push((3, String::new()));

@@ -34,7 +34,9 @@ pub mod consumer_protocol;
 pub mod coordinator;
 pub mod describe;
 pub mod offsets;
+pub mod partition_sets;
 pub mod record;
+pub mod streams_protocol;
 
 pub use coordinator::{
     ClassicGroupConfig, Completion, GroupCoordinator, GroupState, JoinGroupRequest,

@@ -7,15 +7,17 @@
 //! is not persisted (module docs of [`super`]). Consumer-protocol groups
 //! are: [`GroupRecord::ConsumerGroup`] holds one group's whole durable
 //! state (the last record of a group wins), replayed into the
-//! consumer-protocol coordinator by the broker, not here. A compaction
-//! writes [`GroupCoordinator::snapshot_records`] and the last state of
-//! every consumer-protocol group, which replay to the same state.
+//! consumer-protocol coordinator by the broker, not here; so is
+//! [`GroupRecord::StreamsGroup`], a streams group's. A compaction writes
+//! [`GroupCoordinator::snapshot_records`] and the last state of every
+//! consumer-protocol and streams group, which replay to the same state.
 
 use serde::{Deserialize, Serialize};
 
 use super::consumer_protocol::PersistedConsumerGroup;
 use super::coordinator::{Group, GroupCoordinator, GroupState};
 use super::offsets::{PartitionOffset, PendingTxnOffsets};
+use super::streams_protocol::StreamsGroup;
 
 /// One persisted change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,6 +77,14 @@ pub enum GroupRecord {
         group_id: String,
         /// The state.
         group: Option<Box<PersistedConsumerGroup>>,
+    },
+    /// A streams (KIP-1071) group's durable state after a change; None:
+    /// the group is gone.
+    StreamsGroup {
+        /// Group id.
+        group_id: String,
+        /// The state.
+        group: Option<Box<StreamsGroup>>,
     },
 }
 
@@ -167,7 +177,7 @@ impl GroupCoordinator {
                 }
             }
             // The consumer-protocol coordinator's, replayed by the broker.
-            GroupRecord::ConsumerGroup { .. } => {}
+            GroupRecord::ConsumerGroup { .. } | GroupRecord::StreamsGroup { .. } => {}
         }
     }
 

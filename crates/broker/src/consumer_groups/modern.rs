@@ -16,6 +16,7 @@ use crate::consumer_group::consumer_protocol::{
     ConsumerHeartbeat, ConsumerHeartbeatOk, ConsumerProtocolGroups, DescribedConsumerGroup,
     HeartbeatError, MemberCommit, Topics,
 };
+use crate::consumer_group::streams_protocol::{StreamsGroups, StreamsMemberCheck};
 use crate::topics::TopicRegistry;
 use sharestream_protocol::ErrorCode;
 use uuid::Uuid;
@@ -50,6 +51,12 @@ impl GroupService {
         topics: &Topics,
         now_ms: i64,
     ) -> Result<ConsumerHeartbeatOk, HeartbeatError> {
+        if self.is_streams_group(&req.group_id) {
+            return Err(HeartbeatError {
+                code: ErrorCode::GROUP_ID_NOT_FOUND,
+                message: format!("Group {} is not a consumer group.", req.group_id),
+            });
+        }
         let mut modern = self.modern.lock();
         if !modern.contains(&req.group_id) {
             let classic_members = self.with_coordinator(|c| c.member_ids(&req.group_id).len());
@@ -172,6 +179,35 @@ impl GroupService {
             },
         )?;
         Ok(CommitCheck::Passed)
+    }
+}
+
+impl GroupService {
+    /// The member check of a commit into a streams or consumer-protocol
+    /// group, under both locks held by the caller; the request the classic
+    /// coordinator then commits.
+    pub(super) fn check_commit(
+        streams: &StreamsGroups,
+        modern: &ConsumerProtocolGroups,
+        req: &OffsetCommitRequest,
+        transactional: bool,
+    ) -> Result<OffsetCommitRequest, ErrorCode> {
+        if streams.contains(&req.group_id) {
+            streams.validate_commit(
+                &req.group_id,
+                &StreamsMemberCheck {
+                    member_id: &req.member_id,
+                    member_epoch: req.generation_id,
+                },
+            )?;
+            return Ok(as_unchecked(req));
+        }
+        Ok(
+            match Self::check_consumer_commit(modern, req, transactional)? {
+                CommitCheck::Classic => req.clone(),
+                CommitCheck::Passed => as_unchecked(req),
+            },
+        )
     }
 }
 

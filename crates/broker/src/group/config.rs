@@ -45,7 +45,8 @@
 //! Not supported: Kafka 4.2's `by_duration:<ISO-8601>` form of
 //! `share.auto.offset.reset`, the `*.assignment.interval.ms` configs (our
 //! assignors run within the heartbeat that needs them), and the streams
-//! group configs (KIP-1071 groups are not served).
+//! group configs (KIP-1071 groups run on Kafka's defaults, docs/DESIGN.md
+//! D56).
 
 use std::collections::BTreeMap;
 

@@ -87,6 +87,8 @@ const SERVED: &[(i16, i16, i16)] = &[
     (92, 0, 0), // DeleteShareGroupOffsets
     (68, 0, 1), // ConsumerGroupHeartbeat (KIP-848; v1: regex)
     (69, 0, 1), // ConsumerGroupDescribe
+    (88, 0, 0), // StreamsGroupHeartbeat (KIP-1071)
+    (89, 0, 0), // StreamsGroupDescribe
 ];
 
 /// Share-group APIs, advertised with `share.version >= 1`.

@@ -706,7 +706,7 @@ pub(crate) fn offset_fetch(
                 let member_check = match (&g.member_id, version >= 9) {
                     (Some(m), true) if !m.is_empty() => core
                         .consumer_groups()
-                        .with_consumer_groups(|c| c.validate_fetch(&group_id, m, g.member_epoch)),
+                        .validate_member_fetch(&group_id, m, g.member_epoch),
                     _ => Ok(()),
                 };
                 let fetched = member_check

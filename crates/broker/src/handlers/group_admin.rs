@@ -39,13 +39,18 @@ pub(crate) fn list_groups(
     let consumer = core
         .consumer_groups()
         .with_consumer_groups(|c| c.list_groups());
+    let streams = core
+        .consumer_groups()
+        .with_streams_groups(|c| c.list_groups());
     let mut groups: Vec<(String, String, String, &'static str)> = core
         .consumer_groups()
         .with_coordinator(|c| c.list_groups())
         .into_iter()
-        // A consumer-protocol group's offsets are kept by the classic
-        // coordinator: list the group once, as a consumer group.
-        .filter(|(id, ..)| !consumer.iter().any(|(c, _)| c == id))
+        // A consumer-protocol or streams group's offsets are kept by the
+        // classic coordinator: list the group once, as what it is.
+        .filter(|(id, ..)| {
+            !consumer.iter().any(|(c, _)| c == id) && !streams.iter().any(|(c, _)| c == id)
+        })
         .map(|(id, state, protocol_type)| {
             (id, protocol_type, state.as_str().to_string(), "classic")
         })
@@ -56,6 +61,14 @@ pub(crate) fn list_groups(
             "consumer".to_string(),
             state.as_str().to_string(),
             "consumer",
+        )
+    }));
+    groups.extend(streams.into_iter().map(|(id, state)| {
+        (
+            id,
+            "streams".to_string(),
+            state.as_str().to_string(),
+            "streams",
         )
     }));
     groups.extend(
@@ -111,6 +124,18 @@ pub(crate) fn describe_groups(
                 return DescribedGroup::default()
                     .with_group_id(id.clone())
                     .with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0)
+                    .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+            }
+            if core.consumer_groups().is_streams_group(&group_id) {
+                // Kafka describes a streams group only through
+                // StreamsGroupDescribe.
+                return DescribedGroup::default()
+                    .with_group_id(id.clone())
+                    .with_group_state(s("Dead"))
+                    .with_error_code(ErrorCode::GROUP_ID_NOT_FOUND.0)
+                    .with_error_message(Some(s(format!(
+                        "Group {group_id} is not a classic group."
+                    ))))
                     .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
             }
             let d = match core.consumer_groups().consumer_describe(&group_id) {

@@ -23,6 +23,7 @@ mod reassignments;
 mod scram;
 mod share;
 mod share_offsets_admin;
+mod streams_group;
 mod txn;
 mod txn_admin;
 mod txn_share_ack;
@@ -41,6 +42,9 @@ use sharestream_protocol::api::{
 use sharestream_protocol::api_versions_v5::ApiVersionsV5Request;
 use sharestream_protocol::share_offsets_v1::DescribeShareGroupOffsetsV1Request;
 use sharestream_protocol::share_v2::{ShareAcknowledgeV2Request, ShareFetchV2Request};
+use sharestream_protocol::streams_group::{
+    StreamsGroupDescribeRequest, StreamsGroupHeartbeatRequest,
+};
 use sharestream_protocol::txn_share_ack::{
     TxnShareAcknowledgeRequest, TxnShareAcknowledgeResponse,
 };
@@ -403,6 +407,14 @@ pub(crate) async fn dispatch(
         AnyRequest::ShareAcknowledge(r) => {
             let resp = share::share_acknowledge(core, &ctx, r).await;
             respond::<ShareAcknowledgeV2Request>(&ctx, &resp, out)
+        }
+        AnyRequest::StreamsGroupHeartbeat(r) => {
+            let resp = streams_group::streams_group_heartbeat(core, &ctx, r);
+            respond::<StreamsGroupHeartbeatRequest>(&ctx, &resp, out)
+        }
+        AnyRequest::StreamsGroupDescribe(r) => {
+            let resp = streams_group::streams_group_describe(core, &ctx, r);
+            respond::<StreamsGroupDescribeRequest>(&ctx, &resp, out)
         }
         AnyRequest::TxnShareAcknowledge(r) => {
             let resp = if api_versions::is_gated_off(core, key) {

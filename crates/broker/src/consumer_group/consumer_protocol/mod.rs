@@ -70,6 +70,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
+use super::partition_sets::{count, intersect, minus};
 pub use assignor::{ASSIGNORS, Assignment, RANGE, UNIFORM};
 pub use persist::{PersistedConsumerGroup, PersistedMember};
 use sharestream_protocol::ErrorCode;
@@ -316,37 +317,6 @@ pub struct DescribedConsumerGroup {
 pub struct ConsumerProtocolGroups {
     config: ConsumerProtocolConfig,
     groups: BTreeMap<String, Group>,
-}
-
-fn count(a: &Assignment) -> usize {
-    a.values().map(BTreeSet::len).sum()
-}
-
-fn minus(a: &Assignment, b: &Assignment) -> Assignment {
-    let mut out = Assignment::new();
-    for (t, ps) in a {
-        let rest: BTreeSet<i32> = match b.get(t) {
-            Some(q) => ps.difference(q).copied().collect(),
-            None => ps.clone(),
-        };
-        if !rest.is_empty() {
-            out.insert(*t, rest);
-        }
-    }
-    out
-}
-
-fn intersect(a: &Assignment, b: &Assignment) -> Assignment {
-    let mut out = Assignment::new();
-    for (t, ps) in a {
-        if let Some(q) = b.get(t) {
-            let both: BTreeSet<i32> = ps.intersection(q).copied().collect();
-            if !both.is_empty() {
-                out.insert(*t, both);
-            }
-        }
-    }
-    out
 }
 
 fn compile(regex: &str) -> Result<regex::Regex, HeartbeatError> {
