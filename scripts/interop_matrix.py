@@ -53,17 +53,19 @@ GAPS = """\
   `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` are
   served with Kafka 4.4's bounds and messages, and the coordinator reads
   them at every heartbeat (the interval it answers, the session it gives
-  the member); `consumer.assignment.interval.ms` and the streams groups'
-  configs are not (our assignors run within the heartbeat that needs
-  them; KIP-1071 groups run on Kafka's defaults).
+  the member); `consumer.assignment.interval.ms` is not (our assignors
+  run within the heartbeat that needs them).
 - **Kafka Streams' own rebalance protocol** (`group.protocol=streams`,
   KIP-1071: StreamsGroupHeartbeat and StreamsGroupDescribe v0, apiKeys
   88-89): served. The broker creates the repartition and changelog topics
   with the partition counts and configs the topology asks for, assigns the
   active tasks (balanced, sticky; a task moves only once its owner gave it
-  up) and checks offset commits by member epoch. Not served: standby and
-  warm-up tasks, the `streams.*` group configs, and v1 (KIP-1331's
-  topology description): docs/DESIGN.md D56. A streams group's state is
+  up) and `streams.num.standby.replicas` standby copies on other
+  processes, and checks offset commits by member epoch. The group configs
+  `streams.session.timeout.ms`, `streams.heartbeat.interval.ms` and
+  `streams.num.standby.replicas` are served. Not served: warm-up tasks,
+  the other `streams.*` group configs, and v1 (KIP-1331's topology
+  description): docs/DESIGN.md D56. A streams group's state is
   journaled like a consumer group's, so its members keep their tasks
   across a broker restart.
 - **Share-group offsets** (`kafka-share-groups.sh --reset-offsets`,
@@ -209,8 +211,11 @@ policies, and Streams has purged consumed repartition records
   cooperative assignor) half-way;
 - *group.protocol=streams* (KIP-1071): the same count with the broker
   assigning the tasks, with one instance and with a second joining
-  half-way (tasks move between members); `kafka-streams-groups.sh
-  --describe --state` then shows the group Empty.
+  half-way (tasks move between members), and with two instances and
+  `streams.num.standby.replicas=1` set by `kafka-configs.sh` (each of the
+  three stateful tasks has its standby on the other instance);
+  `kafka-streams-groups.sh --describe --state` shows the first group
+  Empty once it left.
 
 The instances close with LEAVE_GROUP, so the group is Empty at once and
 `kafka-streams-application-reset.sh` (StreamsResetter) resets the second

@@ -129,6 +129,17 @@ async fn commit(c: &mut RawClient, member: &str, epoch: i32) -> i16 {
     r.topics[0].partitions[0].error_code
 }
 
+async fn describe(
+    c: &mut RawClient,
+    groups: &[&str],
+) -> sharestream::protocol::streams_group::StreamsGroupDescribeResponse {
+    let req = StreamsGroupDescribeRequest {
+        group_ids: groups.iter().map(|g| g.to_string()).collect(),
+        include_authorized_operations: false,
+    };
+    c.send(&req, 0).await
+}
+
 async fn delete_group(c: &mut RawClient) -> i16 {
     let req = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(APP))]);
     c.send(&req, 2).await.results[0].error_code
@@ -246,15 +257,7 @@ async fn kip1071_join_creates_internal_topics_and_tasks_move_only_when_given_up(
             "Stable".into()
         )]
     );
-    let d = c
-        .send(
-            &StreamsGroupDescribeRequest {
-                group_ids: vec![APP.into(), "nope".into()],
-                include_authorized_operations: false,
-            },
-            0,
-        )
-        .await;
+    let d = describe(&mut c, &[APP, "nope"]).await;
     let g = &d.groups[0];
     assert_eq!(
         (g.error_code, g.group_state.as_str(), g.members.len()),
@@ -378,15 +381,7 @@ async fn kip1071_membership_survives_kill_9() {
 
     let st = TestBroker::on_disk(dir.path()).manual_clock().start().await;
     let mut c = RawClient::connect(st.b.local_addr()).await;
-    let d = c
-        .send(
-            &StreamsGroupDescribeRequest {
-                group_ids: vec![APP.into()],
-                include_authorized_operations: false,
-            },
-            0,
-        )
-        .await;
+    let d = describe(&mut c, &[APP]).await;
     let g = &d.groups[0];
     assert_eq!(
         (
@@ -416,4 +411,102 @@ async fn kip1071_membership_survives_kill_9() {
     let r = hb(&mut c, beat("b", 2, None)).await;
     assert_eq!((r.member_epoch, count(&r.active_tasks)), (3, Some(6)));
     st.b.shutdown().await;
+}
+
+fn set_group_config(name: &str, value: &str) -> IncrementalAlterConfigsRequest {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(32)
+            .with_resource_name(s(APP))
+            .with_configs(vec![
+                AlterableConfig::default()
+                    .with_name(s(name))
+                    .with_config_operation(0)
+                    .with_value(Some(s(value))),
+            ]),
+    ])
+}
+
+/// The group configs `streams.num.standby.replicas`,
+/// `streams.heartbeat.interval.ms` and `streams.session.timeout.ms`: set
+/// through IncrementalAlterConfigs within Kafka's bounds, applied at the
+/// next heartbeat.
+#[tokio::test]
+async fn kip1071_group_configs_give_standby_tasks_and_timing() {
+    let st = TestBroker::in_memory()
+        .manual_clock()
+        .topic("in", 2)
+        .start()
+        .await;
+    let mut c = RawClient::connect(st.b.local_addr()).await;
+    for (name, value) in [
+        ("streams.num.standby.replicas", "1"),
+        ("streams.heartbeat.interval.ms", "7000"),
+        ("streams.session.timeout.ms", "50000"),
+    ] {
+        let r = c.send(&set_group_config(name, value), 1).await;
+        assert_eq!(r.responses[0].error_code, 0, "{name}: {r:?}");
+    }
+    for (name, value) in [
+        ("streams.num.standby.replicas", "3"),
+        ("streams.session.timeout.ms", "40000"),
+    ] {
+        let r = c.send(&set_group_config(name, value), 1).await;
+        assert_eq!(
+            r.responses[0].error_code,
+            ErrorCode::INVALID_CONFIG.0,
+            "{name}={value}: {r:?}"
+        );
+        let msg = r.responses[0].error_message.as_deref().unwrap_or("");
+        assert!(msg.contains(name), "{msg}");
+    }
+
+    let a = hb(&mut c, join("a")).await;
+    assert_eq!(a.heartbeat_interval_ms, 7000);
+    assert_eq!(count(&a.active_tasks), Some(4));
+    hb(&mut c, beat("a", 1, a.active_tasks.clone())).await;
+    let b = hb(&mut c, join("b")).await;
+    let b_standby = b.standby_tasks.clone().unwrap();
+    // Two partitions: each member gets one task of each subtopology; only
+    // subtopology 1 keeps state, so one standby each.
+    assert_eq!(
+        count(&Some(b_standby)),
+        Some(1),
+        "b backs up a's stateful task"
+    );
+    let a = hb(&mut c, beat("a", 1, None)).await;
+    let kept = a.active_tasks.clone().unwrap();
+    let a = hb(&mut c, beat("a", 1, Some(kept))).await;
+    assert_eq!(a.member_epoch, 2);
+    assert_eq!(
+        count(&a.standby_tasks),
+        Some(1),
+        "a backs up b's stateful task"
+    );
+    let d = describe(&mut c, &[APP]).await;
+    let members = &d.groups[0].members;
+    assert!(
+        members.iter().all(|m| m
+            .target_assignment
+            .standby_tasks
+            .iter()
+            .map(|t| t.partitions.len())
+            .sum::<usize>()
+            == 1),
+        "{members:?}"
+    );
+
+    // The session: 50 s.
+    st.advance(49_000);
+    hb(&mut c, beat("a", 2, None)).await;
+    st.advance(2_000);
+    let r = c.send(&beat("b", 2, None), 0).await;
+    assert_eq!(
+        r.error_code,
+        ErrorCode::UNKNOWN_MEMBER_ID.0,
+        "b's session ended"
+    );
 }

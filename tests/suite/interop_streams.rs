@@ -245,6 +245,72 @@ pub(super) fn scenarios(b: &str) -> Vec<Scenario> {
             timeout: streams_timeout,
         },
         Scenario {
+            client: "kafka-configs",
+            feature: "streams group config streams.num.standby.replicas=1 (setup of the next row)",
+            runner: Runner::Java,
+            args: s(&[
+                "org.apache.kafka.tools.ConfigCommand",
+                "--bootstrap-server",
+                b,
+                "--alter",
+                "--entity-type",
+                "groups",
+                "--entity-name",
+                "interop-streams-kip1071-standby",
+                "--add-config",
+                "streams.num.standby.replicas=1",
+            ]),
+            output: Output::Text,
+            needs: &[],
+            embedded_gap: None,
+            verify: |v| {
+                let text = v["text"].as_str().unwrap_or("");
+                if v["exit"] == 0 && text.contains("Completed updating config") {
+                    Ok(())
+                } else {
+                    Err(format!("exit {}: {:?}", v["exit"], text.trim()))
+                }
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-streams",
+            feature: "exactly_once_v2 count with group.protocol=streams, two instances, one standby per stateful task (streams.num.standby.replicas=1)",
+            runner: Runner::Java,
+            args: streams_args(
+                b,
+                "interop-streams-kip1071-standby",
+                &[
+                    "--instances",
+                    "2",
+                    "--streams-props",
+                    "group.protocol=streams",
+                    "--wait-standby",
+                    "3",
+                ],
+            ),
+            output: Output::ResultLine,
+            needs: &[CREATE_TOPICS, DELETE_RECORDS],
+            embedded_gap: None,
+            verify: |v| {
+                streams_verdict(v)?;
+                // Three stateful tasks (the count's subtopology, three
+                // partitions), each with its standby on the other
+                // instance; the stateless tasks have none.
+                let standby: i64 = v["standby_tasks_per_instance"]
+                    .as_array()
+                    .map_or(0, |a| a.iter().filter_map(|x| x.as_i64()).sum());
+                if standby != 3 {
+                    return Err(format!(
+                        "standby tasks per instance {}, active {}",
+                        v["standby_tasks_per_instance"], v["active_tasks_per_instance"]
+                    ));
+                }
+                Ok(())
+            },
+            timeout: streams_timeout,
+        },
+        Scenario {
             client: "java-admin",
             feature: "create topic with 3 partitions (setup)",
             runner: Runner::Java,

@@ -20,6 +20,9 @@
 //! | `share.isolation.level` | `read_uncommitted` | `read_uncommitted`, `read_committed` |
 //! | `errors.deadletterqueue.topic.name` | empty (no queue) | any name not starting with `__` |
 //! | `errors.deadletterqueue.copy.record.enable` | `false` | `true`, `false` |
+//! | `streams.session.timeout.ms` | `group.streams.session.timeout.ms` 45000 | `group.streams.{min,max}.session.timeout.ms` 45000..=60000 |
+//! | `streams.heartbeat.interval.ms` | `group.streams.heartbeat.interval.ms` 5000 | `group.streams.{min,max}.heartbeat.interval.ms` 5000..=15000 |
+//! | `streams.num.standby.replicas` | `group.streams.num.standby.replicas` 0 | 0..=`group.streams.max.standby.replicas` 2 |
 //!
 //! and each session timeout must stay greater than its heartbeat interval.
 //! The two `consumer.*` configs belong to consumer-protocol groups (KIP-848):
@@ -45,8 +48,9 @@
 //! Not supported: Kafka 4.2's `by_duration:<ISO-8601>` form of
 //! `share.auto.offset.reset`, the `*.assignment.interval.ms` configs (our
 //! assignors run within the heartbeat that needs them), and the streams
-//! group configs (KIP-1071 groups run on Kafka's defaults, docs/DESIGN.md
-//! D56).
+//! group configs other than the three above (warm-up replicas, the initial
+//! rebalance delay, rack-aware tags, the assignor's name and offload, task
+//! offset intervals, acceptable recovery lag: docs/DESIGN.md D56).
 
 use std::collections::BTreeMap;
 
@@ -56,6 +60,13 @@ pub const CONSUMER_SESSION_TIMEOUT_MS: &str = "consumer.session.timeout.ms";
 pub const CONSUMER_HEARTBEAT_INTERVAL_MS: &str = "consumer.heartbeat.interval.ms";
 /// `share.session.timeout.ms`.
 pub const SHARE_SESSION_TIMEOUT_MS: &str = "share.session.timeout.ms";
+/// `streams.session.timeout.ms` (KIP-1071 groups).
+pub const STREAMS_SESSION_TIMEOUT_MS: &str = "streams.session.timeout.ms";
+/// `streams.heartbeat.interval.ms` (KIP-1071 groups).
+pub const STREAMS_HEARTBEAT_INTERVAL_MS: &str = "streams.heartbeat.interval.ms";
+/// `streams.num.standby.replicas` (KIP-1071 groups): standby tasks per
+/// active task.
+pub const STREAMS_NUM_STANDBY_REPLICAS: &str = "streams.num.standby.replicas";
 /// `share.heartbeat.interval.ms`.
 pub const SHARE_HEARTBEAT_INTERVAL_MS: &str = "share.heartbeat.interval.ms";
 /// `share.record.lock.duration.ms`.
@@ -144,6 +155,9 @@ pub const GROUP_CONFIG_NAMES: &[&str] = &[
     SHARE_RECORD_LOCK_DURATION_MS,
     SHARE_RENEW_ACKNOWLEDGE_ENABLE,
     SHARE_SESSION_TIMEOUT_MS,
+    STREAMS_HEARTBEAT_INTERVAL_MS,
+    STREAMS_NUM_STANDBY_REPLICAS,
+    STREAMS_SESSION_TIMEOUT_MS,
 ];
 
 /// Where a share-partition start offset begins when a group first reads a
@@ -186,6 +200,22 @@ pub struct ShareGroupBrokerConfig {
     pub consumer_min_heartbeat_interval_ms: i32,
     /// `group.consumer.max.heartbeat.interval.ms`.
     pub consumer_max_heartbeat_interval_ms: i32,
+    /// `group.streams.session.timeout.ms` (KIP-1071 groups).
+    pub streams_session_timeout_ms: i32,
+    /// `group.streams.min.session.timeout.ms`.
+    pub streams_min_session_timeout_ms: i32,
+    /// `group.streams.max.session.timeout.ms`.
+    pub streams_max_session_timeout_ms: i32,
+    /// `group.streams.heartbeat.interval.ms`.
+    pub streams_heartbeat_interval_ms: i32,
+    /// `group.streams.min.heartbeat.interval.ms`.
+    pub streams_min_heartbeat_interval_ms: i32,
+    /// `group.streams.max.heartbeat.interval.ms`.
+    pub streams_max_heartbeat_interval_ms: i32,
+    /// `group.streams.num.standby.replicas`.
+    pub streams_num_standby_replicas: i32,
+    /// `group.streams.max.standby.replicas`.
+    pub streams_max_standby_replicas: i32,
     /// `group.share.session.timeout.ms`.
     pub session_timeout_ms: i32,
     /// `group.share.min.session.timeout.ms`.
@@ -242,6 +272,14 @@ impl Default for ShareGroupBrokerConfig {
             consumer_heartbeat_interval_ms: 5_000,
             consumer_min_heartbeat_interval_ms: 5_000,
             consumer_max_heartbeat_interval_ms: 15_000,
+            streams_session_timeout_ms: 45_000,
+            streams_min_session_timeout_ms: 45_000,
+            streams_max_session_timeout_ms: 60_000,
+            streams_heartbeat_interval_ms: 5_000,
+            streams_min_heartbeat_interval_ms: 5_000,
+            streams_max_heartbeat_interval_ms: 15_000,
+            streams_num_standby_replicas: 0,
+            streams_max_standby_replicas: 2,
             session_timeout_ms: 45_000,
             min_session_timeout_ms: 45_000,
             max_session_timeout_ms: 60_000,
@@ -369,6 +407,38 @@ impl ShareGroupBrokerConfig {
                 self.session_timeout_ms.to_string(),
             ),
             (
+                "group.streams.heartbeat.interval.ms",
+                self.streams_heartbeat_interval_ms.to_string(),
+            ),
+            (
+                "group.streams.max.heartbeat.interval.ms",
+                self.streams_max_heartbeat_interval_ms.to_string(),
+            ),
+            (
+                "group.streams.max.session.timeout.ms",
+                self.streams_max_session_timeout_ms.to_string(),
+            ),
+            (
+                "group.streams.max.standby.replicas",
+                self.streams_max_standby_replicas.to_string(),
+            ),
+            (
+                "group.streams.min.heartbeat.interval.ms",
+                self.streams_min_heartbeat_interval_ms.to_string(),
+            ),
+            (
+                "group.streams.min.session.timeout.ms",
+                self.streams_min_session_timeout_ms.to_string(),
+            ),
+            (
+                "group.streams.num.standby.replicas",
+                self.streams_num_standby_replicas.to_string(),
+            ),
+            (
+                "group.streams.session.timeout.ms",
+                self.streams_session_timeout_ms.to_string(),
+            ),
+            (
                 TRANSACTION_ABORT_RECORD_STATE,
                 self.transaction_abort_record_state.as_str().to_string(),
             ),
@@ -414,6 +484,18 @@ impl ShareGroupBrokerConfig {
             "group.consumer.max.heartbeat.interval.ms" => {
                 &mut self.consumer_max_heartbeat_interval_ms
             }
+            "group.streams.session.timeout.ms" => &mut self.streams_session_timeout_ms,
+            "group.streams.min.session.timeout.ms" => &mut self.streams_min_session_timeout_ms,
+            "group.streams.max.session.timeout.ms" => &mut self.streams_max_session_timeout_ms,
+            "group.streams.heartbeat.interval.ms" => &mut self.streams_heartbeat_interval_ms,
+            "group.streams.min.heartbeat.interval.ms" => {
+                &mut self.streams_min_heartbeat_interval_ms
+            }
+            "group.streams.max.heartbeat.interval.ms" => {
+                &mut self.streams_max_heartbeat_interval_ms
+            }
+            "group.streams.num.standby.replicas" => &mut self.streams_num_standby_replicas,
+            "group.streams.max.standby.replicas" => &mut self.streams_max_standby_replicas,
             "group.share.session.timeout.ms" => &mut self.session_timeout_ms,
             "group.share.min.session.timeout.ms" => &mut self.min_session_timeout_ms,
             "group.share.max.session.timeout.ms" => &mut self.max_session_timeout_ms,
@@ -573,9 +655,45 @@ impl ShareGroupBrokerConfig {
                 "group.share.max.heartbeat.interval.ms",
                 self.max_heartbeat_interval_ms,
             ),
+            (
+                "group.streams.session.timeout.ms",
+                self.streams_session_timeout_ms,
+            ),
+            (
+                "group.streams.min.session.timeout.ms",
+                self.streams_min_session_timeout_ms,
+            ),
+            (
+                "group.streams.max.session.timeout.ms",
+                self.streams_max_session_timeout_ms,
+            ),
+            (
+                "group.streams.heartbeat.interval.ms",
+                self.streams_heartbeat_interval_ms,
+            ),
+            (
+                "group.streams.min.heartbeat.interval.ms",
+                self.streams_min_heartbeat_interval_ms,
+            ),
+            (
+                "group.streams.max.heartbeat.interval.ms",
+                self.streams_max_heartbeat_interval_ms,
+            ),
         ] {
             range(name, v, 1, i32::MAX)?;
         }
+        range(
+            "group.streams.num.standby.replicas",
+            self.streams_num_standby_replicas,
+            0,
+            i32::MAX,
+        )?;
+        range(
+            "group.streams.max.standby.replicas",
+            self.streams_max_standby_replicas,
+            0,
+            i32::MAX,
+        )?;
         range(
             "group.share.max.share.sessions",
             self.max_share_sessions,
@@ -685,8 +803,41 @@ impl ShareGroupBrokerConfig {
                 "group.consumer.max.heartbeat.interval.ms",
                 self.consumer_max_heartbeat_interval_ms,
             ),
+            (
+                "group.streams.min.session.timeout.ms",
+                self.streams_min_session_timeout_ms,
+                "group.streams.session.timeout.ms",
+                self.streams_session_timeout_ms,
+            ),
+            (
+                "group.streams.session.timeout.ms",
+                self.streams_session_timeout_ms,
+                "group.streams.max.session.timeout.ms",
+                self.streams_max_session_timeout_ms,
+            ),
+            (
+                "group.streams.min.heartbeat.interval.ms",
+                self.streams_min_heartbeat_interval_ms,
+                "group.streams.heartbeat.interval.ms",
+                self.streams_heartbeat_interval_ms,
+            ),
+            (
+                "group.streams.heartbeat.interval.ms",
+                self.streams_heartbeat_interval_ms,
+                "group.streams.max.heartbeat.interval.ms",
+                self.streams_max_heartbeat_interval_ms,
+            ),
+            (
+                "group.streams.num.standby.replicas",
+                self.streams_num_standby_replicas,
+                "group.streams.max.standby.replicas",
+                self.streams_max_standby_replicas,
+            ),
         ] {
             ordered(lo_name, lo, hi_name, hi)?;
+        }
+        if self.streams_session_timeout_ms <= self.streams_heartbeat_interval_ms {
+            return Err("group.streams.session.timeout.ms must be greater than group.streams.heartbeat.interval.ms".to_string());
         }
         if self.consumer_session_timeout_ms <= self.consumer_heartbeat_interval_ms {
             return Err("group.consumer.session.timeout.ms must be greater than group.consumer.heartbeat.interval.ms".to_string());
@@ -713,6 +864,14 @@ pub struct GroupConfig {
     /// `consumer.heartbeat.interval.ms`: returned to the members of a
     /// consumer-protocol group in every heartbeat.
     pub consumer_heartbeat_interval_ms: i32,
+    /// `streams.session.timeout.ms`: a member of a streams group that does
+    /// not heartbeat for this long is removed.
+    pub streams_session_timeout_ms: i32,
+    /// `streams.heartbeat.interval.ms`: returned to the members of a
+    /// streams group in every heartbeat.
+    pub streams_heartbeat_interval_ms: i32,
+    /// `streams.num.standby.replicas`: standby tasks per active task.
+    pub streams_num_standby_replicas: i32,
     /// `share.session.timeout.ms`: a member that does not heartbeat for this
     /// long is removed.
     pub session_timeout_ms: i32,
@@ -745,6 +904,9 @@ impl GroupConfig {
         Self {
             consumer_session_timeout_ms: broker.consumer_session_timeout_ms,
             consumer_heartbeat_interval_ms: broker.consumer_heartbeat_interval_ms,
+            streams_session_timeout_ms: broker.streams_session_timeout_ms,
+            streams_heartbeat_interval_ms: broker.streams_heartbeat_interval_ms,
+            streams_num_standby_replicas: broker.streams_num_standby_replicas,
             session_timeout_ms: broker.session_timeout_ms,
             heartbeat_interval_ms: broker.heartbeat_interval_ms,
             record_lock_duration_ms: broker.record_lock_duration_ms,
@@ -799,7 +961,7 @@ impl GroupConfig {
     fn bounded_mut(
         &mut self,
         b: &ShareGroupBrokerConfig,
-    ) -> [(&'static str, &mut i32, i32, i32); 7] {
+    ) -> [(&'static str, &mut i32, i32, i32); 10] {
         // Kafka 4.4's order: the consumer configs first.
         [
             (
@@ -844,6 +1006,24 @@ impl GroupConfig {
                 b.min_partition_max_record_locks,
                 b.max_partition_max_record_locks,
             ),
+            (
+                STREAMS_HEARTBEAT_INTERVAL_MS,
+                &mut self.streams_heartbeat_interval_ms,
+                b.streams_min_heartbeat_interval_ms,
+                b.streams_max_heartbeat_interval_ms,
+            ),
+            (
+                STREAMS_NUM_STANDBY_REPLICAS,
+                &mut self.streams_num_standby_replicas,
+                0,
+                b.streams_max_standby_replicas,
+            ),
+            (
+                STREAMS_SESSION_TIMEOUT_MS,
+                &mut self.streams_session_timeout_ms,
+                b.streams_min_session_timeout_ms,
+                b.streams_max_session_timeout_ms,
+            ),
         ]
     }
 
@@ -854,6 +1034,13 @@ impl GroupConfig {
             }
             CONSUMER_HEARTBEAT_INTERVAL_MS => {
                 self.consumer_heartbeat_interval_ms = parse_int(name, value)?
+            }
+            STREAMS_SESSION_TIMEOUT_MS => self.streams_session_timeout_ms = parse_int(name, value)?,
+            STREAMS_HEARTBEAT_INTERVAL_MS => {
+                self.streams_heartbeat_interval_ms = parse_int(name, value)?
+            }
+            STREAMS_NUM_STANDBY_REPLICAS => {
+                self.streams_num_standby_replicas = parse_int(name, value)?
             }
             SHARE_SESSION_TIMEOUT_MS => self.session_timeout_ms = parse_int(name, value)?,
             SHARE_HEARTBEAT_INTERVAL_MS => self.heartbeat_interval_ms = parse_int(name, value)?,
@@ -917,6 +1104,9 @@ impl GroupConfig {
         Some(match name {
             CONSUMER_SESSION_TIMEOUT_MS => self.consumer_session_timeout_ms.to_string(),
             CONSUMER_HEARTBEAT_INTERVAL_MS => self.consumer_heartbeat_interval_ms.to_string(),
+            STREAMS_SESSION_TIMEOUT_MS => self.streams_session_timeout_ms.to_string(),
+            STREAMS_HEARTBEAT_INTERVAL_MS => self.streams_heartbeat_interval_ms.to_string(),
+            STREAMS_NUM_STANDBY_REPLICAS => self.streams_num_standby_replicas.to_string(),
             SHARE_SESSION_TIMEOUT_MS => self.session_timeout_ms.to_string(),
             SHARE_HEARTBEAT_INTERVAL_MS => self.heartbeat_interval_ms.to_string(),
             SHARE_RECORD_LOCK_DURATION_MS => self.record_lock_duration_ms.to_string(),
@@ -954,6 +1144,11 @@ impl GroupConfig {
         if self.session_timeout_ms <= self.heartbeat_interval_ms {
             return Err(format!(
                 "{SHARE_SESSION_TIMEOUT_MS} must be greater than {SHARE_HEARTBEAT_INTERVAL_MS}"
+            ));
+        }
+        if self.streams_session_timeout_ms <= self.streams_heartbeat_interval_ms {
+            return Err(format!(
+                "{STREAMS_SESSION_TIMEOUT_MS} must be greater than {STREAMS_HEARTBEAT_INTERVAL_MS}"
             ));
         }
         Ok(())

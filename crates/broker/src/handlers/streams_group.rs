@@ -155,6 +155,17 @@ fn create_internal_topics(
     failures
 }
 
+/// The group's `streams.*` configs (its own or the broker's defaults),
+/// read at every heartbeat as Kafka does.
+fn timing(core: &BrokerCore, group_id: &str) -> sp::StreamsTiming {
+    let c = core.shares().group_config(group_id);
+    sp::StreamsTiming {
+        session_timeout_ms: c.streams_session_timeout_ms,
+        heartbeat_interval_ms: c.streams_heartbeat_interval_ms,
+        num_standby_replicas: c.streams_num_standby_replicas,
+    }
+}
+
 pub(crate) fn streams_group_heartbeat(
     core: &BrokerCore,
     ctx: &RequestContext,
@@ -201,6 +212,7 @@ pub(crate) fn streams_group_heartbeat(
             .client_tags
             .map(|v| v.into_iter().map(|kv| (kv.key, kv.value)).collect()),
         shutdown_application: req.shutdown_application,
+        timing: Some(timing(core, &req.group_id)),
         client_id: ctx.header.client_id.clone().unwrap_or_default(),
         client_host: format!("/{}", ctx.host),
     };
@@ -231,7 +243,10 @@ pub(crate) fn streams_group_heartbeat(
                 })
                 .collect();
             status.sort_by_key(|s| s.status_code);
-            let assigned = o.active_tasks.as_ref().map(tasks_out);
+            let (active, standby) = match &o.tasks {
+                Some((a, s)) => (Some(tasks_out(a)), Some(tasks_out(s))),
+                None => (None, None),
+            };
             wire::StreamsGroupHeartbeatResponse {
                 member_id: o.member_id,
                 member_epoch: o.member_epoch,
@@ -241,9 +256,9 @@ pub(crate) fn streams_group_heartbeat(
                 status: Some(status),
                 // The three lists travel together: a client takes an
                 // assignment only when all three are present.
-                standby_tasks: assigned.as_ref().map(|_| Vec::new()),
-                warmup_tasks: assigned.as_ref().map(|_| Vec::new()),
-                active_tasks: assigned,
+                warmup_tasks: active.as_ref().map(|_| Vec::new()),
+                active_tasks: active,
+                standby_tasks: standby,
                 endpoint_information_epoch: o.endpoint_information_epoch,
                 partitions_by_user_endpoint: o.partitions_by_endpoint.map(|v| {
                     v.into_iter()
@@ -260,7 +275,14 @@ pub(crate) fn streams_group_heartbeat(
                                     partitions: ps.into_iter().collect(),
                                 })
                                 .collect(),
-                            standby_partitions: Vec::new(),
+                            standby_partitions: e
+                                .standby
+                                .into_iter()
+                                .map(|(topic, ps)| wire::TopicPartition {
+                                    topic,
+                                    partitions: ps.into_iter().collect(),
+                                })
+                                .collect(),
                         })
                         .collect()
                 }),
@@ -332,9 +354,9 @@ pub(crate) fn streams_group_describe(
                         .collect(),
                 ),
             });
-            let assignment = |t: &Tasks| wire::Assignment {
-                active_tasks: tasks_out(t),
-                standby_tasks: Vec::new(),
+            let assignment = |active: &Tasks, standby: &Tasks| wire::Assignment {
+                active_tasks: tasks_out(active),
+                standby_tasks: tasks_out(standby),
                 warmup_tasks: Vec::new(),
             };
             let members = d
@@ -363,8 +385,8 @@ pub(crate) fn streams_group_describe(
                         .collect(),
                     task_offsets: Vec::new(),
                     task_end_offsets: Vec::new(),
-                    assignment: assignment(&m.assignment),
-                    target_assignment: assignment(&m.target_assignment),
+                    assignment: assignment(&m.assignment, &m.standby),
+                    target_assignment: assignment(&m.target_assignment, &m.target_standby),
                     is_classic: false,
                 })
                 .collect();

@@ -31,12 +31,21 @@
 //!   (STALE_MEMBER_EPOCH); a commit naming no member is an admin commit,
 //!   allowed only while the group has no members.
 //!
-//! Not implemented (docs/DESIGN.md D56): standby and warm-up tasks (the
-//! default `num.standby.replicas` is 0, so none are asked for), the
-//! group-level `streams.*` configs (Kafka's defaults apply), static
-//! membership kept across a temporary leave, and persistence: after a
-//! broker restart the members are unknown and rejoin with epoch 0 (the
-//! committed offsets are the classic coordinator's and survive).
+//! - **Standby tasks**: `streams.num.standby.replicas` copies of each
+//!   active task on members of other processes ([`assignor`]). A member
+//!   gets a standby of its target at once, except one it still holds or is
+//!   giving up as active.
+//! - **Configs** (`streams.session.timeout.ms`,
+//!   `streams.heartbeat.interval.ms`, `streams.num.standby.replicas`) come
+//!   with each heartbeat ([`StreamsTiming`]); a new standby count makes a
+//!   new target.
+//! - **Durability**: [`StreamsGroups::snapshot`] is a group's state without
+//!   its clocks, journaled by the broker; [`StreamsGroups::restore`] puts
+//!   it back with every session starting again.
+//!
+//! Not implemented (docs/DESIGN.md D56): warm-up tasks, the other
+//! `streams.*` group configs, and static membership kept across a
+//! temporary leave.
 
 pub mod assignor;
 pub mod configure;
@@ -61,6 +70,32 @@ pub type Tasks = crate::consumer_group::partition_sets::PartitionSets<String>;
 pub const SESSION_TIMEOUT_MS: i32 = 45_000;
 /// Kafka's default `group.streams.heartbeat.interval.ms`.
 pub const HEARTBEAT_INTERVAL_MS: i32 = 5_000;
+
+/// A group's `streams.*` configs as of one heartbeat (Kafka reads them at
+/// every heartbeat, so a change applies from the next one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamsTiming {
+    /// `streams.session.timeout.ms`.
+    pub session_timeout_ms: i32,
+    /// `streams.heartbeat.interval.ms`.
+    pub heartbeat_interval_ms: i32,
+    /// `streams.num.standby.replicas`.
+    pub num_standby_replicas: i32,
+}
+
+impl Default for StreamsTiming {
+    fn default() -> Self {
+        Self {
+            session_timeout_ms: SESSION_TIMEOUT_MS,
+            heartbeat_interval_ms: HEARTBEAT_INTERVAL_MS,
+            num_standby_replicas: 0,
+        }
+    }
+}
+
+fn default_session_timeout_ms() -> i32 {
+    SESSION_TIMEOUT_MS
+}
 /// Kafka Streams' default `acceptable.recovery.lag`, answered as
 /// AcceptableRecoveryLag.
 pub const ACCEPTABLE_RECOVERY_LAG: i32 = 10_000;
@@ -173,6 +208,8 @@ pub struct StreamsHeartbeat {
     pub client_tags: Option<Vec<(String, String)>>,
     /// ShutdownApplication.
     pub shutdown_application: bool,
+    /// The group's configs as of this heartbeat (None: Kafka's defaults).
+    pub timing: Option<StreamsTiming>,
     /// The connection's client id.
     pub client_id: String,
     /// The connection's host.
@@ -185,8 +222,10 @@ pub struct StreamsHeartbeat {
 pub struct EndpointPartitions {
     /// The member's endpoint.
     pub endpoint: Endpoint,
-    /// Topic -> partitions.
+    /// Topic -> partitions, through its active tasks.
     pub active: BTreeMap<String, BTreeSet<i32>>,
+    /// Topic -> partitions, through its standby tasks.
+    pub standby: BTreeMap<String, BTreeSet<i32>>,
 }
 
 /// A successful heartbeat's answer.
@@ -200,13 +239,26 @@ pub struct StreamsHeartbeatOk {
     pub heartbeat_interval_ms: i32,
     /// Status.
     pub status: Vec<(StreamsStatus, String)>,
-    /// ActiveTasks, when they changed (or the member sent its own).
-    pub active_tasks: Option<Tasks>,
+    /// ActiveTasks and StandbyTasks, when either changed (or the member
+    /// sent its own).
+    pub tasks: Option<(Tasks, Tasks)>,
     /// The endpoint information epoch, and the information when the member
     /// is behind it.
     pub endpoint_information_epoch: i32,
     /// PartitionsByUserEndpoint (None: unchanged).
     pub partitions_by_endpoint: Option<Vec<EndpointPartitions>>,
+}
+
+impl StreamsHeartbeatOk {
+    /// The active tasks in the answer (None: not sent).
+    pub fn active_tasks(&self) -> Option<Tasks> {
+        self.tasks.as_ref().map(|(a, _)| a.clone())
+    }
+
+    /// The standby tasks in the answer (None: not sent).
+    pub fn standby_tasks(&self) -> Option<Tasks> {
+        self.tasks.as_ref().map(|(_, s)| s.clone())
+    }
 }
 
 /// Group states as Kafka names them for streams groups.
@@ -249,15 +301,22 @@ struct Member {
     user_endpoint: Option<Endpoint>,
     client_tags: Vec<(String, String)>,
     last_heartbeat_ms: i64,
+    /// The session timeout its last heartbeat was given.
+    #[serde(default = "default_session_timeout_ms")]
+    session_timeout_ms: i32,
     /// What the member may own now (last told, or about to be).
     assigned: Tasks,
+    /// Its standby tasks now: its target's, less any it holds or is giving
+    /// up as active.
+    #[serde(default)]
+    standby: Tasks,
     /// Tasks it was told to give up and has not reported given up.
     revoking: Tasks,
     revoke_deadline_ms: Option<i64>,
     /// What it last reported owning.
     owned: Tasks,
-    /// What it was last sent (None: never).
-    sent: Option<Tasks>,
+    /// What it was last sent, active and standby (None: never).
+    sent: Option<(Tasks, Tasks)>,
 }
 
 /// One streams group's state. What the broker journals
@@ -275,6 +334,12 @@ pub struct StreamsGroup {
     configured: Configured,
     members: BTreeMap<String, Member>,
     target: BTreeMap<String, Tasks>,
+    /// Standby tasks of the target assignment.
+    #[serde(default)]
+    target_standby: BTreeMap<String, Tasks>,
+    /// The `streams.num.standby.replicas` the target was computed with.
+    #[serde(default)]
+    num_standby: i32,
     endpoint_epoch: i32,
     /// A member asked the application to shut down (until the group is
     /// empty).
@@ -304,10 +369,14 @@ pub struct DescribedStreamsMember {
     pub user_endpoint: Option<Endpoint>,
     /// ClientTags.
     pub client_tags: Vec<(String, String)>,
-    /// Assignment (active tasks).
+    /// Assignment: active tasks.
     pub assignment: Tasks,
-    /// TargetAssignment (active tasks).
+    /// Assignment: standby tasks.
+    pub standby: Tasks,
+    /// TargetAssignment: active tasks.
     pub target_assignment: Tasks,
+    /// TargetAssignment: standby tasks.
+    pub target_standby: Tasks,
 }
 
 /// One group in StreamsGroupDescribe.
@@ -413,7 +482,7 @@ fn validate_topology(t: &Topology) -> Result<(), HeartbeatError> {
 
 impl Member {
     fn session_deadline_ms(&self) -> i64 {
-        self.last_heartbeat_ms + i64::from(SESSION_TIMEOUT_MS)
+        self.last_heartbeat_ms + i64::from(self.session_timeout_ms)
     }
 }
 
@@ -439,6 +508,25 @@ impl StreamsGroup {
         self.epoch += 1;
         let ids: BTreeSet<String> = self.members.keys().cloned().collect();
         self.target = assignor::assign(&ids, &self.tasks, &self.target);
+        let processes: BTreeMap<String, String> = self
+            .members
+            .iter()
+            .map(|(id, m)| (id.clone(), m.process_id.clone()))
+            .collect();
+        let stateful: BTreeSet<String> = self
+            .topology
+            .iter()
+            .flat_map(|t| &t.subtopologies)
+            .filter(|s| !s.changelog_topics.is_empty())
+            .map(|s| s.id.clone())
+            .collect();
+        self.target_standby = assignor::assign_standby(
+            &processes,
+            &self.target,
+            &stateful,
+            self.num_standby,
+            &self.target_standby,
+        );
         self.assignment_epoch = self.epoch;
         self.endpoint_epoch += 1;
     }
@@ -462,6 +550,11 @@ impl StreamsGroup {
     /// Moves the member toward its target (see the module docs).
     fn reconcile(&mut self, member_id: &str, now_ms: i64) {
         let target = self.target.get(member_id).cloned().unwrap_or_default();
+        let standby = self
+            .target_standby
+            .get(member_id)
+            .cloned()
+            .unwrap_or_default();
         let held = self.held_by_others(member_id);
         let assignment_epoch = self.assignment_epoch;
         let m = self.members.get_mut(member_id).expect("a member");
@@ -470,6 +563,7 @@ impl StreamsGroup {
                 m.revoking.clear();
                 m.revoke_deadline_ms = None;
             } else {
+                m.standby = minus(&minus(&standby, &m.assigned), &m.revoking);
                 return;
             }
         }
@@ -478,9 +572,11 @@ impl StreamsGroup {
             m.assigned = intersect(&m.assigned, &target);
             m.revoking = revoke;
             m.revoke_deadline_ms = Some(now_ms + i64::from(m.rebalance_timeout_ms.max(0)));
+            m.standby = minus(&minus(&standby, &m.assigned), &m.revoking);
             return;
         }
         m.assigned = minus(&target, &held);
+        m.standby = minus(&standby, &m.assigned);
         if m.epoch != assignment_epoch {
             m.previous_epoch = m.epoch;
             m.epoch = assignment_epoch;
@@ -490,21 +586,30 @@ impl StreamsGroup {
     /// The partitions each member with an endpoint reads through its
     /// active tasks.
     fn endpoints(&self) -> Vec<EndpointPartitions> {
-        let mut by_endpoint: BTreeMap<Endpoint, BTreeMap<String, BTreeSet<i32>>> = BTreeMap::new();
-        for m in self.members.values() {
-            let Some(e) = &m.user_endpoint else {
-                continue;
-            };
-            let row = by_endpoint.entry(e.clone()).or_default();
-            for (s, ps) in &m.assigned {
+        type ByTopic = BTreeMap<String, BTreeSet<i32>>;
+        let mut by_endpoint: BTreeMap<Endpoint, (ByTopic, ByTopic)> = BTreeMap::new();
+        let add = |row: &mut ByTopic, tasks: &Tasks| {
+            for (s, ps) in tasks {
                 for t in self.configured.inputs.get(s).into_iter().flatten() {
                     row.entry(t.clone()).or_default().extend(ps.iter().copied());
                 }
             }
+        };
+        for m in self.members.values() {
+            let Some(e) = &m.user_endpoint else {
+                continue;
+            };
+            let (active, standby) = by_endpoint.entry(e.clone()).or_default();
+            add(active, &m.assigned);
+            add(standby, &m.standby);
         }
         by_endpoint
             .into_iter()
-            .map(|(endpoint, active)| EndpointPartitions { endpoint, active })
+            .map(|(endpoint, (active, standby))| EndpointPartitions {
+                endpoint,
+                active,
+                standby,
+            })
             .collect()
     }
 }
@@ -605,6 +710,7 @@ impl StreamsGroups {
         now_ms: i64,
     ) -> Result<StreamsHeartbeatOk, HeartbeatError> {
         Self::validate(req)?;
+        let timing = req.timing.unwrap_or_default();
         if req.member_epoch < 0 {
             return self.leave(req);
         }
@@ -671,7 +777,9 @@ impl StreamsGroups {
                     user_endpoint: req.user_endpoint.clone(),
                     client_tags: req.client_tags.clone().unwrap_or_default(),
                     last_heartbeat_ms: now_ms,
+                    session_timeout_ms: timing.session_timeout_ms,
                     assigned: Tasks::new(),
+                    standby: Tasks::new(),
                     revoking: Tasks::new(),
                     revoke_deadline_ms: None,
                     owned: Tasks::new(),
@@ -705,6 +813,7 @@ impl StreamsGroups {
                 ));
             }
             m.last_heartbeat_ms = now_ms;
+            m.session_timeout_ms = timing.session_timeout_ms;
             m.client_id = req.client_id.clone();
             m.client_host = req.client_host.clone();
             if req.rebalance_timeout_ms > 0 {
@@ -739,6 +848,10 @@ impl StreamsGroups {
             group.tasks = group.configured.tasks.clone();
             changed = true;
         }
+        if timing.num_standby_replicas != group.num_standby {
+            group.num_standby = timing.num_standby_replicas;
+            changed = true;
+        }
         if changed {
             group.rebalance();
         }
@@ -765,19 +878,19 @@ impl StreamsGroups {
             (req.endpoint_information_epoch < group.endpoint_epoch).then(|| group.endpoints());
         let endpoint_epoch = group.endpoint_epoch;
         let m = group.members.get_mut(&req.member_id).expect("present");
-        let send = req.member_epoch == 0
-            || req.active_tasks.is_some()
-            || m.sent.as_ref() != Some(&m.assigned);
-        let active_tasks = send.then(|| {
-            m.sent = Some(m.assigned.clone());
-            m.assigned.clone()
+        let now = (m.assigned.clone(), m.standby.clone());
+        let send =
+            req.member_epoch == 0 || req.active_tasks.is_some() || m.sent.as_ref() != Some(&now);
+        let tasks = send.then(|| {
+            m.sent = Some(now.clone());
+            now
         });
         Ok(StreamsHeartbeatOk {
             member_id: req.member_id.clone(),
             member_epoch: m.epoch,
-            heartbeat_interval_ms: HEARTBEAT_INTERVAL_MS,
+            heartbeat_interval_ms: timing.heartbeat_interval_ms,
             status,
-            active_tasks,
+            tasks,
             endpoint_information_epoch: endpoint_epoch,
             partitions_by_endpoint: endpoints,
         })
@@ -877,7 +990,9 @@ impl StreamsGroups {
                     user_endpoint: m.user_endpoint.clone(),
                     client_tags: m.client_tags.clone(),
                     assignment: m.assigned.clone(),
+                    standby: m.standby.clone(),
                     target_assignment: g.target.get(id).cloned().unwrap_or_default(),
+                    target_standby: g.target_standby.get(id).cloned().unwrap_or_default(),
                 })
                 .collect(),
         })

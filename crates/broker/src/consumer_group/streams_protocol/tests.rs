@@ -184,7 +184,7 @@ fn a_lone_member_gets_every_task_at_its_join() {
     let ok = g.heartbeat(&join("a"), &ready_topics(), 0).unwrap();
     assert_eq!(ok.member_epoch, 1);
     assert!(ok.status.is_empty(), "{:?}", ok.status);
-    let tasks = ok.active_tasks.unwrap();
+    let tasks = ok.active_tasks().unwrap();
     assert_eq!(count(&tasks), 6);
     assert_eq!(
         g.describe(G).unwrap().state,
@@ -195,14 +195,14 @@ fn a_lone_member_gets_every_task_at_its_join() {
     let ok = g
         .heartbeat(&beat("a", 1, None), &ready_topics(), 10)
         .unwrap();
-    assert_eq!(ok.active_tasks, None);
+    assert_eq!(ok.active_tasks(), None);
 }
 
 #[test]
 fn without_internal_topics_the_group_is_not_ready_and_says_why() {
     let mut g = StreamsGroups::default();
     let ok = g.heartbeat(&join("a"), &topics(&[("in", 3)]), 0).unwrap();
-    assert_eq!(ok.active_tasks, Some(Tasks::new()));
+    assert_eq!(ok.active_tasks(), Some(Tasks::new()));
     assert_eq!(ok.status[0].0, StreamsStatus::MissingInternalTopics);
     assert_eq!(g.describe(G).unwrap().state, StreamsGroupState::NotReady);
     // Once they exist, the next heartbeat brings the tasks.
@@ -210,7 +210,7 @@ fn without_internal_topics_the_group_is_not_ready_and_says_why() {
         .heartbeat(&beat("a", ok.member_epoch, None), &ready_topics(), 10)
         .unwrap();
     assert!(ok.status.is_empty());
-    assert_eq!(count(&ok.active_tasks.unwrap()), 6);
+    assert_eq!(count(&ok.active_tasks().unwrap()), 6);
 }
 
 #[test]
@@ -218,20 +218,20 @@ fn a_task_reaches_its_new_owner_only_after_the_old_one_gave_it_up() {
     let mut g = StreamsGroups::default();
     let t = ready_topics();
     let a = g.heartbeat(&join("a"), &t, 0).unwrap();
-    let a_tasks = a.active_tasks.unwrap();
+    let a_tasks = a.active_tasks().unwrap();
     assert_eq!(count(&a_tasks), 6);
 
     // b joins: the target splits the tasks, but b gets nothing a holds.
     let b = g.heartbeat(&join("b"), &t, 1).unwrap();
     assert_eq!(b.member_epoch, 2);
-    assert_eq!(b.active_tasks, Some(Tasks::new()));
+    assert_eq!(b.active_tasks(), Some(Tasks::new()));
     assert_eq!(g.describe(G).unwrap().state, StreamsGroupState::Reconciling);
 
     // a is told to keep half; its epoch stays until it reports the rest
     // given up.
     let a = g.heartbeat(&beat("a", 1, None), &t, 2).unwrap();
     assert_eq!(a.member_epoch, 1);
-    let kept = a.active_tasks.unwrap();
+    let kept = a.active_tasks().unwrap();
     assert_eq!(count(&kept), 3);
     // Still owning everything: nothing moves.
     let a2 = g
@@ -239,7 +239,7 @@ fn a_task_reaches_its_new_owner_only_after_the_old_one_gave_it_up() {
         .unwrap();
     assert_eq!(a2.member_epoch, 1);
     let b = g.heartbeat(&beat("b", 2, None), &t, 4).unwrap();
-    assert_eq!(b.active_tasks, None, "b still waits");
+    assert_eq!(b.active_tasks(), None, "b still waits");
 
     // a reports the revoked tasks gone: it moves to epoch 2, and b gets
     // the other half at its next heartbeat.
@@ -248,7 +248,7 @@ fn a_task_reaches_its_new_owner_only_after_the_old_one_gave_it_up() {
         .unwrap();
     assert_eq!(a.member_epoch, 2);
     let b = g.heartbeat(&beat("b", 2, None), &t, 6).unwrap();
-    let b_tasks = b.active_tasks.unwrap();
+    let b_tasks = b.active_tasks().unwrap();
     assert_eq!(count(&b_tasks), 3);
     assert!(intersect(&b_tasks, &kept).is_empty(), "one owner per task");
     assert_eq!(g.describe(G).unwrap().state, StreamsGroupState::Stable);
@@ -259,7 +259,7 @@ fn epochs_are_checked_and_a_lost_answer_is_taken_back() {
     let mut g = StreamsGroups::default();
     let t = ready_topics();
     let a = g.heartbeat(&join("a"), &t, 0).unwrap();
-    let owned = a.active_tasks.unwrap();
+    let owned = a.active_tasks().unwrap();
     let e = g.heartbeat(&beat("a", 7, None), &t, 1).unwrap_err();
     assert_eq!(e.code, ErrorCode::FENCED_MEMBER_EPOCH);
     let e = g.heartbeat(&beat("x", 1, None), &t, 1).unwrap_err();
@@ -277,14 +277,14 @@ fn epochs_are_checked_and_a_lost_answer_is_taken_back() {
     let a1 = g
         .heartbeat(&beat("a", 1, Some(owned.clone())), &t, 3)
         .unwrap();
-    let half = a1.active_tasks.unwrap();
+    let half = a1.active_tasks().unwrap();
     let a2 = g
         .heartbeat(&beat("a", 1, Some(half.clone())), &t, 4)
         .unwrap();
     assert_eq!(a2.member_epoch, 2);
     let retry = g.heartbeat(&beat("a", 1, Some(half)), &t, 5).unwrap();
     assert_eq!(retry.member_epoch, 2);
-    assert!(retry.active_tasks.is_some());
+    assert!(retry.active_tasks().is_some());
 }
 
 #[test]
@@ -358,7 +358,7 @@ fn leaving_and_expiring_members_free_their_tasks() {
     let b = g
         .heartbeat(&beat("b", b.member_epoch, None), &t, 40_000)
         .unwrap();
-    assert_eq!(count(&b.active_tasks.unwrap()), 6);
+    assert_eq!(count(&b.active_tasks().unwrap()), 6);
 }
 
 #[test]
@@ -366,7 +366,7 @@ fn a_member_that_does_not_revoke_in_time_is_removed() {
     let mut g = StreamsGroups::default();
     let t = ready_topics();
     let a = g.heartbeat(&join("a"), &t, 0).unwrap();
-    let all = a.active_tasks.unwrap();
+    let all = a.active_tasks().unwrap();
     g.heartbeat(&join("b"), &t, 1).unwrap();
     g.heartbeat(&beat("a", 1, Some(all)), &t, 2).unwrap();
     // The revocation deadline: 30 s from the heartbeat that asked it.
@@ -458,4 +458,84 @@ fn a_group_with_members_is_not_deleted() {
     g.heartbeat(&join("a"), &ready_topics(), 0).unwrap();
     assert_eq!(g.delete_group(G), Err(ErrorCode::NON_EMPTY_GROUP));
     assert_eq!(g.delete_group("other"), Err(ErrorCode::GROUP_ID_NOT_FOUND));
+}
+
+fn with_standby(mut r: StreamsHeartbeat, replicas: i32) -> StreamsHeartbeat {
+    r.timing = Some(StreamsTiming {
+        num_standby_replicas: replicas,
+        ..StreamsTiming::default()
+    });
+    r
+}
+
+/// The stateful tasks of `t` (subtopology 1 holds the store).
+fn stateful(t: &Tasks) -> Tasks {
+    t.iter()
+        .filter(|(s, _)| s.as_str() == "1")
+        .map(|(s, ps)| (s.clone(), ps.clone()))
+        .collect()
+}
+
+#[test]
+fn standby_tasks_are_copies_on_other_processes_never_of_a_task_held_active() {
+    let mut g = StreamsGroups::default();
+    let t = ready_topics();
+    let a = g.heartbeat(&with_standby(join("a"), 1), &t, 0).unwrap();
+    // Alone: no other process to hold a standby.
+    assert_eq!(count(&a.active_tasks().unwrap()), 6);
+    assert_eq!(a.standby_tasks(), Some(Tasks::new()));
+    let all = a.active_tasks().unwrap();
+
+    // b joins: each subtopology is split between a and b; b backs up at
+    // once the stateful tasks a keeps (subtopology 0 is stateless: no
+    // standby).
+    let b = g.heartbeat(&with_standby(join("b"), 1), &t, 1).unwrap();
+    let b_standby = b.standby_tasks().unwrap();
+    let a = g
+        .heartbeat(&with_standby(beat("a", 1, Some(all.clone())), 1), &t, 2)
+        .unwrap();
+    let kept = a.active_tasks().unwrap();
+    assert_eq!(count(&kept), 3);
+    assert!(kept.contains_key("0") && kept.contains_key("1"), "{kept:?}");
+    assert_eq!(b_standby, stateful(&kept));
+    // While a gives up b's half, it holds no standby of it.
+    assert_eq!(a.standby_tasks(), Some(Tasks::new()));
+    let a = g
+        .heartbeat(&with_standby(beat("a", 1, Some(kept.clone())), 1), &t, 3)
+        .unwrap();
+    assert_eq!(a.member_epoch, 2);
+    let a_standby = a.standby_tasks().unwrap();
+    let b = g
+        .heartbeat(&with_standby(beat("b", 2, None), 1), &t, 4)
+        .unwrap();
+    let b_active = b.active_tasks().unwrap();
+    assert_eq!(
+        a_standby,
+        stateful(&b_active),
+        "a backs up b's stateful tasks"
+    );
+    assert!(intersect(&a_standby, &kept).is_empty());
+    assert_eq!(count(&a_standby) + count(&b_standby), 3);
+
+    // Back to no standby: a new target without them.
+    let a = g.heartbeat(&beat("a", 2, None), &t, 5).unwrap();
+    assert_eq!(a.member_epoch, 3);
+    assert_eq!(a.standby_tasks(), Some(Tasks::new()));
+}
+
+#[test]
+fn the_group_session_timeout_comes_with_each_heartbeat() {
+    let mut g = StreamsGroups::default();
+    let t = ready_topics();
+    let mut r = join("a");
+    r.timing = Some(StreamsTiming {
+        session_timeout_ms: 60_000,
+        heartbeat_interval_ms: 7_000,
+        num_standby_replicas: 0,
+    });
+    let a = g.heartbeat(&r, &t, 0).unwrap();
+    assert_eq!(a.heartbeat_interval_ms, 7_000);
+    assert_eq!(g.next_deadline_ms(), Some(60_000));
+    assert!(g.tick(59_999).is_empty());
+    assert_eq!(g.tick(60_000).len(), 1);
 }

@@ -166,11 +166,27 @@ public final class StreamsApp {
             }
             read(reader, updates, expected, deadline, "all records");
             out.put("streams_state", String.valueOf(running.get(0).state()));
+            // --wait-standby N: standby tasks are set up after the active
+            // ones, so wait (bounded) until the instances hold N of them.
+            int waitStandby = o.num("wait-standby", 0);
+            long standbyDeadline = System.currentTimeMillis() + 30_000;
             List<Integer> tasks = new ArrayList<>();
-            for (KafkaStreams s : running) {
-                tasks.add(s.metadataForLocalThreads().stream().mapToInt(t -> t.activeTasks().size()).sum());
+            List<Integer> standby = new ArrayList<>();
+            while (true) {
+                tasks.clear();
+                standby.clear();
+                for (KafkaStreams s : running) {
+                    tasks.add(s.metadataForLocalThreads().stream().mapToInt(t -> t.activeTasks().size()).sum());
+                    standby.add(s.metadataForLocalThreads().stream().mapToInt(t -> t.standbyTasks().size()).sum());
+                }
+                int held = standby.stream().mapToInt(Integer::intValue).sum();
+                if (held >= waitStandby || System.currentTimeMillis() > standbyDeadline) {
+                    break;
+                }
+                Thread.sleep(200);
             }
             out.put("active_tasks_per_instance", tasks);
+            out.put("standby_tasks_per_instance", standby);
         } finally {
             if (child != null) {
                 child.destroyForcibly();
