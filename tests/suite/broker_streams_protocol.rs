@@ -510,3 +510,36 @@ async fn kip1071_group_configs_give_standby_tasks_and_timing() {
         "b's session ended"
     );
 }
+
+/// A heartbeat the group refuses creates no internal topic: an invalid
+/// topology, another topology at the group's epoch, a group id that is a
+/// consumer group.
+#[tokio::test]
+async fn kip1071_a_refused_heartbeat_creates_no_topic() {
+    let st = TestBroker::in_memory().topic("in", 3).start().await;
+    let mut c = RawClient::connect(st.b.local_addr()).await;
+
+    let mut r = join("a");
+    r.topology.as_mut().unwrap().subtopologies[0].subtopology_id = "1".into();
+    let r = c.send(&r, 0).await;
+    assert_eq!(r.error_code, ErrorCode::STREAMS_INVALID_TOPOLOGY.0);
+    assert_eq!(partitions_of(&mut c, CHANGELOG).await, None);
+
+    // A consumer group holds the id.
+    let r = c
+        .send(
+            &ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(s(APP)))
+                .with_member_id(s("c"))
+                .with_member_epoch(0)
+                .with_rebalance_timeout_ms(30_000)
+                .with_subscribed_topic_names(Some(vec![TopicName(s("in"))])),
+            1,
+        )
+        .await;
+    assert_eq!(r.error_code, 0);
+    let r = c.send(&join("a"), 0).await;
+    assert_eq!(r.error_code, ErrorCode::GROUP_ID_NOT_FOUND.0);
+    assert_eq!(partitions_of(&mut c, CHANGELOG).await, None);
+    assert_eq!(partitions_of(&mut c, REPARTITION).await, None);
+}

@@ -33,16 +33,7 @@ impl GroupService {
         now_ms: i64,
     ) -> Result<StreamsHeartbeatOk, HeartbeatError> {
         let mut streams = self.streams.lock();
-        if !streams.contains(&req.group_id) {
-            let other = self.modern.lock().contains(&req.group_id)
-                || self.with_coordinator(|c| !c.member_ids(&req.group_id).is_empty());
-            if other {
-                return Err(HeartbeatError {
-                    code: ErrorCode::GROUP_ID_NOT_FOUND,
-                    message: format!("Group {} is not a streams group.", req.group_id),
-                });
-            }
-        }
+        self.check_kind(&streams, &req.group_id)?;
         let result = streams.heartbeat(req, topics, now_ms);
         if let Err(code) = self.persist_streams_group(&mut streams, &req.group_id, now_ms) {
             return Err(HeartbeatError {
@@ -51,6 +42,32 @@ impl GroupService {
             });
         }
         result
+    }
+
+    /// The checks of a StreamsGroupHeartbeat that change nothing (see
+    /// [`StreamsGroups::precheck`]), and the group id's kind: run before
+    /// the internal topics are created.
+    pub fn streams_precheck(&self, req: &StreamsHeartbeat) -> Result<(), HeartbeatError> {
+        let streams = self.streams.lock();
+        streams.precheck(req)?;
+        self.check_kind(&streams, &req.group_id)
+    }
+
+    /// GROUP_ID_NOT_FOUND for a group id held by a consumer-protocol
+    /// group or a classic group with members.
+    fn check_kind(&self, streams: &StreamsGroups, group_id: &str) -> Result<(), HeartbeatError> {
+        if streams.contains(group_id) {
+            return Ok(());
+        }
+        let other = self.modern.lock().contains(group_id)
+            || self.with_coordinator(|c| !c.member_ids(group_id).is_empty());
+        if other {
+            return Err(HeartbeatError {
+                code: ErrorCode::GROUP_ID_NOT_FOUND,
+                message: format!("Group {group_id} is not a streams group."),
+            });
+        }
+        Ok(())
     }
 
     /// StreamsGroupDescribe of one group.

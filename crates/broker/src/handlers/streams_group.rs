@@ -217,6 +217,10 @@ pub(crate) fn streams_group_heartbeat(
         client_host: format!("/{}", ctx.host),
     };
     let groups = core.consumer_groups();
+    // A request that will be refused creates no topic.
+    if let Err(e) = groups.streams_precheck(&hb) {
+        return refuse(e.code, &e.message);
+    }
     let mut failures = Vec::new();
     if hb.member_epoch >= 0
         && let Some(t) =

@@ -419,6 +419,16 @@ fn refuse(code: ErrorCode, message: impl Into<String>) -> HeartbeatError {
     }
 }
 
+fn same_epoch_other_topology(epoch: i32) -> HeartbeatError {
+    refuse(
+        ErrorCode::STREAMS_INVALID_TOPOLOGY_EPOCH,
+        format!(
+            "The topology epoch {epoch} is the group's, but the topology differs from the group's: \
+             bump the topology epoch when the topology changes."
+        ),
+    )
+}
+
 /// Drops empty entries, so that equal task sets compare equal.
 fn normalized(t: Tasks) -> Tasks {
     t.into_iter().filter(|(_, ps)| !ps.is_empty()).collect()
@@ -673,6 +683,26 @@ impl StreamsGroups {
         }
     }
 
+    /// The checks of a heartbeat that change nothing: the request's
+    /// fields, its topology, and a topology that differs from the group's
+    /// at the same epoch. The broker runs them before it creates the
+    /// topology's internal topics, so that a refused request creates none;
+    /// [`heartbeat`](Self::heartbeat) runs them again.
+    pub fn precheck(&self, req: &StreamsHeartbeat) -> Result<(), HeartbeatError> {
+        Self::validate(req)?;
+        if let (Some(t), Some(current)) = (
+            &req.topology,
+            self.groups
+                .get(&req.group_id)
+                .and_then(|g| g.topology.as_ref()),
+        ) && t.epoch == current.epoch
+            && t != current
+        {
+            return Err(same_epoch_other_topology(t.epoch));
+        }
+        Ok(())
+    }
+
     fn validate(req: &StreamsHeartbeat) -> Result<(), HeartbeatError> {
         let invalid = |m: &str| Err(refuse(ErrorCode::INVALID_REQUEST, m));
         if req.group_id.is_empty() {
@@ -738,14 +768,7 @@ impl StreamsGroups {
                     changed = true;
                 }
                 Some(c) if t.epoch == c.epoch && t != c => {
-                    return Err(refuse(
-                        ErrorCode::STREAMS_INVALID_TOPOLOGY_EPOCH,
-                        format!(
-                            "The topology epoch {} is the group's, but the topology differs from the group's: \
-                             bump the topology epoch when the topology changes.",
-                            t.epoch
-                        ),
-                    ));
+                    return Err(same_epoch_other_topology(t.epoch));
                 }
                 Some(_) => {}
             }
