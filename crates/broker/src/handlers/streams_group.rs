@@ -23,6 +23,7 @@ use sharestream_protocol::streams_group as wire;
 
 use super::RequestContext;
 use crate::acl::{AUTHORIZED_OPERATIONS_OMITTED, AclOperation, Resource};
+use crate::consumer_group::consumer_protocol::Topics;
 use crate::consumer_group::streams_protocol::{
     self as sp, ACCEPTABLE_RECOVERY_LAG, StreamsHeartbeat, StreamsStatus, TASK_OFFSET_INTERVAL_MS,
     Tasks,
@@ -114,16 +115,17 @@ fn topic_info(t: &sp::TopicSpec) -> wire::TopicInfo {
     }
 }
 
-/// Creates the internal topics `topology` needs and does not find;
-/// returns why any could not be.
+/// Creates the internal topics `topology` needs and does not find in
+/// `topics`; returns why any could not be, and whether any was.
 fn create_internal_topics(
     core: &BrokerCore,
     ctx: &RequestContext,
     group_id: &str,
     topology: &sp::Topology,
-) -> Vec<String> {
-    let topics = topics_of(&core.topics().read());
-    let configured = sp::configure(topology, &topics);
+    topics: &Topics,
+) -> (Vec<String>, bool) {
+    let configured = sp::configure(topology, topics);
+    let mut created = false;
     let may_create_all = ctx.allowed(core, AclOperation::Create, &Resource::cluster());
     let mut failures = Vec::new();
     for spec in configured.missing_internal {
@@ -139,12 +141,15 @@ fn create_internal_topics(
         };
         let configs: BTreeMap<String, String> = spec.configs.iter().cloned().collect();
         match core.create_topic(&spec.name, spec.partitions, replication, configs, false) {
-            Ok(_) => tracing::info!(
-                group = group_id,
-                topic = spec.name,
-                partitions = spec.partitions,
-                "created a streams group's internal topic"
-            ),
+            Ok(_) => {
+                created = true;
+                tracing::info!(
+                    group = group_id,
+                    topic = spec.name,
+                    partitions = spec.partitions,
+                    "created a streams group's internal topic"
+                );
+            }
             Err(e) if e.code == ErrorCode::TOPIC_ALREADY_EXISTS => {}
             Err(e) => {
                 tracing::warn!(group = group_id, topic = spec.name, error = %e.message, "creating a streams group's internal topic failed");
@@ -152,7 +157,7 @@ fn create_internal_topics(
             }
         }
     }
-    failures
+    (failures, created)
 }
 
 /// The group's `streams.*` configs (its own or the broker's defaults),
@@ -221,14 +226,19 @@ pub(crate) fn streams_group_heartbeat(
     if let Err(e) = groups.streams_precheck(&hb) {
         return refuse(e.code, &e.message);
     }
+    // One snapshot of the topics, taken again only when topics were made.
+    let mut topics = topics_of(&core.topics().read());
     let mut failures = Vec::new();
     if hb.member_epoch >= 0
         && let Some(t) =
             groups.with_streams_groups(|g| g.topology_for(&hb.group_id, hb.topology.as_ref()))
     {
-        failures = create_internal_topics(core, ctx, &hb.group_id, &t);
+        let created;
+        (failures, created) = create_internal_topics(core, ctx, &hb.group_id, &t, &topics);
+        if created {
+            topics = topics_of(&core.topics().read());
+        }
     }
-    let topics = topics_of(&core.topics().read());
     match groups.streams_heartbeat(&hb, &topics, core.now_ms()) {
         Err(e) => refuse(e.code, &e.message),
         Ok(o) => {

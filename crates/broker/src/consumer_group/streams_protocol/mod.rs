@@ -654,11 +654,6 @@ impl StreamsGroups {
         }
     }
 
-    /// Every group id.
-    pub fn group_ids(&self) -> Vec<String> {
-        self.groups.keys().cloned().collect()
-    }
-
     /// Whether `group_id` is a streams group here.
     pub fn contains(&self, group_id: &str) -> bool {
         self.groups.contains_key(group_id)
@@ -1026,14 +1021,6 @@ impl StreamsGroups {
         self.groups
             .iter()
             .map(|(id, g)| (id.clone(), g.state()))
-            .collect()
-    }
-
-    /// Every group with whether it has members.
-    pub fn member_presence(&self) -> Vec<(String, bool)> {
-        self.groups
-            .iter()
-            .map(|(id, g)| (id.clone(), !g.members.is_empty()))
             .collect()
     }
 
