@@ -467,9 +467,10 @@ every time, **0081_admin**, which found differences from Kafka 4.4:
   persisted in the data directory, and the credentials they set are the
   ones SCRAM logins check
   (`scram_users_are_created_described_and_deleted_through_the_admin_api`);
-  DescribeClientQuotas answers that no quota is set, so that
+  DescribeClientQuotas answered that no quota is set, so that
   `kafka-configs.sh --entity-type users --describe` works (its output
-  against our broker and against Kafka 4.4 was the same, line for line).
+  against our broker and against Kafka 4.4 was the same, line for line);
+  since 2026-12-07 client quotas are served and enforced (D57).
   Since then 0081 passes against our broker (`--tests 0081`), and it is in
   the script's run again. The same test against Apache Kafka 4.4 with an
   authorizer (`--seeds`, `--tests 0081`) passes.

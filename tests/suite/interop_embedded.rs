@@ -266,6 +266,16 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
         v.extend(s(&["--bootstrap", b]));
         v
     };
+    // kafka-configs.sh: Kafka's ConfigCommand against the backend.
+    let configs = |extra: &[&str]| -> Vec<String> {
+        let mut v = s(&[
+            "org.apache.kafka.tools.ConfigCommand",
+            "--bootstrap-server",
+            b,
+        ]);
+        v.extend(s(extra));
+        v
+    };
     let t60 = Duration::from_secs(60);
     let extra_topics = [
         T_SHARE_X,
@@ -837,6 +847,45 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
         },
         timeout: t60,
     });
+    // KIP-546: client quotas through the admin client (what
+    // kafka-configs.sh --entity-type clients/users does), then the quota at
+    // work: a producer and a consumer with the quota's client id move
+    // 130 KiB at 10 KiB/s (ten seconds of the quota are let through at
+    // once, as Kafka measures rates over ten seconds) and are throttled.
+    out.push(Scenario {
+        client: "java-admin",
+        feature: "client quotas: alter, describe, refuse, throttle a producer and a consumer (KIP-546)",
+        runner: Runner::Java,
+        args: j(&[
+            "client-quotas",
+            "--topic",
+            "interop-client-quotas",
+            "--client-id",
+            "interop-quota-client",
+        ]),
+        output: Output::ResultLine,
+        needs: &[],
+        embedded_gap: None,
+        verify: |v| {
+            ok(v)?;
+            expect_eq(v, "describe_before", 0)?;
+            expect_str(v, "altered", "ok")?;
+            expect_str(v, "unknown_key", "InvalidRequestException")?;
+            expect_str(v, "fractional_long", "InvalidRequestException")?;
+            expect_str(v, "empty_entity", "InvalidRequestException")?;
+            expect_eq(v, "quota_producer", 10240)?;
+            expect_eq(v, "quota_consumer", 10240)?;
+            expect_eq(v, "default_user_consumer", 1048576)?;
+            expect_true(v, "default_user_name_null")?;
+            expect_eq(v, "entities_ours", 2)?;
+            expect_eq(v, "produced", 130)?;
+            expect_true(v, "produce_throttled")?;
+            expect_true(v, "fetch_throttled")?;
+            expect_eq(v, "consumed", 130)?;
+            expect_eq(v, "describe_after", 0)
+        },
+        timeout: t60,
+    });
     // DescribeLogDirs: kafka-log-dirs.sh and the topic sizes of cluster UIs.
     out.push(Scenario {
         client: "java-admin",
@@ -1018,18 +1067,15 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
         client: "kafka-configs",
         feature: "alter group config share.renew.acknowledge.enable=false",
         runner: Runner::Java,
-        args: vec![
-            "org.apache.kafka.tools.ConfigCommand".into(),
-            "--bootstrap-server".into(),
-            b.into(),
-            "--alter".into(),
-            "--entity-type".into(),
-            "groups".into(),
-            "--entity-name".into(),
-            "interop-share-renew-off".into(),
-            "--add-config".into(),
-            "share.renew.acknowledge.enable=false".into(),
-        ],
+        args: configs(&[
+            "--alter",
+            "--entity-type",
+            "groups",
+            "--entity-name",
+            "interop-share-renew-off",
+            "--add-config",
+            "share.renew.acknowledge.enable=false",
+        ]),
         output: Output::Lines,
         needs: &[INCREMENTAL_ALTER_CONFIGS],
         embedded_gap: None,
@@ -1152,18 +1198,7 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
             client: "kafka-configs",
             feature: "alter group config share.auto.offset.reset",
             runner: Runner::Java,
-            args: vec![
-                "org.apache.kafka.tools.ConfigCommand".into(),
-                "--bootstrap-server".into(),
-                b.into(),
-                "--alter".into(),
-                "--entity-type".into(),
-                "groups".into(),
-                "--entity-name".into(),
-                "interop-console-share".into(),
-                "--add-config".into(),
-                "share.auto.offset.reset=earliest".into(),
-            ],
+            args: configs(&["--alter", "--entity-type", "groups", "--entity-name", "interop-console-share", "--add-config", "share.auto.offset.reset=earliest"]),
             output: Output::Lines,
             needs: &[INCREMENTAL_ALTER_CONFIGS],
             embedded_gap: None,
@@ -1180,22 +1215,55 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
             client: "kafka-configs",
             feature: "alter topic configs retention.ms, max.message.bytes",
             runner: Runner::Java,
-            args: vec![
-                "org.apache.kafka.tools.ConfigCommand".into(),
-                "--bootstrap-server".into(),
-                b.into(),
-                "--alter".into(),
-                "--entity-type".into(),
-                "topics".into(),
-                "--entity-name".into(),
-                T_PERF.into(),
-                "--add-config".into(),
-                "retention.ms=86400000,max.message.bytes=2000000".into(),
-            ],
+            args: configs(&["--alter", "--entity-type", "topics", "--entity-name", T_PERF, "--add-config", "retention.ms=86400000,max.message.bytes=2000000"]),
             output: Output::Lines,
             needs: &[INCREMENTAL_ALTER_CONFIGS],
             embedded_gap: None,
             verify: |v| tool_last_line(v, "Completed updating config for topic"),
+            timeout: t60,
+        },
+        // Client quotas with the tool (KIP-546's AlterClientQuotas and
+        // DescribeClientQuotas): set on a client id, described, deleted.
+        Scenario {
+            client: "kafka-configs",
+            feature: "alter client quotas producer_byte_rate, consumer_byte_rate",
+            runner: Runner::Java,
+            args: configs(&["--alter", "--entity-type", "clients", "--entity-name", "interop-tool-quota", "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152"]),
+            output: Output::Lines,
+            needs: &[],
+            embedded_gap: None,
+            verify: |v| tool_last_line(v, "Completed updating config for client interop-tool-quota."),
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-configs",
+            feature: "describe client quotas (after the alter above)",
+            runner: Runner::Java,
+            args: configs(&["--describe", "--entity-type", "clients", "--entity-name", "interop-tool-quota"]),
+            output: Output::Lines,
+            needs: &[],
+            embedded_gap: None,
+            verify: |v| {
+                tool_last_line(v, "Quota configs for client-id 'interop-tool-quota' are ")?;
+                let last = v["last"].as_str().unwrap_or("");
+                for want in ["consumer_byte_rate=2097152.0", "producer_byte_rate=1048576.0"] {
+                    if !last.contains(want) {
+                        return Err(format!("{want} missing from {last:?}"));
+                    }
+                }
+                Ok(())
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-configs",
+            feature: "delete client quotas (after the alter above)",
+            runner: Runner::Java,
+            args: configs(&["--alter", "--entity-type", "clients", "--entity-name", "interop-tool-quota", "--delete-config", "producer_byte_rate,consumer_byte_rate"]),
+            output: Output::Lines,
+            needs: &[],
+            embedded_gap: None,
+            verify: |v| tool_last_line(v, "Completed updating config for client interop-tool-quota."),
             timeout: t60,
         },
         Scenario {

@@ -25,6 +25,7 @@ mod support;
 mod broker_admin;
 mod broker_authz;
 mod broker_bad_input;
+mod broker_client_quotas;
 mod broker_compaction;
 mod broker_consumer_groups;
 mod broker_consumer_protocol;

@@ -98,6 +98,7 @@ pub struct BrokerCore {
     consumer_groups: super::consumer_groups::GroupService,
     txn: TxnService,
     security: super::security::SecurityState,
+    quotas: super::client_quotas::QuotaStore,
 }
 
 /// A partition log shared between request handlers.
@@ -196,8 +197,13 @@ impl BrokerCore {
                 StorageMode::Memory => None,
             },
         )?;
+        let quotas = super::client_quotas::QuotaStore::open(match &config.storage {
+            StorageMode::Directory(dir) => Some(dir.join(super::client_quotas::QUOTAS_FILE)),
+            StorageMode::Memory => None,
+        })?;
         let core = Self {
             security,
+            quotas,
             shares,
             consumer_groups,
             txn,
@@ -312,6 +318,12 @@ impl BrokerCore {
     /// Listener security state: credentials and the authorizer.
     pub fn security(&self) -> &super::security::SecurityState {
         &self.security
+    }
+
+    /// The client quotas (AlterClientQuotas, DescribeClientQuotas) and
+    /// the rates measured against them.
+    pub fn quotas(&self) -> &super::client_quotas::QuotaStore {
+        &self.quotas
     }
 
     /// Whether `principal` from `host` may do `op` on `resource`: always

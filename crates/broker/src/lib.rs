@@ -59,6 +59,7 @@
 #![deny(missing_docs)]
 
 pub mod acl;
+pub mod client_quotas;
 pub mod clock;
 pub mod config;
 pub mod consumer_group;

@@ -334,6 +334,10 @@ pub struct Session {
     authenticated: bool,
     expires: Option<Instant>,
     state: AuthState,
+    /// How long the connection must read nothing more, in milliseconds,
+    /// after the answer being written: set by a request throttled by a
+    /// client quota (KIP-219), taken by the connection's loop.
+    mute_ms: std::sync::atomic::AtomicI64,
 }
 
 impl std::fmt::Debug for Session {
@@ -358,7 +362,20 @@ impl Session {
             authenticated: !protocol.is_sasl(),
             expires: None,
             state: AuthState::Initial,
+            mute_ms: std::sync::atomic::AtomicI64::new(0),
         }
+    }
+
+    /// Mutes the connection for `ms` after the current answer (the longest
+    /// asked for wins).
+    pub fn mute_for(&self, ms: i64) {
+        self.mute_ms
+            .fetch_max(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The mute asked for since the last call, 0 for none.
+    pub fn take_mute(&self) -> i64 {
+        self.mute_ms.swap(0, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// This connection's id, unique in the process.

@@ -430,6 +430,19 @@ async fn serve_connection<S>(
                 let _ = stream.write_all(&out).await;
                 return;
             }
+            // Throttled by a client quota: the answer goes out now, and no
+            // further request is read until the throttle time is over
+            // (KIP-219).
+            let mute_ms = session.take_mute();
+            if mute_ms > 0 {
+                if stream.write_all(&out).await.is_err() {
+                    return;
+                }
+                out.clear();
+                if !wait_muted(&mut stream, &mut decoder, mute_ms, &mut shutdown).await {
+                    return;
+                }
+            }
             if out.len() >= 256 * 1024 && stream.write_all(&out).await.is_ok() {
                 out.clear();
             }
@@ -455,6 +468,38 @@ async fn serve_connection<S>(
                 }
             },
             _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Bytes a muted connection may read ahead (kept for after the mute).
+const MUTED_READ_AHEAD: usize = 64 * 1024;
+
+/// Waits out a quota's mute of `ms`. The connection processes nothing
+/// meanwhile but still notices its peer leaving (reading ahead at most
+/// [`MUTED_READ_AHEAD`] bytes, then leaving TCP to push back), so a long
+/// throttle does not hold a dead connection. False when the connection
+/// must end (the peer left, or the broker shuts down).
+async fn wait_muted<S>(
+    stream: &mut S,
+    decoder: &mut FrameDecoder,
+    ms: i64,
+    shutdown: &mut watch::Receiver<bool>,
+) -> bool
+where
+    S: tokio::io::AsyncRead + Unpin,
+{
+    let over = tokio::time::sleep(std::time::Duration::from_millis(ms.max(0) as u64));
+    tokio::pin!(over);
+    loop {
+        let room = decoder.buffer_mut().len() < MUTED_READ_AHEAD;
+        tokio::select! {
+            _ = &mut over => return true,
+            _ = shutdown.changed() => return false,
+            r = stream.read_buf(decoder.buffer_mut()), if room => match r {
+                Ok(0) | Err(_) => return false,
+                Ok(_) => {}
+            },
         }
     }
 }

@@ -58,7 +58,8 @@ const SERVED: &[(i16, i16, i16)] = &[
     (43, 0, 2), // ElectLeaders (reassignments.rs: never needed on one node)
     (45, 0, 1), // AlterPartitionReassignments
     (46, 0, 0), // ListPartitionReassignments
-    (48, 0, 1), // DescribeClientQuotas (none are set: an empty answer, quotas.rs)
+    (48, 0, 1), // DescribeClientQuotas (quotas.rs, client_quotas.rs)
+    (49, 0, 1), // AlterClientQuotas
     (50, 0, 0), // DescribeUserScramCredentials (KIP-554)
     (51, 0, 0), // AlterUserScramCredentials
     (76, 1, 1), // ShareGroupHeartbeat

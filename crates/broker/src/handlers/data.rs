@@ -438,13 +438,9 @@ fn fetch_once(
             let hw = log.high_watermark();
             let lso = log.last_stable_offset();
             let upper = if read_committed { lso } else { hw };
-            // The first partition always gets at least one batch; after that
-            // the response's MaxBytes bounds what is added.
-            let budget = if total == 0 {
-                partition_max_bytes.max(0) as usize
-            } else {
-                (partition_max_bytes.max(0) as usize).min(max_bytes.saturating_sub(total))
-            };
+            // The response's MaxBytes bounds every partition, the first too
+            // (as in Kafka), but the first always gets at least one batch.
+            let budget = (partition_max_bytes.max(0) as usize).min(max_bytes.saturating_sub(total));
             let data = if budget == 0 && total > 0 {
                 Ok(Bytes::new())
             } else {

@@ -163,17 +163,51 @@ pub(crate) async fn dispatch(
         )));
     }
 
+    let request_size = body.len() as u64;
     let request = decode_request(key, version, &mut body)
         .map_err(|e| Close::Protocol(format!("undecodable request: {e}")))?;
 
     match request {
         AnyRequest::Kafka(kind) => match *kind {
-            RequestKind::Produce(r) => match data::produce(core, &ctx, r).await {
-                Some(resp) => respond::<ProduceRequest>(&ctx, &resp, out),
-                None => Ok(()),
-            },
-            RequestKind::Fetch(r) => {
-                let resp = data::fetch(core, &ctx, r).await;
+            RequestKind::Produce(r) => {
+                let resp = data::produce(core, &ctx, r).await;
+                let throttle = quotas::throttle(
+                    core,
+                    &ctx,
+                    session,
+                    crate::client_quotas::PRODUCER_BYTE_RATE,
+                    request_size,
+                );
+                match resp {
+                    Some(mut resp) => {
+                        if version >= 1 {
+                            resp.throttle_time_ms = resp.throttle_time_ms.max(throttle);
+                        }
+                        respond::<ProduceRequest>(&ctx, &resp, out)
+                    }
+                    None => Ok(()),
+                }
+            }
+            RequestKind::Fetch(mut r) => {
+                let quota = core.quotas().any_set();
+                if quota && version >= 3 {
+                    quotas::cap_fetch_bytes(core, &ctx, &mut r.max_bytes);
+                }
+                let mut resp = data::fetch(core, &ctx, r).await;
+                if quota {
+                    use kafka_protocol::protocol::Encodable;
+                    let size = resp.compute_size(version).unwrap_or(0) as u64;
+                    let throttle = quotas::throttle(
+                        core,
+                        &ctx,
+                        session,
+                        crate::client_quotas::CONSUMER_BYTE_RATE,
+                        size,
+                    );
+                    if version >= 1 {
+                        resp.throttle_time_ms = resp.throttle_time_ms.max(throttle);
+                    }
+                }
                 respond::<FetchRequest>(&ctx, &resp, out)
             }
             RequestKind::ListOffsets(r) => {
@@ -286,6 +320,13 @@ pub(crate) async fn dispatch(
             RequestKind::DescribeClientQuotas(r) => {
                 let resp = quotas::describe(core, &ctx, r);
                 respond::<DescribeClientQuotasRequest>(&ctx, &resp, out)
+            }
+            RequestKind::AlterClientQuotas(r) => {
+                // Stored (fsync in disk mode) before the answer: off the
+                // async threads.
+                let c = ctx.clone();
+                let resp = txn::blocking(core, move |core| quotas::alter(core, &c, r)).await;
+                respond::<AlterClientQuotasRequest>(&ctx, &resp, out)
             }
             RequestKind::DescribeUserScramCredentials(r) => {
                 let resp = scram::describe(core, &ctx, r);
@@ -400,8 +441,24 @@ pub(crate) async fn dispatch(
             let resp = api_versions::handle(core, &ctx, r);
             respond::<ApiVersionsV5Request>(&ctx, &resp, out)
         }
-        AnyRequest::ShareFetch(r) => {
-            let resp = share::share_fetch(core, &ctx, r).await;
+        AnyRequest::ShareFetch(mut r) => {
+            let quota = core.quotas().any_set();
+            if quota {
+                quotas::cap_fetch_bytes(core, &ctx, &mut r.request.max_bytes);
+            }
+            let mut resp = share::share_fetch(core, &ctx, r).await;
+            if quota {
+                // The answer goes out with its records (they are
+                // acquired), and the mute pays for them.
+                let size = quotas::share_fetch_bytes(&resp);
+                resp.throttle_time_ms = resp.throttle_time_ms.max(quotas::throttle(
+                    core,
+                    &ctx,
+                    session,
+                    crate::client_quotas::CONSUMER_BYTE_RATE,
+                    size,
+                ));
+            }
             respond::<ShareFetchV2Request>(&ctx, &resp, out)
         }
         AnyRequest::ShareAcknowledge(r) => {

@@ -1,53 +1,60 @@
-//! DescribeClientQuotas (key 48, v0-1): this broker has no client quotas
-//! (no produce, fetch or request-rate limits are enforced, and
-//! AlterClientQuotas is not served), so a valid filter matches no entity
-//! and the answer is an empty list, as a Kafka cluster with no quota set
-//! answers. Tools ask for it beside other things: `kafka-configs.sh
-//! --entity-type users --describe` lists a user's quotas and then its
-//! SCRAM credentials, and fails as a whole without this API.
+//! DescribeClientQuotas (key 48, v0-1) and AlterClientQuotas (key 49,
+//! v0-1): the client quotas of [`crate::client_quotas`], which holds what
+//! is stored, how a request finds its quota and what is enforced.
 //!
-//! The filter is checked as Kafka checks it: entity types `user`,
-//! `client-id` and `ip`, each at most once, `ip` alone; match type 0
-//! (exact) with a name, 1 (default) without one, 2 (any). Anything else is
-//! INVALID_REQUEST. Authorization: DescribeConfigs on the cluster.
+//! The describe filter is checked as Kafka checks it: entity types `user`,
+//! `client-id` and `ip` (another is UNSUPPORTED_VERSION, as in Kafka 4.4),
+//! each at most once, `ip` alone; match type 0 (exact) with a name, 1
+//! (default) without one, 2 (any). Anything else is INVALID_REQUEST. Authorization as Kafka's: DescribeConfigs on the
+//! cluster to describe, AlterConfigs on the cluster to alter (each entry
+//! then answers CLUSTER_AUTHORIZATION_FAILED).
 
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
 use crate::acl::{AclOperation, Resource};
+use crate::client_quotas::{Alteration, Match};
 use crate::core::BrokerCore;
 use sharestream_protocol::ErrorCode;
 
-/// Why a filter is invalid, if it is.
-fn check_filter(components: &[describe_client_quotas_request::ComponentData]) -> Option<String> {
+/// Why a filter is refused, if it is: the code and Kafka 4.4's message.
+fn check_filter(
+    components: &[describe_client_quotas_request::ComponentData],
+) -> Option<(ErrorCode, String)> {
+    let invalid = |m: String| Some((ErrorCode::INVALID_REQUEST, m));
     let mut seen: Vec<&str> = Vec::new();
     for c in components {
         let t = c.entity_type.as_str();
         if !matches!(t, "user" | "client-id" | "ip") {
-            return Some(format!("Custom entity type '{t}' not supported"));
+            return Some((
+                ErrorCode::UNSUPPORTED_VERSION,
+                format!("Unsupported entity type {t}"),
+            ));
         }
         if seen.contains(&t) {
-            return Some(format!("Duplicate {t} filter component entity type"));
+            return invalid(format!(
+                "Entity type {t} cannot appear more than once in the filter."
+            ));
         }
         seen.push(t);
         match (c.match_type, &c._match) {
             (0, Some(_)) | (1, None) | (2, None) => {}
             (0, None) => {
-                return Some(format!(
+                return invalid(format!(
                     "Entity match for {t} must not be null for an exact match"
                 ));
             }
             (1 | 2, Some(_)) => {
-                return Some(format!(
+                return invalid(format!(
                     "Entity match for {t} must be null for a default or any match"
                 ));
             }
-            (m, _) => return Some(format!("Unexpected match type {m}")),
+            (m, _) => return invalid(format!("Unexpected match type {m}")),
         }
     }
     if seen.contains(&"ip") && seen.len() > 1 {
-        return Some("Invalid entity filter component combination, IP filter component should not be used with user or clientId filter component.".into());
+        return invalid("Invalid entity filter component combination, IP filter component should not be used with user or clientId filter component.".into());
     }
     None
 }
@@ -65,12 +72,182 @@ pub(crate) fn describe(
                 "Not authorized to describe the cluster's configs",
             )));
     }
-    match check_filter(&req.components) {
-        Some(why) => resp
-            .with_error_code(ErrorCode::INVALID_REQUEST.0)
-            .with_error_message(Some(StrBytes::from_string(why))),
-        None => resp.with_entries(Some(Vec::new())),
+    if let Some((code, why)) = check_filter(&req.components) {
+        return resp
+            .with_error_code(code.0)
+            .with_error_message(Some(StrBytes::from_string(why)));
     }
+    let filter: Vec<(String, Match)> = req
+        .components
+        .iter()
+        .map(|c| {
+            let m = match (c.match_type, &c._match) {
+                (0, Some(name)) => Match::Exact(name.to_string()),
+                (1, _) => Match::Default,
+                _ => Match::Any,
+            };
+            (c.entity_type.to_string(), m)
+        })
+        .collect();
+    let entries = core
+        .quotas()
+        .describe(&filter, req.strict)
+        .into_iter()
+        .map(|(entity, quotas)| {
+            describe_client_quotas_response::EntryData::default()
+                .with_entity(
+                    entity
+                        .into_iter()
+                        .map(|(t, n)| {
+                            describe_client_quotas_response::EntityData::default()
+                                .with_entity_type(StrBytes::from_string(t))
+                                .with_entity_name(n.map(StrBytes::from_string))
+                        })
+                        .collect(),
+                )
+                .with_values(
+                    quotas
+                        .into_iter()
+                        .map(|(k, v)| {
+                            describe_client_quotas_response::ValueData::default()
+                                .with_key(StrBytes::from_string(k))
+                                .with_value(v)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    resp.with_entries(Some(entries))
+}
+
+/// Records `bytes` against the `key` quota of the request's user and
+/// client id; when that takes it over its quota, mutes the connection for
+/// the throttle time, which is returned for the answer (0 otherwise).
+pub(crate) fn throttle(
+    core: &BrokerCore,
+    ctx: &RequestContext,
+    session: &crate::security::Session,
+    key: &str,
+    bytes: u64,
+) -> i32 {
+    if !core.quotas().any_set() {
+        return 0;
+    }
+    let user = ctx
+        .principal
+        .strip_prefix("User:")
+        .unwrap_or(&ctx.principal);
+    let client_id = ctx.header.client_id.as_deref().unwrap_or("");
+    let ms = core
+        .quotas()
+        .record(key, user, client_id, bytes, core.now_ms());
+    if ms > 0 {
+        session.mute_for(ms);
+        core.metrics().add("quota_throttled_responses", 1);
+        tracing::debug!(
+            quota = key,
+            user,
+            client_id,
+            throttle_ms = ms,
+            "client quota exceeded: throttled"
+        );
+    }
+    ms.min(i32::MAX as i64) as i32
+}
+
+/// Caps an answer's `max_bytes` at ten seconds of the request's
+/// `consumer_byte_rate`, if it has one (Kafka's cap: a larger answer would
+/// be throttled whatever came before it).
+pub(crate) fn cap_fetch_bytes(core: &BrokerCore, ctx: &RequestContext, max_bytes: &mut i32) {
+    let user = ctx
+        .principal
+        .strip_prefix("User:")
+        .unwrap_or(&ctx.principal);
+    let client_id = ctx.header.client_id.as_deref().unwrap_or("");
+    if let Some(cap) =
+        core.quotas()
+            .window_bytes(crate::client_quotas::CONSUMER_BYTE_RATE, user, client_id)
+    {
+        let cap = cap.clamp(1, i32::MAX as u64) as i32;
+        if *max_bytes <= 0 || *max_bytes > cap {
+            *max_bytes = cap;
+        }
+    }
+}
+
+/// The bytes of a ShareFetch answer's records (what its size is made of;
+/// its version 2 has no size computation in the codec).
+pub(crate) fn share_fetch_bytes(resp: &ShareFetchResponse) -> u64 {
+    resp.responses
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| p.records.as_ref().map_or(0, |r| r.len() as u64))
+        .sum()
+}
+
+pub(crate) fn alter(
+    core: &BrokerCore,
+    ctx: &RequestContext,
+    req: AlterClientQuotasRequest,
+) -> AlterClientQuotasResponse {
+    let echo = |e: &alter_client_quotas_request::EntryData| -> Vec<alter_client_quotas_response::EntityData> {
+        e.entity
+            .iter()
+            .map(|c| {
+                alter_client_quotas_response::EntityData::default()
+                    .with_entity_type(c.entity_type.clone())
+                    .with_entity_name(c.entity_name.clone())
+            })
+            .collect()
+    };
+    let results: Vec<Result<(), (ErrorCode, String)>> =
+        if !ctx.allowed(core, AclOperation::AlterConfigs, &Resource::cluster()) {
+            vec![
+                Err((
+                    ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+                    "Not authorized to alter the cluster's configs".into()
+                ));
+                req.entries.len()
+            ]
+        } else {
+            let alterations: Vec<Alteration> = req
+                .entries
+                .iter()
+                .map(|e| Alteration {
+                    entity: e
+                        .entity
+                        .iter()
+                        .map(|c| {
+                            (
+                                c.entity_type.to_string(),
+                                c.entity_name.as_ref().map(|n| n.to_string()),
+                            )
+                        })
+                        .collect(),
+                    ops: e
+                        .ops
+                        .iter()
+                        .map(|o| (o.key.to_string(), (!o.remove).then_some(o.value)))
+                        .collect(),
+                })
+                .collect();
+            core.quotas().alter(&alterations, req.validate_only)
+        };
+    let entries = req
+        .entries
+        .iter()
+        .zip(results)
+        .map(|(e, r)| {
+            let out = alter_client_quotas_response::EntryData::default().with_entity(echo(e));
+            match r {
+                Ok(()) => out.with_error_message(None),
+                Err((code, msg)) => out
+                    .with_error_code(code.0)
+                    .with_error_message(Some(StrBytes::from_string(msg))),
+            }
+        })
+        .collect();
+    AlterClientQuotasResponse::default().with_entries(entries)
 }
 
 #[cfg(test)]
@@ -88,6 +265,17 @@ mod tests {
     #[test]
     fn filters_are_checked_as_kafka_checks_them() {
         assert_eq!(check_filter(&[]), None);
+        assert_eq!(
+            check_filter(&[c("tenant", 2, None)]).map(|r| r.0),
+            Some(ErrorCode::UNSUPPORTED_VERSION)
+        );
+        assert_eq!(
+            check_filter(&[c("user", 2, None), c("user", 1, None)]),
+            Some((
+                ErrorCode::INVALID_REQUEST,
+                "Entity type user cannot appear more than once in the filter.".into()
+            ))
+        );
         assert_eq!(
             check_filter(&[c("user", 0, Some("alice")), c("client-id", 2, None)]),
             None

@@ -188,6 +188,7 @@ public final class Check {
                 case "share-consume": shareConsume(o, out); break;
                 case "share-dlq": shareDlq(o, out); break;
                 case "scram-users": scramUsers(o, out); break;
+                case "client-quotas": clientQuotas(o, out); break;
                 case "log-dirs": logDirs(o, out); break;
                 case "leader-epoch": leaderEpoch(o, out); break;
                 case "reassign-elect": reassignElect(o, out); break;
@@ -753,6 +754,247 @@ public final class Check {
                 new org.apache.kafka.clients.admin.UserScramCredentialDeletion(
                     user, org.apache.kafka.clients.admin.ScramMechanism.SCRAM_SHA_256))).all()));
         }
+    }
+
+    /**
+     * KIP-546 with the admin client (what kafka-configs.sh --entity-type
+     * clients/users --alter --add-config producer_byte_rate=... does), then
+     * the quota at work: a byte-rate quota of 10 KiB/s for one client id,
+     * described before, set, refused with an unknown key or a fractional
+     * value for a rate, described by the client id, by the default user
+     * and unfiltered; then a producer and a consumer with that client id
+     * move about 130 KiB (ten seconds of the quota and a third more, so
+     * that the last answers are throttled for about 3 s) and see throttle
+     * times; the quotas removed. The
+     * default user's consumer quota is removed before the consumer runs:
+     * Kafka gives a user entity precedence over a client-id entity.
+     */
+    static void clientQuotas(Opts o, Json out) throws Exception {
+        String topic = o.str("topic");
+        String clientId = o.str("client-id");
+        final long rate = 10240;
+        final long userRate = 1048576;
+        final int records = 130;
+        org.apache.kafka.common.quota.ClientQuotaEntity client = new org.apache.kafka.common.quota.ClientQuotaEntity(
+            Map.of(org.apache.kafka.common.quota.ClientQuotaEntity.CLIENT_ID, clientId));
+        Map<String, String> defaultUserMap = new HashMap<>();
+        defaultUserMap.put(org.apache.kafka.common.quota.ClientQuotaEntity.USER, null);
+        org.apache.kafka.common.quota.ClientQuotaEntity defaultUser =
+            new org.apache.kafka.common.quota.ClientQuotaEntity(defaultUserMap);
+        org.apache.kafka.common.quota.ClientQuotaFilter byClient = org.apache.kafka.common.quota.ClientQuotaFilter.containsOnly(
+            List.of(org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofEntity(
+                org.apache.kafka.common.quota.ClientQuotaEntity.CLIENT_ID, clientId)));
+        org.apache.kafka.common.quota.ClientQuotaFilter byDefaultUser = org.apache.kafka.common.quota.ClientQuotaFilter.containsOnly(
+            List.of(org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofDefaultEntity(
+                org.apache.kafka.common.quota.ClientQuotaEntity.USER)));
+        try (Admin admin = Admin.create(base(o))) {
+            java.util.function.Function<org.apache.kafka.common.quota.ClientQuotaFilter,
+                Map<org.apache.kafka.common.quota.ClientQuotaEntity, Map<String, Double>>> describe = f -> {
+                    try {
+                        return admin.describeClientQuotas(f).entities().get(30, TimeUnit.SECONDS);
+                    } catch (Exception e) {
+                        throw new RuntimeException(e);
+                    }
+                };
+            // "Class: message" of a refused alteration, or "none".
+            java.util.function.BiFunction<org.apache.kafka.common.quota.ClientQuotaEntity,
+                List<org.apache.kafka.common.quota.ClientQuotaAlteration.Op>, String> alter = (entity, ops) -> {
+                    try {
+                        admin.alterClientQuotas(List.of(
+                            new org.apache.kafka.common.quota.ClientQuotaAlteration(entity, ops))).all().get(30, TimeUnit.SECONDS);
+                        return "none";
+                    } catch (Exception e) {
+                        Throwable c = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+                        return c.getClass().getSimpleName() + ": " + c.getMessage();
+                    }
+                };
+            java.util.function.Function<String, org.apache.kafka.common.quota.ClientQuotaAlteration.Op> remove =
+                key -> new org.apache.kafka.common.quota.ClientQuotaAlteration.Op(key, null);
+            out.put("describe_before", describe.apply(byClient).size());
+            boolean removed = false;
+            try {
+                List<org.apache.kafka.common.quota.ClientQuotaAlteration> both = List.of(
+                    new org.apache.kafka.common.quota.ClientQuotaAlteration(client, List.of(
+                        new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("producer_byte_rate", (double) rate),
+                        new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("consumer_byte_rate", (double) rate))),
+                    new org.apache.kafka.common.quota.ClientQuotaAlteration(defaultUser, List.of(
+                        new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("consumer_byte_rate", (double) userRate))));
+                String altered = failure(admin.alterClientQuotas(both).all());
+                out.put("altered", "none".equals(altered) ? "ok" : altered);
+                String[] refused = {
+                    alter.apply(client, List.of(
+                        new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("no_such_rate", 1.0))),
+                    alter.apply(client, List.of(
+                        new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("producer_byte_rate", 1.5))),
+                    alter.apply(new org.apache.kafka.common.quota.ClientQuotaEntity(Map.of()), List.of(
+                        new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("producer_byte_rate", 1024.0)))};
+                String[] refusedNames = {"unknown_key", "fractional_long", "empty_entity"};
+                for (int i = 0; i < refused.length; i++) {
+                    int colon = refused[i].indexOf(": ");
+                    out.put(refusedNames[i], colon < 0 ? refused[i] : refused[i].substring(0, colon));
+                    out.put(refusedNames[i] + "_message", colon < 0 ? null : refused[i].substring(colon + 2));
+                }
+                // Kafka applies the quotas asynchronously (the controller's
+                // record reaches the broker's metadata): poll until seen.
+                long setAt = System.currentTimeMillis();
+                long deadline = setAt + 10_000;
+                Map<String, Double> q = Map.of();
+                Map<org.apache.kafka.common.quota.ClientQuotaEntity, Map<String, Double>> du = Map.of();
+                while (System.currentTimeMillis() < deadline) {
+                    Map<org.apache.kafka.common.quota.ClientQuotaEntity, Map<String, Double>> d = describe.apply(byClient);
+                    q = d.getOrDefault(client, Map.of());
+                    du = describe.apply(byDefaultUser);
+                    if (q.containsKey("producer_byte_rate") && q.containsKey("consumer_byte_rate") && !du.isEmpty()) {
+                        break;
+                    }
+                    Thread.sleep(100);
+                }
+                out.put("propagation_ms", System.currentTimeMillis() - setAt);
+                out.put("quota_producer", q.containsKey("producer_byte_rate") ? q.get("producer_byte_rate").longValue() : -1L);
+                out.put("quota_consumer", q.containsKey("consumer_byte_rate") ? q.get("consumer_byte_rate").longValue() : -1L);
+                Map<String, Double> u = du.getOrDefault(defaultUser, Map.of());
+                out.put("default_user_entities", du.size());
+                // The default user comes back as the key "user" with a null name.
+                out.put("default_user_name_null", du.keySet().stream().anyMatch(
+                    e -> e.entries().containsKey(org.apache.kafka.common.quota.ClientQuotaEntity.USER)
+                        && e.entries().get(org.apache.kafka.common.quota.ClientQuotaEntity.USER) == null));
+                out.put("default_user_consumer", u.containsKey("consumer_byte_rate") ? u.get("consumer_byte_rate").longValue() : -1L);
+                Map<org.apache.kafka.common.quota.ClientQuotaEntity, Map<String, Double>> all =
+                    describe.apply(org.apache.kafka.common.quota.ClientQuotaFilter.all());
+                out.put("entities_all", all.size());
+                int ours = 0;
+                for (org.apache.kafka.common.quota.ClientQuotaEntity e : all.keySet()) {
+                    Map<String, String> m = e.entries();
+                    if (m.equals(client.entries()) || m.equals(defaultUserMap)) {
+                        ours++;
+                    }
+                }
+                out.put("entities_ours", ours);
+                Thread.sleep(1000);
+
+                try {
+                    admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
+                } catch (ExecutionException e) {
+                    if (!(e.getCause() instanceof TopicExistsException)) {
+                        throw e;
+                    }
+                }
+                String value = "v".repeat(1024);
+                Properties pp = base(o);
+                pp.put(ProducerConfig.CLIENT_ID_CONFIG, clientId);
+                pp.put(ProducerConfig.ACKS_CONFIG, "all");
+                pp.put(ProducerConfig.LINGER_MS_CONFIG, "0");
+                long produceStart = System.currentTimeMillis();
+                java.util.concurrent.atomic.AtomicInteger acked = new java.util.concurrent.atomic.AtomicInteger();
+                KafkaProducer<String, String> producer = producer(o, pp);
+                try {
+                    for (int i = 0; i < records; i++) {
+                        producer.send(new ProducerRecord<>(topic, 0, "k" + i, value), (md, e) -> {
+                            if (e == null) {
+                                acked.incrementAndGet();
+                            }
+                        });
+                    }
+                    producer.flush();
+                    out.put("produced", acked.get());
+                    out.put("produce_ms", System.currentTimeMillis() - produceStart);
+                    double t = metric(producer.metrics(), "producer-metrics", "produce-throttle-time-max");
+                    out.put("produce_throttle_max_ms", Double.isFinite(t) ? (long) t : -1L);
+                    out.put("produce_throttled", Double.isFinite(t) && t > 0);
+                } finally {
+                    producer.close(Duration.ofSeconds(5));
+                }
+
+                // Kafka resolves a quota from the most specific entity that
+                // sets it, and every user entity (the default user included)
+                // comes before a client-id entity: while the default user's
+                // consumer_byte_rate is set, it is the consumer's quota
+                // (1 MiB/s, never reached here). Remove it first, so that the
+                // client id's 10 KiB/s applies to the fetches.
+                out.put("default_user_removed", failure(admin.alterClientQuotas(List.of(
+                    new org.apache.kafka.common.quota.ClientQuotaAlteration(defaultUser,
+                        List.of(remove.apply("consumer_byte_rate"))))).all()));
+                long userRemovedAt = System.currentTimeMillis();
+                while (!describe.apply(byDefaultUser).isEmpty() && System.currentTimeMillis() < userRemovedAt + 10_000) {
+                    Thread.sleep(100);
+                }
+                out.put("default_user_removal_ms", System.currentTimeMillis() - userRemovedAt);
+                Thread.sleep(500);
+
+                Properties cp = base(o);
+                cp.put(ConsumerConfig.CLIENT_ID_CONFIG, clientId);
+                cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+                cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+                cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+                int consumed = 0;
+                // "records@ms" of each poll that returned records: Kafka caps a
+                // fetch at what the quota window allows and answers a
+                // throttled fetch without records.
+                List<String> polls = new ArrayList<>();
+                long consumeStart = System.currentTimeMillis();
+                long consumeDeadline = consumeStart + 60_000;
+                try (KafkaConsumer<String, String> c = new KafkaConsumer<>(cp)) {
+                    TopicPartition tp = new TopicPartition(topic, 0);
+                    c.assign(List.of(tp));
+                    c.seekToBeginning(List.of(tp));
+                    while (System.currentTimeMillis() < consumeDeadline && consumed < records) {
+                        int n = c.poll(Duration.ofMillis(300)).count();
+                        if (n > 0) {
+                            polls.add(n + "@" + (System.currentTimeMillis() - consumeStart));
+                        }
+                        consumed += n;
+                    }
+                    out.put("consumed", consumed);
+                    out.put("consume_ms", System.currentTimeMillis() - consumeStart);
+                    out.put("polls", polls);
+                    double t = metric(c.metrics(), "consumer-fetch-manager-metrics", "fetch-throttle-time-max");
+                    out.put("fetch_throttle_max_ms", Double.isFinite(t) ? (long) t : -1L);
+                    out.put("fetch_throttled", Double.isFinite(t) && t > 0);
+                }
+
+                out.put("removed", failure(admin.alterClientQuotas(List.of(
+                    new org.apache.kafka.common.quota.ClientQuotaAlteration(client,
+                        List.of(remove.apply("producer_byte_rate"), remove.apply("consumer_byte_rate"))),
+                    new org.apache.kafka.common.quota.ClientQuotaAlteration(defaultUser,
+                        List.of(remove.apply("consumer_byte_rate"))))).all()));
+                removed = true;
+                long removedAt = System.currentTimeMillis();
+                int after = -1;
+                long afterDeadline = removedAt + 10_000;
+                while (true) {
+                    after = describe.apply(byClient).size() + describe.apply(byDefaultUser).size();
+                    if (after == 0 || System.currentTimeMillis() >= afterDeadline) {
+                        break;
+                    }
+                    Thread.sleep(100);
+                }
+                out.put("removal_ms", System.currentTimeMillis() - removedAt);
+                out.put("describe_after", describe.apply(byClient).size());
+                out.put("default_user_after", describe.apply(byDefaultUser).size());
+            } finally {
+                if (!removed) {
+                    // Leave no quota behind for the scenarios that follow
+                    // (best effort: the scenario has failed already).
+                    failure(admin.alterClientQuotas(List.of(
+                        new org.apache.kafka.common.quota.ClientQuotaAlteration(client,
+                            List.of(remove.apply("producer_byte_rate"), remove.apply("consumer_byte_rate"))),
+                        new org.apache.kafka.common.quota.ClientQuotaAlteration(defaultUser,
+                            List.of(remove.apply("consumer_byte_rate"))))).all());
+                }
+            }
+        }
+    }
+
+    /** A client metric's value by group and name; NaN when it is absent. */
+    static double metric(Map<org.apache.kafka.common.MetricName, ? extends org.apache.kafka.common.Metric> metrics,
+                         String group, String name) {
+        for (Map.Entry<org.apache.kafka.common.MetricName, ? extends org.apache.kafka.common.Metric> e : metrics.entrySet()) {
+            if (e.getKey().group().equals(group) && e.getKey().name().equals(name)
+                && e.getValue().metricValue() instanceof Number) {
+                return ((Number) e.getValue().metricValue()).doubleValue();
+            }
+        }
+        return Double.NaN;
     }
 
     /**
