@@ -122,7 +122,29 @@ pub async fn acquire(
     partitions: &[i32],
     session_epoch: i32,
 ) -> Vec<(i32, i64, i64)> {
-    let req = ShareFetchRequest::default()
+    let req = share_fetch_req(member, topic, partitions, session_epoch);
+    let r = c.send(&req, 1).await;
+    assert_eq!(r.error_code, 0, "share fetch");
+    r.responses
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .flat_map(|p| {
+            p.acquired_records
+                .iter()
+                .map(move |a| (p.partition_index, a.first_offset, a.last_offset))
+        })
+        .collect()
+}
+
+/// A ShareFetch (v1) of `member` in GROUP for the given partitions of
+/// `topic`: up to 1 MiB and 500 records, waiting at most 50 ms.
+pub fn share_fetch_req(
+    member: &str,
+    topic: Uuid,
+    partitions: &[i32],
+    session_epoch: i32,
+) -> ShareFetchRequest {
+    ShareFetchRequest::default()
         .with_group_id(Some(GroupId(s(GROUP))))
         .with_member_id(Some(s(member)))
         .with_share_session_epoch(session_epoch)
@@ -140,18 +162,7 @@ pub async fn acquire(
                         .map(|p| sf::FetchPartition::default().with_partition_index(*p))
                         .collect(),
                 ),
-        ]);
-    let r = c.send(&req, 1).await;
-    assert_eq!(r.error_code, 0, "share fetch");
-    r.responses
-        .iter()
-        .flat_map(|t| t.partitions.iter())
-        .flat_map(|p| {
-            p.acquired_records
-                .iter()
-                .map(move |a| (p.partition_index, a.first_offset, a.last_offset))
-        })
-        .collect()
+        ])
 }
 
 pub async fn init_pid(c: &mut RawClient, txn: &str, timeout_ms: i32) -> (i64, i16) {

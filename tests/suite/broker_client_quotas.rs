@@ -129,6 +129,21 @@ async fn describe(
     out
 }
 
+/// A broker on tokio's paused clock, which the broker follows
+/// (TokioClock): rates and mutes are measured in the test's time.
+fn paused() -> TestBroker {
+    TestBroker::in_memory().configure(|c| c.clock = Arc::new(TokioClock::new()))
+}
+
+/// Sets (`Some`) or removes (`None`) quotas on one entity, which must be
+/// accepted.
+async fn set_quota(c: &mut RawClient, parts: &[(&str, Option<&str>)], ops: &[(&str, Option<f64>)]) {
+    assert_eq!(
+        alter(c, vec![entry(parts, ops)], false).await,
+        vec![(0, None)]
+    );
+}
+
 fn named(parts: &[(&str, Option<&str>)]) -> Vec<(String, Option<String>)> {
     let mut v: Vec<_> = parts
         .iter()
@@ -236,16 +251,12 @@ async fn alter_and_describe_answer_as_kafka_does() {
     assert_eq!(r.error_code, ErrorCode::INVALID_REQUEST.0);
 
     // Removing the last key forgets the entity.
-    let r = alter(
+    set_quota(
         &mut c,
-        vec![entry(
-            &[("client-id", Some("app"))],
-            &[("producer_byte_rate", None)],
-        )],
-        false,
+        &[("client-id", Some("app"))],
+        &[("producer_byte_rate", None)],
     )
     .await;
-    assert_eq!(r, vec![(0, None)]);
     assert_eq!(
         describe(&mut c, &[("client-id", 2, None)], false).await,
         vec![]
@@ -258,19 +269,15 @@ async fn the_quotas_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let t = TestBroker::on_disk(dir.path()).start().await;
     let (b, mut c) = (t.b, t.c);
-    let r = alter(
+    set_quota(
         &mut c,
-        vec![entry(
-            &[("user", Some("alice")), ("client-id", None)],
-            &[
-                ("producer_byte_rate", Some(2048.0)),
-                ("consumer_byte_rate", Some(8192.0)),
-            ],
-        )],
-        false,
+        &[("user", Some("alice")), ("client-id", None)],
+        &[
+            ("producer_byte_rate", Some(2048.0)),
+            ("consumer_byte_rate", Some(8192.0)),
+        ],
     )
     .await;
-    assert_eq!(r, vec![(0, None)]);
     drop(c);
     b.shutdown().await;
 
@@ -359,10 +366,7 @@ async fn metadata_wait(c: &mut RawClient) -> u128 {
 /// rates and the mute are measured in the test's time, not the machine's.
 #[tokio::test(start_paused = true)]
 async fn a_client_above_its_byte_rate_is_throttled_and_muted() {
-    let t = TestBroker::in_memory()
-        .configure(|c| c.clock = Arc::new(TokioClock::new()))
-        .start()
-        .await;
+    let t = paused().start().await;
     let (b, mut c) = (t.b, t.c);
     create_topic(&mut c, "q", 1).await;
 
@@ -375,19 +379,15 @@ async fn a_client_above_its_byte_rate_is_throttled_and_muted() {
 
     // 1000 B/s for this client id: the next 20 kB (about 2 kB/s over the
     // 10 s measured, twice the quota) are throttled.
-    let r = alter(
+    set_quota(
         &mut c,
-        vec![entry(
-            &[("client-id", Some(CLIENT))],
-            &[
-                ("producer_byte_rate", Some(1000.0)),
-                ("consumer_byte_rate", Some(1000.0)),
-            ],
-        )],
-        false,
+        &[("client-id", Some(CLIENT))],
+        &[
+            ("producer_byte_rate", Some(1000.0)),
+            ("consumer_byte_rate", Some(1000.0)),
+        ],
     )
     .await;
-    assert_eq!(r, vec![(0, None)]);
     let r = c
         .send(&produce_req("q", 0, batch_of(20_000), None), 9)
         .await;
@@ -412,19 +412,158 @@ async fn a_client_above_its_byte_rate_is_throttled_and_muted() {
     assert!(b.core().metrics().counter("quota_throttled_responses") >= 2);
 
     // The quota removed, the same client is not throttled any more.
-    let r = alter(
+    set_quota(
         &mut c,
-        vec![entry(
-            &[("client-id", Some(CLIENT))],
-            &[("producer_byte_rate", None), ("consumer_byte_rate", None)],
-        )],
-        false,
+        &[("client-id", Some(CLIENT))],
+        &[("producer_byte_rate", None), ("consumer_byte_rate", None)],
     )
     .await;
-    assert_eq!(r, vec![(0, None)]);
     let r = c
         .send(&produce_req("q", 0, batch_of(20_000), None), 9)
         .await;
     assert_eq!(r.throttle_time_ms, 0);
+    b.shutdown().await;
+}
+
+/// KIP-612 on tokio's paused clock: past its address's
+/// connection_creation_rate, a new connection is held before it is served.
+#[tokio::test(start_paused = true)]
+async fn a_connection_over_its_address_rate_is_held() {
+    let t = paused().start().await;
+    let (b, mut c) = (t.b, t.c);
+    set_quota(
+        &mut c,
+        &[("ip", None)],
+        &[("connection_creation_rate", Some(1.0))],
+    )
+    .await;
+    assert_eq!(
+        describe(&mut c, &[("ip", 1, None)], true).await,
+        vec![(
+            named(&[("ip", None)]),
+            vec![("connection_creation_rate".into(), 1.0)]
+        )]
+    );
+    // Ten seconds of the quota are let through at once (Kafka's rates are
+    // measured over ten seconds at least); the eleventh connection is held
+    // a tenth of that.
+    let mut open = Vec::new();
+    for _ in 0..10 {
+        open.push(RawClient::connect(b.local_addr()).await);
+    }
+    let started = tokio::time::Instant::now();
+    let mut late = RawClient::connect(b.local_addr()).await;
+    late.send(&MetadataRequest::default().with_topics(Some(vec![])), 12)
+        .await;
+    assert!(
+        started.elapsed().as_millis() >= 1_000,
+        "answered after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(b.core().metrics().counter("connections_throttled"), 1);
+    b.shutdown().await;
+}
+
+/// A ShareFetch over its consumer rate: its records come back acquired
+/// (dropping them would leave them locked), with a throttle time, and the
+/// connection is muted for it.
+#[tokio::test(start_paused = true)]
+async fn a_share_fetch_over_its_rate_keeps_its_records_and_is_throttled() {
+    use common::kip::{GROUP, INPUT, join, share_fetch_req};
+    let t = paused().topic(INPUT, 1).earliest(GROUP).start().await;
+    let (b, mut c, topic) = (t.b, t.c, t.topics[0]);
+    for _ in 0..2 {
+        let r = c
+            .send(&produce_req(INPUT, 0, batch_of(20_000), None), 9)
+            .await;
+        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    }
+    set_quota(
+        &mut c,
+        &[("client-id", Some(CLIENT))],
+        &[("consumer_byte_rate", Some(1000.0))],
+    )
+    .await;
+    join(&mut c, "m").await;
+    let fetch = share_fetch_req("m", topic, &[0], 0);
+    let r = c.send(&fetch, 1).await;
+    assert_eq!(r.error_code, 0);
+    let p = &r.responses[0].partitions[0];
+    // Capped at 10 s of the quota (10 kB): the first batch only.
+    assert_eq!(p.acquired_records.len(), 1, "{:?}", p.acquired_records);
+    assert!(p.records.as_ref().is_some_and(|r| r.len() > 20_000));
+    let throttle = r.throttle_time_ms;
+    assert!(throttle > 0, "throttle {throttle}");
+    assert!(metadata_wait(&mut c).await >= throttle as u128);
+    b.shutdown().await;
+}
+
+fn create_req(topics: &[(&str, i32)]) -> CreateTopicsRequest {
+    CreateTopicsRequest::default().with_topics(
+        topics
+            .iter()
+            .map(|(n, p)| {
+                create_topics_request::CreatableTopic::default()
+                    .with_name(TopicName(s(n)))
+                    .with_num_partitions(*p)
+                    .with_replication_factor(-1)
+            })
+            .collect(),
+    )
+}
+
+/// KIP-599 on tokio's paused clock: partitions created or deleted draw on
+/// a bucket of 11 s of controller_mutation_rate; the strict versions
+/// refuse a topic once it is below zero, the older ones take it and
+/// throttle.
+#[tokio::test(start_paused = true)]
+async fn partition_mutations_are_limited_by_controller_mutation_rate() {
+    let t = paused().start().await;
+    let (b, mut c) = (t.b, t.c);
+    set_quota(
+        &mut c,
+        &[("client-id", Some(CLIENT))],
+        &[("controller_mutation_rate", Some(1.0))],
+    )
+    .await;
+    // 11 tokens: 10 partitions, then 5 (the bucket is not below zero
+    // before them: -4 after), then none.
+    let r = c
+        .send(&create_req(&[("ma", 10), ("mb", 5), ("mc", 1)]), 7)
+        .await;
+    let codes: Vec<i16> = r.topics.iter().map(|t| t.error_code).collect();
+    assert_eq!(codes, vec![0, 0, ErrorCode::THROTTLING_QUOTA_EXCEEDED.0]);
+    assert_eq!(
+        r.topics[2].error_message.as_deref(),
+        Some("The throttling quota has been exceeded.")
+    );
+    assert_eq!(r.throttle_time_ms, 4_000);
+    // The connection is muted for it; by then the bucket is back at zero.
+    assert!(metadata_wait(&mut c).await >= 4_000);
+    // A refused topic does not exist; a topic that fails its own checks
+    // (here: it exists) draws nothing.
+    let r = c.send(&create_req(&[("mb", 3), ("mc", 1)]), 7).await;
+    let codes: Vec<i16> = r.topics.iter().map(|t| t.error_code).collect();
+    assert_eq!(codes, vec![ErrorCode::TOPIC_ALREADY_EXISTS.0, 0]);
+    assert_eq!(r.throttle_time_ms, 1_000);
+    assert!(metadata_wait(&mut c).await >= 1_000);
+    // Deleting draws the topic's partitions: 10 from zero.
+    let del = |name: &str| {
+        DeleteTopicsRequest::default().with_topics(vec![
+            delete_topics_request::DeleteTopicState::default().with_name(Some(TopicName(s(name)))),
+        ])
+    };
+    let r = c.send(&del("ma"), 6).await;
+    assert_eq!(r.responses[0].error_code, 0);
+    assert_eq!(r.throttle_time_ms, 10_000);
+    // An older CreateTopics (v5) is not refused: taken, and throttled.
+    let started = tokio::time::Instant::now();
+    let r = c.send(&create_req(&[("md", 2)]), 5).await;
+    assert!(
+        started.elapsed().as_millis() >= 10_000,
+        "muted after the delete"
+    );
+    assert_eq!(r.topics[0].error_code, 0);
+    assert_eq!(r.throttle_time_ms, 2_000);
     b.shutdown().await;
 }

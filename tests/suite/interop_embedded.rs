@@ -886,6 +886,39 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
         },
         timeout: t60,
     });
+    // KIP-599: a controller_mutation_rate of 1 (a bucket of 11
+    // partitions): topics of 10, 5 and 1 partitions in one CreateTopics,
+    // the third refused.
+    out.push(Scenario {
+        client: "java-admin",
+        feature: "controller_mutation_rate: CreateTopics refused past the bucket (KIP-599)",
+        runner: Runner::Java,
+        args: j(&[
+            "mutation-quota",
+            "--topic-prefix",
+            "interop-mutation-quota",
+            "--client-id",
+            "interop-mutation-client",
+        ]),
+        output: Output::ResultLine,
+        needs: &[],
+        embedded_gap: None,
+        verify: |v| {
+            ok(v)?;
+            expect_str(v, "altered", "none")?;
+            let created = v["created"].to_string();
+            if created != r#"["ok","ok","ThrottlingQuotaExceededException"]"# {
+                return Err(format!("created: {created}"));
+            }
+            let throttle = field_i64(v, "refusal_throttle_ms");
+            if !(1..=4_000).contains(&throttle) {
+                return Err(format!("refusal_throttle_ms: {throttle}"));
+            }
+            expect_str(v, "removed", "none")?;
+            expect_str(v, "deleted", "none")
+        },
+        timeout: t60,
+    });
     // DescribeLogDirs: kafka-log-dirs.sh and the topic sizes of cluster UIs.
     out.push(Scenario {
         client: "java-admin",
@@ -1264,6 +1297,62 @@ fn scenarios(bootstrap: &str) -> Vec<Scenario> {
             needs: &[],
             embedded_gap: None,
             verify: |v| tool_last_line(v, "Completed updating config for client interop-tool-quota."),
+            timeout: t60,
+        },
+        // KIP-612: a connection rate on one address (no scenario connects
+        // from 127.0.0.2), described, deleted.
+        Scenario {
+            client: "kafka-configs",
+            feature: "alter ip quota connection_creation_rate",
+            runner: Runner::Java,
+            args: configs(&[
+                "--alter",
+                "--entity-type",
+                "ips",
+                "--entity-name",
+                "127.0.0.2",
+                "--add-config",
+                "connection_creation_rate=10",
+            ]),
+            output: Output::Lines,
+            needs: &[],
+            embedded_gap: None,
+            verify: |v| tool_last_line(v, "Completed updating config for ip 127.0.0.2."),
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-configs",
+            feature: "describe ip quotas (after the alter above)",
+            runner: Runner::Java,
+            args: configs(&["--describe", "--entity-type", "ips", "--entity-name", "127.0.0.2"]),
+            output: Output::Lines,
+            needs: &[],
+            embedded_gap: None,
+            verify: |v| {
+                tool_last_line(
+                    v,
+                    "Quota configs for ip '127.0.0.2' are connection_creation_rate=10.0",
+                )
+            },
+            timeout: t60,
+        },
+        Scenario {
+            client: "kafka-configs",
+            feature: "delete ip quotas (after the alter above)",
+            runner: Runner::Java,
+            args: configs(&[
+                "--alter",
+                "--entity-type",
+                "ips",
+                "--entity-name",
+                "127.0.0.2",
+                "--delete-config",
+                "connection_creation_rate",
+            ]),
+            output: Output::Lines,
+            needs: &[],
+            embedded_gap: None,
+            verify: |v| tool_last_line(v, "Completed updating config for ip 127.0.0.2."),
             timeout: t60,
         },
         Scenario {

@@ -1,10 +1,11 @@
-//! Client quotas (KIP-13, KIP-55, KIP-546): the quotas set with
-//! AlterClientQuotas, how a request finds the one that applies to it, and
-//! the byte rates measured against them.
+//! Client quotas (KIP-13, KIP-55, KIP-546, KIP-612): the quotas set with
+//! AlterClientQuotas, how a request or a connection finds the one that
+//! applies to it, and the rates measured against them.
 //!
 //! **What is enforced.** `producer_byte_rate` (the bytes of Produce
-//! requests) and `consumer_byte_rate` (the bytes of Fetch responses), per
-//! user (the connection's principal) and client id, at Kafka's precedence:
+//! requests) and `consumer_byte_rate` (the bytes of Fetch and ShareFetch
+//! responses), per user (the connection's principal) and client id, at
+//! Kafka's precedence:
 //!
 //! 1. user and client id, 2. user and default client id, 3. user,
 //! 4. default user and client id, 5. default user and default client id,
@@ -13,9 +14,13 @@
 //! The first entity (in that order) that sets the quota wins. The clients
 //! sharing that entity share its rate: a quota set on a user binds all its
 //! client ids together; a default binds each user (or client id) on its
-//! own. Kafka's other quota keys (`request_percentage`,
-//! `controller_mutation_rate`, `connection_creation_rate`) are refused
-//! with a message saying so rather than stored and ignored.
+//! own. `controller_mutation_rate` (KIP-599), found the same way, limits
+//! the partitions created or deleted with a token bucket
+//! ([`QuotaStore::mutate`]). And `connection_creation_rate` (KIP-612) per
+//! IP address, set on the address or on the default IP entity: a
+//! connection over it is held that long before it is served. Kafka's
+//! remaining key, `request_percentage`, is refused with a message saying
+//! so rather than stored and ignored.
 //!
 //! **How a rate is measured** ([`Rate`]): eleven windows of one second, the
 //! rate being their sum over the time they span, and at least ten seconds
@@ -64,12 +69,12 @@ pub const IP: &str = "ip";
 pub const PRODUCER_BYTE_RATE: &str = "producer_byte_rate";
 /// The quota on the bytes of Fetch responses, per second.
 pub const CONSUMER_BYTE_RATE: &str = "consumer_byte_rate";
-/// Kafka's quota keys this broker knows but does not enforce.
-const NOT_ENFORCED: [&str; 3] = [
-    "request_percentage",
-    "controller_mutation_rate",
-    "connection_creation_rate",
-];
+/// The quota on new connections per second from one IP address.
+pub const CONNECTION_CREATION_RATE: &str = "connection_creation_rate";
+/// The quota on partitions created or deleted per second (KIP-599).
+pub const CONTROLLER_MUTATION_RATE: &str = "controller_mutation_rate";
+/// Kafka's quota key this broker knows but does not enforce.
+const NOT_ENFORCED: [&str; 1] = ["request_percentage"];
 
 /// The windows of a [`Rate`].
 pub const SAMPLES: usize = 11;
@@ -289,6 +294,7 @@ impl QuotaStore {
                     key: key.to_string(),
                     user: uc.map(|_| user.to_string()),
                     client_id: cc.map(|_| client_id.to_string()),
+                    ip: None,
                 };
                 return Some((*v, rate_key));
             }
@@ -307,6 +313,110 @@ impl QuotaStore {
         Some((quota * ((SAMPLES as i64 - 1) * WINDOW_MS) as f64 / 1000.0) as u64)
     }
 
+    /// The `connection_creation_rate` of connections from `ip`: set on
+    /// that address, else on the default IP entity (each address then has
+    /// its own rate).
+    pub fn resolve_ip(&self, ip: &str) -> Option<(f64, RateKey)> {
+        let quotas = self.quotas.read();
+        for name in [Some(ip.to_string()), None] {
+            let entity = Entity::from([(IP.to_string(), name)]);
+            if let Some(v) = quotas
+                .get(&entity)
+                .and_then(|q| q.get(CONNECTION_CREATION_RATE))
+            {
+                return Some((
+                    *v,
+                    RateKey {
+                        key: CONNECTION_CREATION_RATE.into(),
+                        user: None,
+                        client_id: None,
+                        ip: Some(ip.to_string()),
+                    },
+                ));
+            }
+        }
+        None
+    }
+
+    /// Records a new connection from `ip` at `now_ms`: how long to hold
+    /// it before serving it, 0 when under its quota or without one.
+    pub fn record_connection(&self, ip: &str, now_ms: i64) -> i64 {
+        if !self.any_set() {
+            return 0;
+        }
+        let Some((quota, rate_key)) = self.resolve_ip(ip) else {
+            return 0;
+        };
+        self.record_rate(rate_key, quota, 1.0, now_ms)
+    }
+
+    fn record_rate(&self, rate_key: RateKey, quota: f64, value: f64, now_ms: i64) -> i64 {
+        let mut rates = self.rates.lock();
+        let throttle = {
+            let rate = rates.rates.entry(rate_key).or_default();
+            rate.record(value, now_ms);
+            rate.throttle_ms(quota, now_ms)
+        };
+        rates.maybe_purge(now_ms);
+        throttle
+    }
+
+    /// Partition mutations (KIP-599): `permits` partitions created or
+    /// deleted by `user` with `client_id` at `now_ms`, against its
+    /// `controller_mutation_rate`, a token bucket of eleven seconds of the
+    /// quota refilled at the quota. `strict` (CreateTopics v6+,
+    /// DeleteTopics v5+, CreatePartitions v3+, whose answers have a
+    /// THROTTLING_QUOTA_EXCEEDED) refuses the mutation when the bucket is
+    /// already below zero, with the time it needs to come back to zero; a
+    /// mutation is admitted while the bucket is not below zero, even one
+    /// that takes it there. Not strict (older versions), every mutation is
+    /// admitted and taken.
+    pub fn mutate(
+        &self,
+        user: &str,
+        client_id: &str,
+        permits: f64,
+        strict: bool,
+        now_ms: i64,
+    ) -> Result<(), i64> {
+        if !self.any_set() {
+            return Ok(());
+        }
+        let Some((quota, key)) = self.resolve(CONTROLLER_MUTATION_RATE, user, client_id) else {
+            return Ok(());
+        };
+        let mut rates = self.rates.lock();
+        let bucket = rates.buckets.entry(key).or_default();
+        bucket.refill(quota, now_ms);
+        if strict && bucket.tokens < 0.0 {
+            return Err(bucket.throttle_ms(quota));
+        }
+        bucket.tokens -= permits;
+        drop(rates);
+        self.rates.lock().maybe_purge(now_ms);
+        Ok(())
+    }
+
+    /// How long `user` with `client_id` must wait for its mutation bucket
+    /// to come back to zero: the throttle time of a CreateTopics,
+    /// DeleteTopics or CreatePartitions answer (0 when not below zero).
+    pub fn mutation_throttle_ms(&self, user: &str, client_id: &str, now_ms: i64) -> i64 {
+        if !self.any_set() {
+            return 0;
+        }
+        let Some((quota, key)) = self.resolve(CONTROLLER_MUTATION_RATE, user, client_id) else {
+            return 0;
+        };
+        let mut rates = self.rates.lock();
+        match rates.buckets.get_mut(&key) {
+            Some(b) => {
+                b.refill(quota, now_ms);
+                b.throttle_ms(quota)
+            }
+            None => 0,
+        }
+    }
+
     /// Records `bytes` of `key` (a byte-rate quota) for `user` with
     /// `client_id` at `now_ms`; the time the client must be throttled, 0
     /// when under its quota or when no quota applies.
@@ -317,14 +427,7 @@ impl QuotaStore {
         let Some((quota, rate_key)) = self.resolve(key, user, client_id) else {
             return 0;
         };
-        let mut rates = self.rates.lock();
-        let throttle = {
-            let rate = rates.rates.entry(rate_key).or_default();
-            rate.record(bytes as f64, now_ms);
-            rate.throttle_ms(quota, now_ms)
-        };
-        rates.maybe_purge(now_ms);
-        throttle
+        self.record_rate(rate_key, quota, bytes as f64, now_ms)
     }
 }
 
@@ -335,11 +438,13 @@ pub struct RateKey {
     key: String,
     user: Option<String>,
     client_id: Option<String>,
+    ip: Option<String>,
 }
 
 #[derive(Debug, Default)]
 struct RateTable {
     rates: HashMap<RateKey, Rate>,
+    buckets: HashMap<RateKey, TokenBucket>,
     records: u64,
 }
 
@@ -350,7 +455,56 @@ impl RateTable {
         self.records += 1;
         if self.records.is_multiple_of(4096) {
             self.rates.retain(|_, r| !r.expired(now_ms));
+            // A bucket full again holds nothing a new one would not.
+            self.buckets.retain(|_, b| !b.full_at(now_ms));
         }
+    }
+}
+
+/// A token bucket: [`SAMPLES`] windows' worth of the quota at most,
+/// refilled at the quota per second, below zero once more was taken than
+/// it held.
+#[derive(Debug, Clone, Default)]
+pub struct TokenBucket {
+    tokens: f64,
+    /// When it was last refilled; `None` before its first use (it starts
+    /// full).
+    last_ms: Option<i64>,
+    /// The quota it was last refilled at.
+    quota: f64,
+}
+
+impl TokenBucket {
+    fn burst(quota: f64) -> f64 {
+        quota * (SPAN_MS as f64 / 1000.0)
+    }
+
+    /// Brings the bucket to `now_ms` at `quota` per second.
+    pub fn refill(&mut self, quota: f64, now_ms: i64) {
+        let burst = Self::burst(quota);
+        self.quota = quota;
+        match self.last_ms {
+            None => self.tokens = burst,
+            Some(last) => {
+                let elapsed = (now_ms - last).max(0) as f64 / 1000.0;
+                self.tokens = (self.tokens + quota * elapsed).min(burst);
+            }
+        }
+        self.last_ms = Some(self.last_ms.map_or(now_ms, |l| l.max(now_ms)));
+    }
+
+    /// The time to come back to zero at `quota`, 0 when not below it.
+    pub fn throttle_ms(&self, quota: f64) -> i64 {
+        if self.tokens >= 0.0 || quota <= 0.0 {
+            return 0;
+        }
+        ((-self.tokens / quota * 1000.0).round() as i64).clamp(0, MAX_THROTTLE_MS)
+    }
+
+    fn full_at(&self, now_ms: i64) -> bool {
+        let mut b = self.clone();
+        b.refill(self.quota, now_ms);
+        b.tokens >= Self::burst(self.quota)
     }
 }
 
@@ -468,12 +622,14 @@ fn check_entity(components: &[(String, Option<String>)]) -> Result<Entity, Refus
                 "Invalid quota entity combination, IP entity should not be combined with User or ClientId".into(),
             ));
         }
-        if let Some(Some(ip)) = entity.get(IP)
-            && ip.parse::<IpAddr>().is_err()
-        {
-            return Err(invalid(format!(
-                "{ip} is not a valid IP (this broker takes IP addresses, not host names)"
-            )));
+        if let Some(Some(ip)) = entity.get(IP) {
+            let Ok(addr) = ip.parse::<IpAddr>() else {
+                return Err(invalid(format!(
+                    "{ip} is not a valid IP (this broker takes IP addresses, not host names)"
+                )));
+            };
+            // One spelling per address (as peers' addresses are written).
+            entity.insert(IP.into(), Some(addr.to_string()));
         }
     }
     Ok(entity)
@@ -499,10 +655,15 @@ fn check_ops(
     let mut out = Vec::with_capacity(ops.len());
     for (k, v) in ops {
         let known = if ip {
-            k == "connection_creation_rate"
+            k == CONNECTION_CREATION_RATE
         } else {
-            [PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE].contains(&k.as_str())
-                || NOT_ENFORCED[..2].contains(&k.as_str())
+            [
+                PRODUCER_BYTE_RATE,
+                CONSUMER_BYTE_RATE,
+                CONTROLLER_MUTATION_RATE,
+            ]
+            .contains(&k.as_str())
+                || NOT_ENFORCED.contains(&k.as_str())
         };
         if !known {
             return Err(invalid(format!("Invalid configuration key {k}")));
@@ -513,15 +674,16 @@ fn check_ops(
         };
         if NOT_ENFORCED.contains(&k.as_str()) {
             return Err(invalid(format!(
-                "Quota {k} is not enforced by this broker, so it is not set: only {PRODUCER_BYTE_RATE} and {CONSUMER_BYTE_RATE} are"
+                "Quota {k} is not enforced by this broker, so it is not set: only {PRODUCER_BYTE_RATE}, {CONSUMER_BYTE_RATE}, {CONTROLLER_MUTATION_RATE} and {CONNECTION_CREATION_RATE} are"
             )));
         }
         // Kafka 4.4's checks and messages; the non-finite check is ours.
         if !v.is_finite() || *v <= 0.0 {
             return Err(invalid(format!("Quota {k} must be greater than 0")));
         }
-        // Both byte rates are Kafka LONG configs: whole numbers.
-        if (v - v.round()).abs() > 1e-6 {
+        // The byte rates are Kafka LONG configs and the connection rate an
+        // INT one: whole numbers; the mutation rate is a DOUBLE.
+        if k != CONTROLLER_MUTATION_RATE && (v - v.round()).abs() > 1e-6 {
             return Err(invalid(format!("{k} cannot be a fractional value.")));
         }
         out.push((k.clone(), Some(*v)));
@@ -657,8 +819,12 @@ mod tests {
                 "not enforced by this broker",
             ),
             (
-                set(&[(IP, None)], "connection_creation_rate", 5.0),
-                "not enforced by this broker",
+                set(&[(IP, None)], CONTROLLER_MUTATION_RATE, 5.0),
+                "Invalid configuration key controller_mutation_rate",
+            ),
+            (
+                set(&[(IP, None)], CONNECTION_CREATION_RATE, 0.5),
+                "connection_creation_rate cannot be a fractional value.",
             ),
             (
                 Alteration {
@@ -812,6 +978,63 @@ mod tests {
         // The windows expire: after their span nothing is measured.
         assert_eq!(b.per_second(SPAN_MS + 1), 0.0);
         assert!(b.expired(SPAN_MS + 1));
+    }
+
+    #[test]
+    fn connections_are_counted_per_address_at_its_quota_or_the_default() {
+        let s = QuotaStore::open(None).unwrap();
+        s.alter(
+            &[
+                set(&[(IP, Some("10.0.0.1"))], CONNECTION_CREATION_RATE, 1.0),
+                set(&[(IP, None)], CONNECTION_CREATION_RATE, 100.0),
+            ],
+            false,
+        );
+        assert_eq!(s.resolve_ip("10.0.0.1").unwrap().0, 1.0);
+        assert_eq!(s.resolve_ip("10.0.0.2").unwrap().0, 100.0);
+        // Ten seconds of the quota at once are let through; the eleventh
+        // connection is held a tenth of the span.
+        for i in 0..10 {
+            assert_eq!(s.record_connection("10.0.0.1", i), 0);
+        }
+        assert_eq!(s.record_connection("10.0.0.1", 10), 1_000);
+        // Another address is measured on its own.
+        assert_eq!(s.record_connection("10.0.0.2", 10), 0);
+        // The byte rates do not apply to connections, nor the reverse.
+        assert!(s.resolve(PRODUCER_BYTE_RATE, "u", "c").is_none());
+    }
+
+    #[test]
+    fn mutations_draw_on_a_bucket_strict_ones_are_refused_below_zero() {
+        let s = QuotaStore::open(None).unwrap();
+        // A fractional rate is accepted (a DOUBLE in Kafka).
+        let r = s.alter(
+            &[set(
+                &[(CLIENT_ID, Some("admin"))],
+                CONTROLLER_MUTATION_RATE,
+                2.5,
+            )],
+            false,
+        );
+        assert_eq!(r, vec![Ok(())]);
+        // The bucket holds 11 s of the quota: 27.5 partitions. 20 are
+        // admitted, then 10 more (the bucket is not below zero before
+        // them), leaving -2.5.
+        assert_eq!(s.mutate("u", "admin", 20.0, true, 0), Ok(()));
+        assert_eq!(s.mutation_throttle_ms("u", "admin", 0), 0);
+        assert_eq!(s.mutate("u", "admin", 10.0, true, 0), Ok(()));
+        // Below zero: the strict mutation is refused with the time to
+        // refill 2.5 tokens at 2.5/s, and takes nothing.
+        assert_eq!(s.mutation_throttle_ms("u", "admin", 0), 1_000);
+        assert_eq!(s.mutate("u", "admin", 1.0, true, 0), Err(1_000));
+        assert_eq!(s.mutate("u", "admin", 1.0, true, 600), Err(400));
+        // A permissive one is taken anyway.
+        assert_eq!(s.mutate("u", "admin", 5.0, false, 600), Ok(()));
+        assert_eq!(s.mutation_throttle_ms("u", "admin", 600), 2_400);
+        // Refilled, strict mutations are admitted again.
+        assert_eq!(s.mutate("u", "admin", 1.0, true, 3_000), Ok(()));
+        // Another client id has no quota.
+        assert_eq!(s.mutate("u", "other", 1e9, true, 0), Ok(()));
     }
 
     #[test]

@@ -301,11 +301,26 @@ async fn accept_loop(
         while tasks.try_join_next().is_some() {}
         let _ = stream.set_nodelay(true);
         core.metrics().add("connections_accepted", 1);
+        // Over its address's connection_creation_rate (KIP-612): held
+        // before it is served, as Kafka's acceptor holds it.
+        let hold_ms = core
+            .quotas()
+            .record_connection(&peer.ip().to_string(), core.now_ms());
+        if hold_ms > 0 {
+            core.metrics().add("connections_throttled", 1);
+            debug!(%peer, hold_ms, "connection_creation_rate exceeded: connection held");
+        }
         let core = core.clone();
-        let rx = shutdown.clone();
+        let mut rx = shutdown.clone();
         let tls = tls.clone();
         tasks.spawn(
             async move {
+                if hold_ms > 0 {
+                    tokio::select! {
+                        _ = tokio::time::sleep(std::time::Duration::from_millis(hold_ms as u64)) => {}
+                        _ = rx.changed() => return,
+                    }
+                }
                 match tls {
                     None => serve_connection(core, stream, peer, rx).await,
                     Some(acceptor) => {

@@ -80,6 +80,7 @@ pub(crate) fn create_topics(
     core: &BrokerCore,
     ctx: &RequestContext,
     req: CreateTopicsRequest,
+    quota: &super::quotas::Mutations<'_>,
 ) -> CreateTopicsResponse {
     let version = ctx.version();
     let mut seen: HashMap<String, usize> = HashMap::new();
@@ -162,6 +163,29 @@ pub(crate) fn create_topics(
             );
             continue;
         }
+        // Under a controller_mutation_rate a topic is checked first, so
+        // that only one that would be created draws on the quota (as in
+        // Kafka, where the quota comes after the checks).
+        if quota.applies && !req.validate_only {
+            let checked = core
+                .create_topic(
+                    &name,
+                    partitions,
+                    t.replication_factor,
+                    configs.clone(),
+                    true,
+                )
+                .map_err(|e| (e.code, e.message))
+                .and_then(|_| quota.admit(partitions));
+            if let Err((code, message)) = checked {
+                results.push(
+                    result
+                        .with_error_code(code.0)
+                        .with_error_message(Some(s(message))),
+                );
+                continue;
+            }
+        }
         match core.create_topic(
             &name,
             partitions,
@@ -222,6 +246,7 @@ pub(crate) fn delete_topics(
     core: &BrokerCore,
     ctx: &RequestContext,
     req: DeleteTopicsRequest,
+    quota: &super::quotas::Mutations<'_>,
 ) -> DeleteTopicsResponse {
     let mut targets: Vec<(Option<String>, Uuid)> = Vec::new();
     if ctx.version() >= 6 {
@@ -268,10 +293,21 @@ pub(crate) fn delete_topics(
                         denied(entry.with_name(None))
                     }
                 }
-                Some(n) => match core.delete_topic(&n) {
-                    Some(meta) => entry.with_topic_id(meta.id),
-                    None => entry.with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0),
-                },
+                Some(n) => {
+                    let partitions = core.topics().read().get(&n).map(|t| t.partitions);
+                    let Some(partitions) = partitions else {
+                        return entry.with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0);
+                    };
+                    if let Err((code, message)) = quota.admit(partitions) {
+                        return entry
+                            .with_error_code(code.0)
+                            .with_error_message(Some(s(message)));
+                    }
+                    match core.delete_topic(&n) {
+                        Some(meta) => entry.with_topic_id(meta.id),
+                        None => entry.with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0),
+                    }
+                }
             }
         })
         .collect();
@@ -282,6 +318,7 @@ pub(crate) fn create_partitions(
     core: &BrokerCore,
     ctx: &RequestContext,
     req: CreatePartitionsRequest,
+    quota: &super::quotas::Mutations<'_>,
 ) -> CreatePartitionsResponse {
     let results = req
         .topics
@@ -294,6 +331,18 @@ pub(crate) fn create_partitions(
                 return r
                     .with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0)
                     .with_error_message(Some(s(format!("Not authorized to alter topic {name}"))));
+            }
+            if quota.applies && !req.validate_only {
+                // Checked first: only partitions that would be added draw
+                // on the controller_mutation_rate.
+                let before = core.topics().read().get(&name).map_or(0, |m| m.partitions);
+                let checked = core
+                    .add_partitions(&name, t.count, true)
+                    .map_err(|e| (e.code, e.message))
+                    .and_then(|()| quota.admit(t.count - before));
+                if let Err((code, message)) = checked {
+                    return r.with_error_code(code.0).with_error_message(Some(s(message)));
+                }
             }
             match core.add_partitions(&name, t.count, req.validate_only) {
                 Ok(()) => r,

@@ -191,7 +191,7 @@ pub(crate) async fn dispatch(
             RequestKind::Fetch(mut r) => {
                 let quota = core.quotas().any_set();
                 if quota && version >= 3 {
-                    quotas::cap_fetch_bytes(core, &ctx, &mut r.max_bytes);
+                    quotas::cap_fetch_bytes(core, &ctx, &mut r.max_bytes, true);
                 }
                 let mut resp = data::fetch(core, &ctx, r).await;
                 if quota {
@@ -238,16 +238,24 @@ pub(crate) async fn dispatch(
                 let resp = metadata::handle(core, &ctx, r);
                 respond::<MetadataRequest>(&ctx, &resp, out)
             }
+            // KIP-599: the versions answering THROTTLING_QUOTA_EXCEEDED
+            // per topic are strict about controller_mutation_rate.
             RequestKind::CreateTopics(r) => {
-                let resp = admin::create_topics(core, &ctx, r);
+                let quota = quotas::Mutations::new(core, &ctx, version >= 6);
+                let mut resp = admin::create_topics(core, &ctx, r, &quota);
+                resp.throttle_time_ms = resp.throttle_time_ms.max(quota.throttle(session));
                 respond::<CreateTopicsRequest>(&ctx, &resp, out)
             }
             RequestKind::DeleteTopics(r) => {
-                let resp = admin::delete_topics(core, &ctx, r);
+                let quota = quotas::Mutations::new(core, &ctx, version >= 5);
+                let mut resp = admin::delete_topics(core, &ctx, r, &quota);
+                resp.throttle_time_ms = resp.throttle_time_ms.max(quota.throttle(session));
                 respond::<DeleteTopicsRequest>(&ctx, &resp, out)
             }
             RequestKind::CreatePartitions(r) => {
-                let resp = admin::create_partitions(core, &ctx, r);
+                let quota = quotas::Mutations::new(core, &ctx, version >= 3);
+                let mut resp = admin::create_partitions(core, &ctx, r, &quota);
+                resp.throttle_time_ms = resp.throttle_time_ms.max(quota.throttle(session));
                 respond::<CreatePartitionsRequest>(&ctx, &resp, out)
             }
             RequestKind::DescribeCluster(r) => {
@@ -444,7 +452,7 @@ pub(crate) async fn dispatch(
         AnyRequest::ShareFetch(mut r) => {
             let quota = core.quotas().any_set();
             if quota {
-                quotas::cap_fetch_bytes(core, &ctx, &mut r.request.max_bytes);
+                quotas::cap_fetch_bytes(core, &ctx, &mut r.request.max_bytes, false);
             }
             let mut resp = share::share_fetch(core, &ctx, r).await;
             if quota {

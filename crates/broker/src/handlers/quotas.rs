@@ -155,10 +155,101 @@ pub(crate) fn throttle(
     ms.min(i32::MAX as i64) as i32
 }
 
+/// A request's `controller_mutation_rate` (KIP-599): CreateTopics,
+/// DeleteTopics and CreatePartitions draw on it per topic.
+pub(crate) struct Mutations<'a> {
+    core: &'a BrokerCore,
+    user: String,
+    client_id: String,
+    strict: bool,
+    /// Whether a quota applies (otherwise nothing is checked or taken).
+    pub applies: bool,
+}
+
+impl<'a> Mutations<'a> {
+    /// `strict` for the versions whose answers carry
+    /// THROTTLING_QUOTA_EXCEEDED per topic.
+    pub fn new(core: &'a BrokerCore, ctx: &RequestContext, strict: bool) -> Self {
+        let user = ctx
+            .principal
+            .strip_prefix("User:")
+            .unwrap_or(&ctx.principal)
+            .to_string();
+        let client_id = ctx.header.client_id.clone().unwrap_or_default();
+        let applies = core.quotas().any_set()
+            && core
+                .quotas()
+                .resolve(
+                    crate::client_quotas::CONTROLLER_MUTATION_RATE,
+                    &user,
+                    &client_id,
+                )
+                .is_some();
+        Self {
+            core,
+            user,
+            client_id,
+            strict,
+            applies,
+        }
+    }
+
+    /// Admits `partitions` mutations, or Kafka's refusal.
+    pub fn admit(&self, partitions: i32) -> Result<(), (ErrorCode, String)> {
+        if !self.applies {
+            return Ok(());
+        }
+        self.core
+            .quotas()
+            .mutate(
+                &self.user,
+                &self.client_id,
+                partitions.max(0) as f64,
+                self.strict,
+                self.core.now_ms(),
+            )
+            .map_err(|throttle_ms| {
+                self.core.metrics().add("quota_refused_mutations", 1);
+                tracing::debug!(user = %self.user, client_id = %self.client_id, throttle_ms, "controller_mutation_rate exceeded: topic refused");
+                (
+                    ErrorCode::THROTTLING_QUOTA_EXCEEDED,
+                    "The throttling quota has been exceeded.".to_string(),
+                )
+            })
+    }
+
+    /// The answer's throttle time; mutes the connection for it.
+    pub fn throttle(&self, session: &crate::security::Session) -> i32 {
+        if !self.applies {
+            return 0;
+        }
+        let ms = self.core.quotas().mutation_throttle_ms(
+            &self.user,
+            &self.client_id,
+            self.core.now_ms(),
+        );
+        if ms > 0 {
+            session.mute_for(ms);
+            self.core.metrics().add("quota_throttled_responses", 1);
+        }
+        ms.min(i32::MAX as i64) as i32
+    }
+}
+
 /// Caps an answer's `max_bytes` at ten seconds of the request's
 /// `consumer_byte_rate`, if it has one (Kafka's cap: a larger answer would
-/// be throttled whatever came before it).
-pub(crate) fn cap_fetch_bytes(core: &BrokerCore, ctx: &RequestContext, max_bytes: &mut i32) {
+/// be throttled whatever came before it). A `max_bytes` of 0 or less is
+/// capped only when it means "no limit" (`zero_unlimited`: Fetch); a
+/// ShareFetch's 0 asks for no records and stays.
+pub(crate) fn cap_fetch_bytes(
+    core: &BrokerCore,
+    ctx: &RequestContext,
+    max_bytes: &mut i32,
+    zero_unlimited: bool,
+) {
+    if *max_bytes <= 0 && !zero_unlimited {
+        return;
+    }
     let user = ctx
         .principal
         .strip_prefix("User:")

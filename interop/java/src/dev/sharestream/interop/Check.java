@@ -189,6 +189,7 @@ public final class Check {
                 case "share-dlq": shareDlq(o, out); break;
                 case "scram-users": scramUsers(o, out); break;
                 case "client-quotas": clientQuotas(o, out); break;
+                case "mutation-quota": mutationQuota(o, out); break;
                 case "log-dirs": logDirs(o, out); break;
                 case "leader-epoch": leaderEpoch(o, out); break;
                 case "reassign-elect": reassignElect(o, out); break;
@@ -981,6 +982,76 @@ public final class Check {
                         new org.apache.kafka.common.quota.ClientQuotaAlteration(defaultUser,
                             List.of(remove.apply("consumer_byte_rate"))))).all());
                 }
+            }
+        }
+    }
+
+    /**
+     * KIP-599 with the admin client: controller_mutation_rate=1 for one
+     * client id (a bucket of eleven partitions), then that client creates
+     * three topics in one request, of 10, 5 and 1 partitions. The first
+     * two pass (the bucket is not below zero before them), the third is
+     * refused with ThrottlingQuotaExceededException (the admin client's
+     * own retry of throttled topics off, so the refusal is seen). The
+     * topics and the quota are deleted after.
+     */
+    static void mutationQuota(Opts o, Json out) throws Exception {
+        String prefix = o.str("topic-prefix");
+        String clientId = o.str("client-id");
+        org.apache.kafka.common.quota.ClientQuotaEntity entity = new org.apache.kafka.common.quota.ClientQuotaEntity(
+            Map.of(org.apache.kafka.common.quota.ClientQuotaEntity.CLIENT_ID, clientId));
+        org.apache.kafka.common.quota.ClientQuotaFilter byClient = org.apache.kafka.common.quota.ClientQuotaFilter.containsOnly(
+            List.of(org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofEntity(
+                org.apache.kafka.common.quota.ClientQuotaEntity.CLIENT_ID, clientId)));
+        List<String> names = List.of(prefix + "-a", prefix + "-b", prefix + "-c");
+        try (Admin admin = Admin.create(base(o))) {
+            out.put("altered", failure(admin.alterClientQuotas(List.of(
+                new org.apache.kafka.common.quota.ClientQuotaAlteration(entity, List.of(
+                    new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("controller_mutation_rate", 1.0)))))
+                .all()));
+            // Kafka applies a quota once its record reaches the broker.
+            long deadline = System.currentTimeMillis() + 10_000;
+            while (System.currentTimeMillis() < deadline
+                && admin.describeClientQuotas(byClient).entities().get(30, TimeUnit.SECONDS).isEmpty()) {
+                Thread.sleep(100);
+            }
+            Thread.sleep(500);
+            Properties p = base(o);
+            p.put(AdminClientConfig.CLIENT_ID_CONFIG, clientId);
+            try (Admin limited = Admin.create(p)) {
+                org.apache.kafka.clients.admin.CreateTopicsResult r = limited.createTopics(List.of(
+                    new NewTopic(names.get(0), 10, (short) 1),
+                    new NewTopic(names.get(1), 5, (short) 1),
+                    new NewTopic(names.get(2), 1, (short) 1)),
+                    new org.apache.kafka.clients.admin.CreateTopicsOptions().retryOnQuotaViolation(false));
+                List<String> results = new ArrayList<>();
+                long throttle = -1;
+                for (String n : names) {
+                    try {
+                        r.values().get(n).get(30, TimeUnit.SECONDS);
+                        results.add("ok");
+                    } catch (ExecutionException e) {
+                        Throwable c = e.getCause() != null ? e.getCause() : e;
+                        results.add(c.getClass().getSimpleName());
+                        if (c instanceof org.apache.kafka.common.errors.ThrottlingQuotaExceededException) {
+                            throttle = ((org.apache.kafka.common.errors.ThrottlingQuotaExceededException) c).throttleTimeMs();
+                        }
+                    }
+                }
+                out.put("created", results);
+                out.put("refusal_throttle_ms", throttle);
+            } finally {
+                out.put("removed", failure(admin.alterClientQuotas(List.of(
+                    new org.apache.kafka.common.quota.ClientQuotaAlteration(entity, List.of(
+                        new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("controller_mutation_rate", null)))))
+                    .all()));
+                List<String> existing = new ArrayList<>();
+                for (String n : names) {
+                    if (admin.listTopics().names().get(30, TimeUnit.SECONDS).contains(n)) {
+                        existing.add(n);
+                    }
+                }
+                out.put("deleted", failure(admin.deleteTopics(existing).all()));
             }
         }
     }
