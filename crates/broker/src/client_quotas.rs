@@ -340,11 +340,11 @@ impl QuotaStore {
 
     /// Records a new connection from `ip` at `now_ms`: how long to hold
     /// it before serving it, 0 when under its quota or without one.
-    pub fn record_connection(&self, ip: &str, now_ms: i64) -> i64 {
+    pub fn record_connection(&self, ip: std::net::IpAddr, now_ms: i64) -> i64 {
         if !self.any_set() {
             return 0;
         }
-        let Some((quota, rate_key)) = self.resolve_ip(ip) else {
+        let Some((quota, rate_key)) = self.resolve_ip(&ip.to_string()) else {
             return 0;
         };
         self.record_rate(rate_key, quota, 1.0, now_ms)
@@ -388,13 +388,14 @@ impl QuotaStore {
         let mut rates = self.rates.lock();
         let bucket = rates.buckets.entry(key).or_default();
         bucket.refill(quota, now_ms);
-        if strict && bucket.tokens < 0.0 {
-            return Err(bucket.throttle_ms(quota));
-        }
-        bucket.tokens -= permits;
-        drop(rates);
-        self.rates.lock().maybe_purge(now_ms);
-        Ok(())
+        let outcome = if strict && bucket.tokens < 0.0 {
+            Err(bucket.throttle_ms(quota))
+        } else {
+            bucket.tokens -= permits;
+            Ok(())
+        };
+        rates.maybe_purge(now_ms);
+        outcome
     }
 
     /// How long `user` with `client_id` must wait for its mutation bucket
@@ -995,11 +996,11 @@ mod tests {
         // Ten seconds of the quota at once are let through; the eleventh
         // connection is held a tenth of the span.
         for i in 0..10 {
-            assert_eq!(s.record_connection("10.0.0.1", i), 0);
+            assert_eq!(s.record_connection("10.0.0.1".parse().unwrap(), i), 0);
         }
-        assert_eq!(s.record_connection("10.0.0.1", 10), 1_000);
+        assert_eq!(s.record_connection("10.0.0.1".parse().unwrap(), 10), 1_000);
         // Another address is measured on its own.
-        assert_eq!(s.record_connection("10.0.0.2", 10), 0);
+        assert_eq!(s.record_connection("10.0.0.2".parse().unwrap(), 10), 0);
         // The byte rates do not apply to connections, nor the reverse.
         assert!(s.resolve(PRODUCER_BYTE_RATE, "u", "c").is_none());
     }

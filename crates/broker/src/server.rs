@@ -303,9 +303,7 @@ async fn accept_loop(
         core.metrics().add("connections_accepted", 1);
         // Over its address's connection_creation_rate (KIP-612): held
         // before it is served, as Kafka's acceptor holds it.
-        let hold_ms = core
-            .quotas()
-            .record_connection(&peer.ip().to_string(), core.now_ms());
+        let hold_ms = core.quotas().record_connection(peer.ip(), core.now_ms());
         if hold_ms > 0 {
             core.metrics().add("connections_throttled", 1);
             debug!(%peer, hold_ms, "connection_creation_rate exceeded: connection held");

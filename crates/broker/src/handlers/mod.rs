@@ -170,21 +170,20 @@ pub(crate) async fn dispatch(
     match request {
         AnyRequest::Kafka(kind) => match *kind {
             RequestKind::Produce(r) => {
-                let resp = data::produce(core, &ctx, r).await;
-                let throttle = quotas::throttle(
+                // acks=0 has no answer, but its bytes count all the same.
+                let mut resp = data::produce(core, &ctx, r).await;
+                quotas::throttle(
                     core,
                     &ctx,
                     session,
                     crate::client_quotas::PRODUCER_BYTE_RATE,
                     request_size,
+                    resp.as_mut()
+                        .filter(|_| version >= 1)
+                        .map(|r| &mut r.throttle_time_ms),
                 );
                 match resp {
-                    Some(mut resp) => {
-                        if version >= 1 {
-                            resp.throttle_time_ms = resp.throttle_time_ms.max(throttle);
-                        }
-                        respond::<ProduceRequest>(&ctx, &resp, out)
-                    }
+                    Some(resp) => respond::<ProduceRequest>(&ctx, &resp, out),
                     None => Ok(()),
                 }
             }
@@ -197,16 +196,14 @@ pub(crate) async fn dispatch(
                 if quota {
                     use kafka_protocol::protocol::Encodable;
                     let size = resp.compute_size(version).unwrap_or(0) as u64;
-                    let throttle = quotas::throttle(
+                    quotas::throttle(
                         core,
                         &ctx,
                         session,
                         crate::client_quotas::CONSUMER_BYTE_RATE,
                         size,
+                        (version >= 1).then_some(&mut resp.throttle_time_ms),
                     );
-                    if version >= 1 {
-                        resp.throttle_time_ms = resp.throttle_time_ms.max(throttle);
-                    }
                 }
                 respond::<FetchRequest>(&ctx, &resp, out)
             }
@@ -459,13 +456,14 @@ pub(crate) async fn dispatch(
                 // The answer goes out with its records (they are
                 // acquired), and the mute pays for them.
                 let size = quotas::share_fetch_bytes(&resp);
-                resp.throttle_time_ms = resp.throttle_time_ms.max(quotas::throttle(
+                quotas::throttle(
                     core,
                     &ctx,
                     session,
                     crate::client_quotas::CONSUMER_BYTE_RATE,
                     size,
-                ));
+                    Some(&mut resp.throttle_time_ms),
+                );
             }
             respond::<ShareFetchV2Request>(&ctx, &resp, out)
         }

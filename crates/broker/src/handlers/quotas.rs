@@ -120,24 +120,34 @@ pub(crate) fn describe(
     resp.with_entries(Some(entries))
 }
 
+/// The (user, client id) a request's quotas are looked up under: the
+/// principal's name without its `User:` type, and the header's client id
+/// ("" when absent), as Kafka binds them.
+fn quota_identity(ctx: &RequestContext) -> (&str, &str) {
+    let user = ctx
+        .principal
+        .strip_prefix("User:")
+        .unwrap_or(&ctx.principal);
+    (user, ctx.header.client_id.as_deref().unwrap_or(""))
+}
+
 /// Records `bytes` against the `key` quota of the request's user and
 /// client id; when that takes it over its quota, mutes the connection for
-/// the throttle time, which is returned for the answer (0 otherwise).
+/// the throttle time and raises the answer's `throttle_time_ms` to it
+/// (`field`: `None` when the answer's version has no such field, or there
+/// is no answer).
 pub(crate) fn throttle(
     core: &BrokerCore,
     ctx: &RequestContext,
     session: &crate::security::Session,
     key: &str,
     bytes: u64,
-) -> i32 {
+    field: Option<&mut i32>,
+) {
     if !core.quotas().any_set() {
-        return 0;
+        return;
     }
-    let user = ctx
-        .principal
-        .strip_prefix("User:")
-        .unwrap_or(&ctx.principal);
-    let client_id = ctx.header.client_id.as_deref().unwrap_or("");
+    let (user, client_id) = quota_identity(ctx);
     let ms = core
         .quotas()
         .record(key, user, client_id, bytes, core.now_ms());
@@ -152,7 +162,9 @@ pub(crate) fn throttle(
             "client quota exceeded: throttled"
         );
     }
-    ms.min(i32::MAX as i64) as i32
+    if let Some(field) = field {
+        *field = (*field).max(ms.min(i32::MAX as i64) as i32);
+    }
 }
 
 /// A request's `controller_mutation_rate` (KIP-599): CreateTopics,
@@ -170,12 +182,8 @@ impl<'a> Mutations<'a> {
     /// `strict` for the versions whose answers carry
     /// THROTTLING_QUOTA_EXCEEDED per topic.
     pub fn new(core: &'a BrokerCore, ctx: &RequestContext, strict: bool) -> Self {
-        let user = ctx
-            .principal
-            .strip_prefix("User:")
-            .unwrap_or(&ctx.principal)
-            .to_string();
-        let client_id = ctx.header.client_id.clone().unwrap_or_default();
+        let (user, client_id) = quota_identity(ctx);
+        let (user, client_id) = (user.to_string(), client_id.to_string());
         let applies = core.quotas().any_set()
             && core
                 .quotas()
@@ -250,11 +258,7 @@ pub(crate) fn cap_fetch_bytes(
     if *max_bytes <= 0 && !zero_unlimited {
         return;
     }
-    let user = ctx
-        .principal
-        .strip_prefix("User:")
-        .unwrap_or(&ctx.principal);
-    let client_id = ctx.header.client_id.as_deref().unwrap_or("");
+    let (user, client_id) = quota_identity(ctx);
     if let Some(cap) =
         core.quotas()
             .window_bytes(crate::client_quotas::CONSUMER_BYTE_RATE, user, client_id)
