@@ -31,6 +31,7 @@ mod broker_consumer_groups;
 mod broker_consumer_protocol;
 mod broker_dead_letters;
 mod broker_features;
+mod broker_fetch_sessions;
 mod broker_list_offsets_versions;
 mod broker_offsets_retention;
 mod broker_records_admin;

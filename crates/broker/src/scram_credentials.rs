@@ -15,9 +15,10 @@
 //! per user in a request (DUPLICATE_RESOURCE), 4096 to 16384 iterations
 //! (UNACCEPTABLE_CREDENTIAL), a mechanism of 1 (SCRAM-SHA-256) or 2
 //! (SCRAM-SHA-512) (UNSUPPORTED_SASL_MECHANISM), and a deletion of a
-//! credential that does not exist is RESOURCE_NOT_FOUND. Ours on top: a
-//! salted password must have its hash's length (32 or 64 bytes) and the
-//! salt must not be empty (UNACCEPTABLE_CREDENTIAL).
+//! credential that does not exist is RESOURCE_NOT_FOUND. Nothing more is
+//! checked, as in Kafka: a salted password of another length than its
+//! hash's, or an empty salt, is stored (kafka-go's own tests upsert an
+//! 18-byte SHA-512 salted password, and Kafka 4.4 takes it).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -339,23 +340,11 @@ impl ScramStore {
                         "Too many iterations".into(),
                     );
                 }
-                if salt.is_empty() {
-                    return refused(
-                        ErrorCode::UNACCEPTABLE_CREDENTIAL,
-                        "The salt is empty".into(),
-                    );
-                }
-                let len = ScramCredential::salted_len(m);
-                if salted_password.len() != len {
-                    return refused(
-                        ErrorCode::UNACCEPTABLE_CREDENTIAL,
-                        format!(
-                            "A salted password of {} has {len} bytes, not {}",
-                            m.name(),
-                            salted_password.len()
-                        ),
-                    );
-                }
+                // Neither the salt nor the salted password is checked
+                // further, as in Kafka (its controller checks the name,
+                // the mechanism and the iterations): the salted password
+                // is an HMAC key, which may have any length (kafka-go's
+                // tests send 18 bytes for SHA-512).
                 let c = ScramCredential::from_salted(
                     m,
                     salted_password,
@@ -500,15 +489,16 @@ mod tests {
         let users: Vec<&str> = d.iter().map(|(u, _)| u.as_str()).collect();
         assert_eq!(users, vec!["admin", "f"]);
         assert_eq!(d[1].1, Ok(vec![(SHA512, 8192)]));
-        // A salted password of the wrong length.
+        // A salted password of another length than the hash's, and an
+        // empty salt, are taken as Kafka takes them.
         let r = s.alter(&[Alteration::Upsert {
             user: "g".into(),
             mechanism: SHA512,
             iterations: 4096,
-            salt: b"s".to_vec(),
-            salted_password: vec![0; 32],
+            salt: Vec::new(),
+            salted_password: b"my-salted-password".to_vec(),
         }]);
-        assert_eq!(code(&r[0].1), ErrorCode::UNACCEPTABLE_CREDENTIAL);
+        assert_eq!(code(&r[0].1), ErrorCode::NONE);
     }
 
     #[test]

@@ -191,14 +191,6 @@ impl ScramCredential {
         salted_password(m, password, salt, iterations)
     }
 
-    /// The length of a salted password of `m` (its hash's output).
-    pub fn salted_len(m: SaslMechanism) -> usize {
-        match m {
-            SaslMechanism::ScramSha512 => 64,
-            _ => 32,
-        }
-    }
-
     /// Derives with a fresh random 32-byte salt.
     pub fn generate(m: SaslMechanism, password: &str, iterations: u32) -> Self {
         let salt: [u8; 32] = rand::random();

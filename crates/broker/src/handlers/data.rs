@@ -520,8 +520,13 @@ pub(crate) async fn fetch(
     req: FetchRequest,
 ) -> FetchResponse {
     let version = ctx.version();
-    if version >= 7 && req.session_id != 0 {
-        // We never hand out sessions, so any session id is unknown.
+    // Fetch sessions (KIP-227), as Kafka reads them: an epoch of 0
+    // (INITIAL) or -1 (FINAL) asks for a full fetch whatever the session
+    // id (a session it names is closed; kafka-go sends id -1 with epoch
+    // -1); any other epoch continues a session. This broker never hands
+    // one out (it answers session id 0, as Kafka does when its cache is
+    // full), so a continued session is always unknown.
+    if version >= 7 && !matches!(req.session_epoch, 0 | -1) {
         return FetchResponse::default()
             .with_error_code(ErrorCode::FETCH_SESSION_ID_NOT_FOUND.0)
             .with_session_id(0);
