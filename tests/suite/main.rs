@@ -33,6 +33,7 @@ mod broker_dead_letters;
 mod broker_features;
 mod broker_fetch_sessions;
 mod broker_list_offsets_versions;
+mod broker_node_id;
 mod broker_offsets_retention;
 mod broker_records_admin;
 mod broker_security;

@@ -91,6 +91,10 @@ struct BrokerArgs {
     /// Port advertised to clients (default: the listen port).
     #[arg(long)]
     advertised_port: Option<u16>,
+    /// This broker's node id (node.id): the broker and controller id every
+    /// answer names. Nothing on disk depends on it.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(i32).range(0..))]
+    node_id: i32,
     /// Flush policy: `every-batch`, `never`, or an interval such as `100ms`.
     #[arg(long, default_value = "every-batch", value_parser = parse_fsync)]
     fsync: FsyncPolicy,
@@ -365,6 +369,7 @@ async fn run_broker(args: BrokerArgs) -> Result<(), String> {
         listen: args.listen,
         advertised_host: args.advertised_host,
         advertised_port: args.advertised_port,
+        node_id: args.node_id,
         storage,
         fsync: args.fsync,
         auto_create_topics: args.auto_create_topics,
