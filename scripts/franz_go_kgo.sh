@@ -42,38 +42,28 @@ if ! command -v go >/dev/null; then
   exit 0
 fi
 
+# shellcheck source=scripts/lib/test_broker.sh
+source "$root/scripts/lib/test_broker.sh"
+
 # Some tests read the package's own sources (config.go): they run from the
 # package folder, kept beside the compiled tests.
 home="${SHARESTREAM_CACHE}/franz-go-${FRANZ_GO_VERSION}"
 pkg="$home/src/pkg/kgo"
 bin="$home/kgo.test"
 if [[ ! -x "$bin" || ! -f "$pkg/config.go" ]]; then
-  dir="$(timeout 300 go mod download -json "github.com/twmb/franz-go@${FRANZ_GO_VERSION}" \
-    | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("Dir") or sys.exit(d.get("Error","no Dir")))')"
   rm -rf "$home"
-  mkdir -p "$home"
-  cp -r "$dir" "$home/src"
-  chmod -R u+w "$home/src"
+  go_module_copy "github.com/twmb/franz-go@${FRANZ_GO_VERSION}" "$home/src"
   (cd "$pkg" && timeout 600 go test -c -o "$bin.partial" .)
   mv "$bin.partial" "$bin"
 fi
 
-# shellcheck source=scripts/lib/test_broker.sh
-source "$root/scripts/lib/test_broker.sh"
 scram_seeds=""
 if [[ -z "$seeds" ]]; then
   with_test_broker
   # The SASL broker, stopped at exit with the other.
-  scram_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')"
-  "$root/target/release/sharestream" broker --listen "127.0.0.1:$scram_port" --memory \
-    --security-protocol SASL_PLAINTEXT --sasl-user kgo:kgo-secret --sasl-oauthbearer-unsecured \
-    >"$tmp/scram-broker.log" 2>&1 &
-  scram_pid=$!
-  trap 'kill "$scram_pid" 2>/dev/null; test_broker_cleanup' EXIT
-  for _ in $(seq 1 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$scram_port") 2>/dev/null && break
-    sleep 0.1
-  done
+  scram_port="$(free_port)"
+  start_broker "$scram_port" "$tmp/scram-broker.log" \
+    --security-protocol SASL_PLAINTEXT --sasl-user kgo:kgo-secret --sasl-oauthbearer-unsecured
   scram_seeds="127.0.0.1:$scram_port"
 fi
 

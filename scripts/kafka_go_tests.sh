@@ -53,30 +53,22 @@ if (exec 3<>/dev/tcp/127.0.0.1/9092) 2>/dev/null; then
   exit 1
 fi
 
+# shellcheck source=scripts/lib/test_broker.sh
+source "$root/scripts/lib/test_broker.sh"
+
 home="${SHARESTREAM_CACHE}/kafka-go-${KAFKA_GO_VERSION}"
 bin="$home/kafka-go.test"
 if [[ ! -x "$bin" ]]; then
-  dir="$(timeout 300 go mod download -json "github.com/segmentio/kafka-go@${KAFKA_GO_VERSION}" \
-    | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("Dir") or sys.exit(d.get("Error","no Dir")))')"
   rm -rf "$home"
-  mkdir -p "$home"
-  cp -r "$dir" "$home/src"
-  chmod -R u+w "$home/src"
+  go_module_copy "github.com/segmentio/kafka-go@${KAFKA_GO_VERSION}" "$home/src"
   # The module's go.sum lacks entries its tests need; resolve them.
   (cd "$home/src" && timeout 300 go mod tidy && timeout 600 go test -c -o "$bin.partial" .)
   mv "$bin.partial" "$bin"
 fi
 
 cargo build --release --features failpoints -p sharestream-cli
-tmp="$(mktemp -d)"
-"$root/target/release/sharestream" broker --listen 127.0.0.1:9092 --node-id 1 --advertised-host localhost \
-  --memory --auto-create-topics --acl --allow-everyone-if-no-acl-found >"$tmp/broker.log" 2>&1 &
-broker_pid=$!
-trap 'kill "$broker_pid" 2>/dev/null; wait "$broker_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-for _ in $(seq 1 100); do
-  (exec 3<>/dev/tcp/127.0.0.1/9092) 2>/dev/null && break
-  sleep 0.1
-done
+start_broker 9092 "$tmp/broker.log" --node-id 1 --advertised-host localhost \
+  --auto-create-topics --acl --allow-everyone-if-no-acl-found
 
 skip='TestReaderConsumerGroup|TestDialerResolver|TestDialerTLS|TestReaderReadCompactedMessage'
 skip+='|TestUnsupportedSASLMechanism|TestSASL'

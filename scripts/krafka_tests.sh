@@ -97,15 +97,8 @@ if [[ $shards == 2 ]]; then
   # the same on Kafka 4.4), and its tests share one broker's topic and
   # group names, so they run one at a time. Two brokers, each serving half
   # the tests one at a time, halve the wall time without sharing a name.
-  port2="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')"
-  "$root/target/release/sharestream" broker --listen "127.0.0.1:$port2" --memory "${broker_flags[@]}" \
-    >"$tmp/broker2.log" 2>&1 &
-  broker2_pid=$!
-  trap 'kill "$broker2_pid" 2>/dev/null; test_broker_cleanup' EXIT
-  for _ in $(seq 1 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$port2") 2>/dev/null && break
-    sleep 0.1
-  done
+  port2="$(free_port)"
+  start_broker "$port2" "$tmp/broker2.log" "${broker_flags[@]}"
   shard_seeds+=("127.0.0.1:$port2")
 fi
 
